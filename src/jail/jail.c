@@ -1,0 +1,1045 @@
+/*
+ * jail.c - sandbox creation, the control channel to init, and teardown.
+ *
+ * Creation: take a uid slot, make the state directory and workspace, make
+ * the cgroup and set its limits, clone3() into new namespaces (straight into
+ * the cgroup on v2), exec the embedded abx-init, attach it to the v1
+ * cgroups, protect it from the OOM killer and send it its configuration.
+ * init then reports NEED_MAP (we write its uid/gid maps) and READY.
+ *
+ * Teardown: SIGKILL init (its pid namespace dies with it; uid mode kills
+ * the cgroup instead), reap it through its pidfd, remove the cgroup
+ * (retrying while the kernel finishes), the directory tree, and free the
+ * uid slot. Only then is the owner told the jail is gone.
+ */
+#include "jail.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fd.h"
+#include "../util/parse.h"
+#include "../util/timeutil.h"
+#include "child.h"
+#include "proto.h"
+#include "rootfs.h"
+#include "seccomp.h"
+#include "uidpool.h"
+
+#define JAIL_CREATE_TIMEOUT_MS 15000 /* init must be ready by then */
+#define JAIL_KILL_GRACE_MS     2000  /* none mode: init gets this long to clean up */
+#define JAIL_CGROUP_RETRY_MS   20
+#define JAIL_CGROUP_RETRIES    250
+#define JAIL_CTL_SNDBUF        (4 * 1024 * 1024)
+#define JAIL_RX_MAX            4096 /* init's messages to us are all small */
+#define JAIL_RX_BATCH          64
+
+/* The static abx-init binary, embedded by init-blob.S. */
+extern const char abx_init_blob[];
+extern const char abx_init_blob_end[];
+
+struct jail_host {
+    enum jail_mode mode;
+    char state_dir[PATH_MAX];
+    char sandboxes_dir[PATH_MAX];
+    char rootmnt[PATH_MAX];
+    char etc[PATH_MAX];
+    int sandboxes_fd;
+    struct cgroup_host *cg;
+    struct uidpool *pool;
+    struct buf bpf;
+    int init_fd;
+    int null_fd;
+    uint64_t root_bytes, tmp_bytes, shm_bytes;
+    char missing[1024];
+};
+
+enum jail_state { J_CREATING, J_READY, J_DYING, J_GONE };
+
+struct jail {
+    struct jail_host *host;
+    struct loop *loop;
+    char id[64];
+    enum jail_state state;
+    bool was_ready;
+    bool have_slot, have_cgroup, have_dir;
+    uint32_t slot;
+    uid_t root_uid;
+    int wsfd;
+    char ws_path[PATH_MAX + 128];
+    int ctl;
+    struct loop_io *ctl_io;
+    int pidfd;
+    struct loop_io *pid_io;
+    pid_t pid;
+    struct loop_timer *timer;
+    int cg_tries;
+    const struct jail_callbacks *cb;
+    void *userdata;
+    uint64_t t0;
+    struct jail_timings t;
+    int failure;
+    struct err err;
+};
+
+const char *
+jail_mode_name(enum jail_mode m)
+{
+    switch (m) {
+    case JAIL_NS:
+        return "ns";
+    case JAIL_UID:
+        return "uid";
+    case JAIL_NONE:
+        return "none";
+    default:
+        return "invalid";
+    }
+}
+
+enum jail_mode
+jail_mode_from_name(const char *s)
+{
+    for (int m = 0; m < _JAIL_MODE_MAX; m++)
+        if (!strcmp(s, jail_mode_name((enum jail_mode)m)))
+            return (enum jail_mode)m;
+    return _JAIL_MODE_INVALID;
+}
+
+/* --- host --- */
+
+static uint64_t
+fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static int
+make_init_fd(struct err *err)
+{
+    size_t n = (size_t)(abx_init_blob_end - abx_init_blob);
+    unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+#ifdef MFD_EXEC
+    int fd = memfd_create("abx-init", flags | MFD_EXEC);
+    if (fd < 0 && errno == EINVAL)
+#else
+    int fd = -1;
+#endif
+        fd = memfd_create("abx-init", flags);
+    if (fd < 0)
+        return err_setx(err, errno, "cannot create the init image");
+    int r = write_full(fd, abx_init_blob, n);
+    if (r < 0) {
+        safe_close(fd);
+        return err_setx(err, -r, "cannot write the init image");
+    }
+    /* Sealed: nobody, including a sandbox reading /proc/1/exe, can alter it. */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
+            fchmod(fd, 0555) < 0) {
+        r = -errno;
+        safe_close(fd);
+        return err_setx(err, -r, "cannot seal the init image");
+    }
+    return fd;
+}
+
+static void
+add_missing(struct jail_host *h, const char *what)
+{
+    size_t n = strlen(h->missing);
+    (void)snprintf(h->missing + n, sizeof(h->missing) - n, "%s%s", n ? ", " : "", what);
+}
+
+static void
+check_userns(struct jail_host *h)
+{
+    struct buf b;
+    buf_init(&b, 64);
+    uint64_t v = 1;
+    if (read_file_at(AT_FDCWD, "/proc/sys/user/max_user_namespaces", 64, &b) >= 0) {
+        while (b.len && b.data[b.len - 1] == '\n')
+            b.data[--b.len] = '\0';
+        if (parse_u64(b.data, &v) < 0)
+            v = 1;
+    }
+    buf_done(&b);
+    if (v == 0)
+        add_missing(h, "user namespaces (user.max_user_namespaces is 0)");
+}
+
+int
+jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct err *err)
+{
+    struct jail_host *h = calloc(1, sizeof(*h));
+    char instance[32];
+    struct buf miss;
+    struct err serr = {0};
+    int r;
+
+    buf_init(&miss, 512);
+    if (!h)
+        return -ENOMEM;
+    h->sandboxes_fd = -EBADF;
+    h->init_fd = -EBADF;
+    h->null_fd = -EBADF;
+    buf_init(&h->bpf, 1024 * 1024);
+    h->mode = c->mode;
+    h->root_bytes = c->root_bytes;
+    h->tmp_bytes = c->tmp_bytes;
+    h->shm_bytes = c->shm_bytes;
+    if ((size_t)snprintf(h->state_dir, sizeof(h->state_dir), "%s", c->state_dir) >=
+                    sizeof(h->state_dir) ||
+            (size_t)snprintf(h->sandboxes_dir, sizeof(h->sandboxes_dir), "%s/sandboxes",
+                    c->state_dir) >= sizeof(h->sandboxes_dir) ||
+            (size_t)snprintf(h->rootmnt, sizeof(h->rootmnt), "%s/rootmnt", c->state_dir) >=
+                    sizeof(h->rootmnt) ||
+            (size_t)snprintf(h->etc, sizeof(h->etc), "%s/etc", c->state_dir) >= sizeof(h->etc)) {
+        r = err_set(err, ENAMETOOLONG, "state directory path too long");
+        goto fail;
+    }
+    r = mkdir_p(h->sandboxes_dir, 0700);
+    if (r < 0) {
+        r = err_setx(err, -r, "cannot create '%s'", h->sandboxes_dir);
+        goto fail;
+    }
+    h->sandboxes_fd = open(h->sandboxes_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (h->sandboxes_fd < 0) {
+        r = err_setx(err, errno, "cannot open '%s'", h->sandboxes_dir);
+        goto fail;
+    }
+    h->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (h->null_fd < 0) {
+        r = err_setx(err, errno, "cannot open /dev/null");
+        goto fail;
+    }
+    r = make_init_fd(err);
+    if (r < 0)
+        goto fail;
+    h->init_fd = r;
+
+    if (h->mode == JAIL_NONE)
+        goto done;
+
+    if (geteuid() != 0) {
+        char what[96];
+        (void)snprintf(what, sizeof(what), "root privileges (abxd runs as uid %u)",
+                (unsigned)geteuid());
+        add_missing(h, what);
+        goto done;
+    }
+    (void)snprintf(instance, sizeof(instance), "abx-%012llx",
+            (unsigned long long)(fnv1a(c->state_dir) & 0xffffffffffffULL));
+    r = cgroup_host_open(c->cgroup, instance, &h->cg, err);
+    if (r < 0)
+        goto fail;
+    (void)cgroup_host_missing(h->cg, &miss);
+    if (miss.len)
+        add_missing(h, miss.data);
+    buf_done(&miss);
+
+    r = uidpool_open(c->uid_lockfile, c->uid_base, JAIL_UID_RANGE, c->uid_slots, &h->pool, err);
+    if (r < 0)
+        goto fail;
+
+    if (seccomp_build_bpf(&h->bpf, &serr) < 0) {
+        char what[300];
+        (void)snprintf(what, sizeof(what), "seccomp (%s)", serr.msg);
+        add_missing(h, what);
+    }
+
+    if (h->mode == JAIL_NS) {
+        check_userns(h);
+        r = mkdir_p(h->rootmnt, 0755);
+        if (r < 0) {
+            r = err_setx(err, -r, "cannot create '%s'", h->rootmnt);
+            goto fail;
+        }
+        r = rootfs_prepare_etc(h->state_dir, err);
+        if (r < 0)
+            goto fail;
+    }
+done:
+    buf_done(&miss);
+    *ret = h;
+    return 0;
+fail:
+    buf_done(&miss);
+    jail_host_free(h);
+    return r;
+}
+
+struct jail_host *
+jail_host_free(struct jail_host *h)
+{
+    if (!h)
+        return NULL;
+    safe_close(h->sandboxes_fd);
+    safe_close(h->init_fd);
+    safe_close(h->null_fd);
+    cgroup_host_free(h->cg);
+    uidpool_free(h->pool);
+    buf_done(&h->bpf);
+    free(h);
+    return NULL;
+}
+
+int
+jail_host_missing(struct jail_host *h, struct buf *out)
+{
+    return buf_puts(out, h->missing);
+}
+
+enum jail_mode
+jail_host_mode(const struct jail_host *h)
+{
+    return h->mode;
+}
+
+const char *
+jail_host_cgroup_name(const struct jail_host *h)
+{
+    return h->cg ? cgroup_version_name(cgroup_host_version(h->cg)) : "none";
+}
+
+uint32_t
+jail_host_uid_slots_used(const struct jail_host *h)
+{
+    return h->pool ? uidpool_in_use(h->pool) : 0;
+}
+
+int
+jail_host_reclaim(struct jail_host *h, struct err *err)
+{
+    int n = 0;
+
+    if (h->cg && cgroup_host_version(h->cg) != CGROUP_NONE) {
+        int r = cgroup_host_reclaim(h->cg, err);
+        if (r < 0)
+            return r;
+        n = r;
+    }
+    /* Whatever is left in sandboxes/ belonged to a run that is over. */
+    int dfd = fcntl(h->sandboxes_fd, F_DUPFD_CLOEXEC, 3);
+    if (dfd < 0)
+        return -errno;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        safe_close(dfd);
+        return -ENOMEM;
+    }
+    struct dirent *de;
+    int dirs = 0;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        int r = rm_rf_at(h->sandboxes_fd, de->d_name);
+        if (r < 0) {
+            closedir(d);
+            return err_setx(err, -r, "cannot remove '%s/%s'", h->sandboxes_dir, de->d_name);
+        }
+        dirs++;
+    }
+    closedir(d);
+    return MAX(n, dirs);
+}
+
+/* --- one jail --- */
+
+static void teardown(struct jail *j);
+
+static void
+finish(struct jail *j)
+{
+    j->state = J_GONE;
+    if (j->was_ready) {
+        if (j->cb->gone)
+            j->cb->gone(j, j->userdata);
+    } else {
+        if (!j->failure)
+            j->failure = -ECANCELED;
+        (void)err_set(&j->err, -j->failure, "sandbox was killed while being created");
+        j->cb->ready(j, j->failure, &j->err, j->userdata);
+    }
+    /* j may be freed by now */
+}
+
+static void
+release_resources(struct jail *j)
+{
+    if (j->have_dir) {
+        safe_close(j->wsfd);
+        j->wsfd = -EBADF;
+        (void)rm_rf_at(j->host->sandboxes_fd, j->id);
+        j->have_dir = false;
+    }
+    if (j->have_slot) {
+        uidpool_release(j->host->pool, j->slot);
+        j->have_slot = false;
+    }
+}
+
+static void
+on_timer(struct loop_timer *t, void *ud)
+{
+    struct jail *j = ud;
+    (void)t;
+
+    if (j->state == J_CREATING) {
+        (void)err_set(&j->err, ETIMEDOUT, "sandbox init did not become ready in %d ms",
+                JAIL_CREATE_TIMEOUT_MS);
+        j->failure = -ETIMEDOUT;
+        jail_kill(j);
+    } else if (j->state == J_DYING && j->pid > 0) {
+        /* none mode: init had its grace period */
+        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+    } else if (j->state == J_DYING && j->have_cgroup) {
+        teardown(j);
+    }
+}
+
+static void
+teardown(struct jail *j)
+{
+    if (j->have_cgroup) {
+        int r = cgroup_destroy(j->host->cg, j->id);
+        if (r == -EBUSY && ++j->cg_tries < JAIL_CGROUP_RETRIES) {
+            (void)loop_timer_arm(j->timer, now_msec() + JAIL_CGROUP_RETRY_MS);
+            return;
+        }
+        /* Anything still there is removed by the next start's reclaim. */
+        j->have_cgroup = false;
+    }
+    release_resources(j);
+    loop_timer_disarm(j->timer);
+    finish(j);
+}
+
+static void
+on_init_exit(struct loop_io *io, uint32_t revents, void *ud)
+{
+    struct jail *j = ud;
+    (void)io;
+    (void)revents;
+
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    (void)waitid((idtype_t)P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG);
+    if (si.si_pid == 0)
+        return; /* spurious */
+    loop_io_free(j->pid_io);
+    j->pid_io = NULL;
+    safe_close(j->pidfd);
+    j->pidfd = -EBADF;
+    j->pid = 0;
+    loop_io_free(j->ctl_io);
+    j->ctl_io = NULL;
+    safe_close(j->ctl);
+    j->ctl = -EBADF;
+    if (j->state != J_DYING) {
+        /* init died on its own: the sandbox is gone either way. */
+        if (j->state == J_CREATING && !j->failure) {
+            j->failure = -EIO;
+            (void)err_set(&j->err, EIO, "sandbox init exited during set-up");
+        }
+        j->state = J_DYING;
+    }
+    if (j->host->mode == JAIL_UID)
+        (void)cgroup_kill_all(j->host->cg, j->id);
+    teardown(j);
+}
+
+static int
+write_maps(struct jail *j)
+{
+    char path[64], map[64];
+    int r;
+
+    (void)snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)j->root_uid, JAIL_UID_RANGE);
+    (void)snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)j->pid);
+    r = write_existing_at(AT_FDCWD, path, map);
+    if (r < 0)
+        return err_setx(&j->err, -r, "cannot write '%s'", path);
+    (void)snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)j->pid);
+    r = write_existing_at(AT_FDCWD, path, map);
+    if (r < 0)
+        return err_setx(&j->err, -r, "cannot write '%s'", path);
+    return 0;
+}
+
+static int
+send_simple(struct jail *j, uint32_t type)
+{
+    char b[64];
+    struct proto_writer w;
+    proto_writer_init(&w, b, sizeof(b), type);
+    long n = proto_writer_finish(&w);
+    if (n < 0)
+        return (int)n;
+    if (send(j->ctl, b, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        return -errno;
+    return 0;
+}
+
+static void
+protocol_violation(struct jail *j, const char *what)
+{
+    if (j->state == J_CREATING && !j->failure) {
+        j->failure = -EPROTO;
+        (void)err_set(&j->err, EPROTO, "sandbox init broke protocol: %s", what);
+    }
+    jail_kill(j);
+}
+
+static void
+handle_event(struct jail *j, const struct proto_event *ev)
+{
+    switch (ev->type) {
+    case PROTO_NEED_MAP:
+        if (j->state != J_CREATING || j->host->mode != JAIL_NS) {
+            protocol_violation(j, "unexpected map request");
+            return;
+        }
+        if (write_maps(j) < 0 || send_simple(j, PROTO_MAPPED) < 0) {
+            j->failure = -EIO;
+            (void)err_set(&j->err, EIO, "cannot map the sandbox user namespace");
+            jail_kill(j);
+        }
+        return;
+    case PROTO_READY:
+        if (j->state != J_CREATING) {
+            protocol_violation(j, "unexpected READY");
+            return;
+        }
+        j->state = J_READY;
+        j->was_ready = true;
+        loop_timer_disarm(j->timer);
+        j->t.init_us = ev->usec;
+        j->t.total_us = now_usec() - j->t0;
+        j->cb->ready(j, 0, NULL, j->userdata);
+        return;
+    case PROTO_FAILED:
+        if (j->state == J_CREATING && !j->failure) {
+            j->failure = -(int)ev->errnum;
+            char tmp[128];
+            (void)err_set(&j->err, (int)ev->errnum, "sandbox set-up failed at '%.64s': %s",
+                    ev->step, strerror_r((int)ev->errnum, tmp, sizeof(tmp)));
+        }
+        jail_kill(j);
+        return;
+    case PROTO_SPAWNED:
+        if (j->state != J_READY)
+            return;
+        if (j->cb->spawned)
+            j->cb->spawned(j, ev->token, ev->pid > 0 ? ev->pid : 0,
+                    ev->pid > 0 ? 0 : -(int)ev->errnum, ev->step, j->userdata);
+        return;
+    case PROTO_EXITED:
+        if (j->state != J_READY)
+            return;
+        if (j->cb->exited)
+            j->cb->exited(j, ev->pid, ev->status, j->userdata);
+        return;
+    default:
+        protocol_violation(j, "unknown message");
+    }
+}
+
+static void
+on_ctl(struct loop_io *io, uint32_t revents, void *ud)
+{
+    struct jail *j = ud;
+    static char rx[JAIL_RX_MAX];
+    (void)io;
+    (void)revents;
+
+    for (int i = 0; i < JAIL_RX_BATCH && j->ctl >= 0 && j->state != J_GONE; i++) {
+        char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+        struct iovec iov = {rx, sizeof(rx)};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                .msg_controllen = sizeof(cbuf)};
+        ssize_t k = recvmsg(j->ctl, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (k < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        /* init never sends descriptors: close any it tries to give us. */
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t f = 0; f < n; f++) {
+                    int fd;
+                    memcpy(&fd, CMSG_DATA(cm) + f * sizeof(int), sizeof(int));
+                    safe_close(fd);
+                }
+                protocol_violation(j, "sent descriptors");
+                return;
+            }
+        }
+        if (k <= 0) {
+            /* init closed its end: it is exiting. The pidfd finishes the job. */
+            loop_io_free(j->ctl_io);
+            j->ctl_io = NULL;
+            if (j->state == J_CREATING && !j->failure) {
+                j->failure = -EIO;
+                (void)err_set(&j->err, EIO, "sandbox init exited during set-up");
+            }
+            if (j->state != J_DYING)
+                jail_kill(j);
+            return;
+        }
+        if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+            protocol_violation(j, "oversized message");
+            return;
+        }
+        struct proto_event ev;
+        if (proto_decode_event(rx, (size_t)k, &ev) < 0) {
+            protocol_violation(j, "malformed message");
+            return;
+        }
+        handle_event(j, &ev);
+    }
+}
+
+static int
+prepare_dirs(struct jail *j, struct err *err)
+{
+    struct jail_host *h = j->host;
+
+    if (mkdirat(h->sandboxes_fd, j->id, 0700) < 0)
+        return err_setx(err, errno, "cannot create '%s/%s'", h->sandboxes_dir, j->id);
+    j->have_dir = true;
+    (void)snprintf(j->ws_path, sizeof(j->ws_path), "%s/%s/home", h->sandboxes_dir, j->id);
+    _cleanup_close_ int dfd = openat(h->sandboxes_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return err_setx(err, errno, "cannot open '%s/%s'", h->sandboxes_dir, j->id);
+    if (mkdirat(dfd, "home", 0755) < 0)
+        return err_setx(err, errno, "cannot create '%s'", j->ws_path);
+    if (h->mode != JAIL_NONE) {
+        if (fchownat(dfd, "home", jail_user_uid(j), jail_user_gid(j), AT_SYMLINK_NOFOLLOW) < 0)
+            return err_setx(err, errno, "cannot chown '%s'", j->ws_path);
+        if (h->mode == JAIL_UID && fchmodat(dfd, "home", 0700, 0) < 0)
+            return err_setx(err, errno, "cannot chmod '%s'", j->ws_path);
+    }
+    j->wsfd = openat(dfd, "home", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (j->wsfd < 0)
+        return err_setx(err, errno, "cannot open '%s'", j->ws_path);
+    return 0;
+}
+
+static int
+send_config(struct jail *j, struct err *err)
+{
+    struct jail_host *h = j->host;
+    struct proto_config c = {
+            .version = PROTO_VERSION,
+            .mode = h->mode == JAIL_NS ? PROTO_MODE_NS
+                    : h->mode == JAIL_UID ? PROTO_MODE_UID
+                                          : PROTO_MODE_NONE,
+            .user_uid = (uint32_t)jail_user_uid(j),
+            .user_gid = (uint32_t)jail_user_gid(j),
+            .root_uid_host = (uint32_t)j->root_uid,
+            .root_gid_host = (uint32_t)j->root_uid,
+            .tty_gid_host = (uint32_t)j->root_uid + ROOTFS_TTY_GID,
+            .root_bytes = h->root_bytes,
+            .tmp_bytes = h->tmp_bytes,
+            .shm_bytes = h->shm_bytes,
+            .rootmnt = h->rootmnt,
+            .workspace = j->ws_path,
+            .etc = h->etc,
+            .hostname = ROOTFS_HOSTNAME,
+            .bpf = h->bpf.data,
+            .bpf_len = (uint32_t)h->bpf.len,
+    };
+    char cgpaths[PROTO_MAX_CGROUPS][512];
+    if (j->have_cgroup && cgroup_host_version(h->cg) == CGROUP_V1) {
+        int n = cgroup_procs_paths(h->cg, j->id, cgpaths, PROTO_MAX_CGROUPS);
+        if (n < 0)
+            return err_setx(err, -n, "cannot name the cgroups of '%s'", j->id);
+        for (int i = 0; i < n; i++)
+            c.cgroups[i] = cgpaths[i];
+        c.ncgroups = (uint32_t)n;
+    }
+    _cleanup_free_ char *b = malloc(64 * 1024 + h->bpf.len);
+    if (!b)
+        return -ENOMEM;
+    struct proto_writer w;
+    proto_writer_init(&w, b, 64 * 1024 + h->bpf.len, PROTO_CONFIG);
+    int r = proto_encode_config(&w, &c);
+    if (r < 0)
+        return err_setx(err, -r, "cannot encode the sandbox configuration");
+    if (send(j->ctl, b, w.len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        return err_setx(err, errno, "cannot send the sandbox configuration");
+    return 0;
+}
+
+static int
+clone_init(struct jail *j, int child_end, struct err *err)
+{
+    struct jail_host *h = j->host;
+    uint64_t flags = CLONE_PIDFD;
+    _cleanup_close_ int cgfd = -EBADF;
+
+    if (h->mode == JAIL_NS)
+        flags |= CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+    if (j->have_cgroup && cgroup_host_version(h->cg) == CGROUP_V2) {
+        cgfd = cgroup_open_dir(h->cg, j->id);
+        if (cgfd < 0)
+            return err_setx(err, -cgfd, "cannot open the cgroup of '%s'", j->id);
+        flags |= CLONE_INTO_CGROUP;
+    }
+    int pidfd = -1;
+    struct clone_args args = {
+            .flags = flags,
+            .pidfd = (uint64_t)(uintptr_t)&pidfd,
+            .exit_signal = SIGCHLD,
+            .cgroup = cgfd >= 0 ? (uint64_t)cgfd : 0,
+    };
+    long pid = syscall(SYS_clone3, &args, sizeof(args));
+    if (pid < 0)
+        return err_setx(err, errno, "cannot clone the sandbox init");
+    if (pid == 0)
+        jail_child_exec(child_end, h->init_fd, h->null_fd);
+    j->pid = (pid_t)pid;
+    j->pidfd = pidfd;
+    return 0;
+}
+
+int
+jail_create(struct jail_host *h, struct loop *loop, const char *id,
+        const struct jail_limits *limits, const struct jail_callbacks *cb, void *userdata,
+        struct jail **ret, struct err *err)
+{
+    int r;
+    int sp[2] = {-EBADF, -EBADF};
+    int sz = JAIL_CTL_SNDBUF;
+    char path[64];
+    uint64_t t1;
+    struct cgroup_limits cl = {limits->memory_bytes, limits->cpu_millis, limits->pids};
+
+    if (strlen(id) == 0 || strlen(id) >= sizeof(((struct jail *)0)->id))
+        return err_set(err, EINVAL, "invalid sandbox id");
+    if (h->missing[0])
+        return err_set(err, EOPNOTSUPP, "isolation mode '%s' is not available: %s",
+                jail_mode_name(h->mode), h->missing);
+    struct jail *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    j->host = h;
+    j->loop = loop;
+    j->cb = cb;
+    j->userdata = userdata;
+    j->wsfd = j->ctl = j->pidfd = -EBADF;
+    j->t0 = now_usec();
+    (void)strscpy(j->id, id, sizeof(j->id));
+    r = loop_timer_new(loop, on_timer, j, &j->timer);
+    if (r < 0)
+        goto fail;
+
+    if (h->mode != JAIL_NONE) {
+        r = uidpool_acquire(h->pool, &j->slot);
+        if (r < 0) {
+            r = err_setx(err, -r, "no free uid range for another sandbox");
+            goto fail;
+        }
+        j->have_slot = true;
+        j->root_uid = uidpool_first_uid(h->pool, j->slot);
+    } else {
+        j->root_uid = geteuid();
+    }
+    r = prepare_dirs(j, err);
+    if (r < 0)
+        goto fail;
+    if (h->mode != JAIL_NONE) {
+        r = cgroup_create(h->cg, j->id, err);
+        if (r < 0)
+            goto fail;
+        j->have_cgroup = true;
+        r = cgroup_set_limits(h->cg, j->id, &cl, err);
+        if (r < 0)
+            goto fail;
+    }
+    j->t.prepare_us = now_usec() - j->t0;
+
+    t1 = now_usec();
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+        r = err_setx(err, errno, "socketpair");
+        goto fail;
+    }
+    if (setsockopt(sp[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+        (void)setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    r = clone_init(j, sp[1], err);
+    safe_close(sp[1]);
+    sp[1] = -EBADF;
+    if (r < 0)
+        goto fail;
+    j->ctl = TAKE_FD(sp[0]);
+
+    /* From here on a failure is handled by killing init. */
+    j->state = J_CREATING;
+    r = loop_io_add(loop, j->pidfd, EPOLLIN, on_init_exit, j, &j->pid_io);
+    if (r < 0) {
+        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        (void)waitid((idtype_t)P_PIDFD, (id_t)j->pidfd, NULL, WEXITED);
+        r = err_setx(err, -r, "cannot watch the sandbox init");
+        goto fail;
+    }
+    (void)snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)j->pid);
+    if (h->mode != JAIL_NONE)
+        (void)write_existing_at(AT_FDCWD, path, "-1000");
+    /* On v1, init joins its cgroups itself (see proto.h). */
+    r = send_config(j, err);
+    if (r >= 0)
+        r = loop_io_add(loop, j->ctl, EPOLLIN, on_ctl, j, &j->ctl_io);
+    if (r < 0) {
+        j->failure = r;
+        if (err && err_isset(err))
+            j->err = *err;
+        /* Async cleanup; report synchronously by returning the jail anyway
+         * would confuse callers, so kill and wait here (init is new). */
+        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        (void)waitid((idtype_t)P_PIDFD, (id_t)j->pidfd, NULL, WEXITED);
+        loop_io_free(j->pid_io);
+        j->pid_io = NULL;
+        goto fail;
+    }
+    (void)loop_timer_arm(j->timer, now_msec() + JAIL_CREATE_TIMEOUT_MS);
+    j->t.clone_us = now_usec() - t1;
+    *ret = j;
+    return 0;
+
+fail:
+    safe_close(sp[0]);
+    safe_close(sp[1]);
+    if (j->have_cgroup) {
+        for (int i = 0; i < 50 && cgroup_destroy(h->cg, j->id) == -EBUSY; i++)
+            (void)usleep(2000);
+        j->have_cgroup = false;
+    }
+    release_resources(j);
+    j->state = J_GONE;
+    jail_free(j);
+    return r < 0 ? r : -EIO;
+}
+
+int
+jail_spawn(struct jail *j, uint64_t token, const struct jail_spawn *sp, struct err *err)
+{
+    struct jail_host *h = j->host;
+    uint32_t uid, gid;
+
+    if (j->state != J_READY)
+        return err_set(err, ESRCH, "sandbox '%s' is not running", j->id);
+    if (h->mode == JAIL_NS) {
+        uid = gid = sp->root ? 0 : ROOTFS_USER_UID;
+    } else {
+        uid = (uint32_t)jail_user_uid(j);
+        gid = (uint32_t)jail_user_gid(j);
+    }
+    _cleanup_free_ char *b = malloc(PROTO_MAX_MSG);
+    if (!b)
+        return -ENOMEM;
+    struct proto_writer w;
+    proto_writer_init(&w, b, PROTO_MAX_MSG, PROTO_SPAWN);
+    int r = proto_encode_spawn(&w, token, uid, gid, PROTO_SPAWN_SETSID, sp->cwd, sp->argv,
+            sp->env);
+    if (r < 0)
+        return err_set(err, E2BIG, "argv and env are larger than %d bytes (or %d entries)",
+                PROTO_MAX_MSG, PROTO_MAX_ARGS);
+
+    char cbuf[CMSG_SPACE(sizeof(int) * 3)];
+    memset(cbuf, 0, sizeof(cbuf));
+    struct iovec iov = {b, w.len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+            .msg_controllen = sizeof(cbuf)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * 3);
+    memcpy(CMSG_DATA(cm), sp->fds, sizeof(int) * 3);
+    if (sendmsg(j->ctl, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        if (errno == EAGAIN)
+            return err_set(err, EAGAIN, "sandbox '%s' is busy; try again", j->id);
+        return err_setx(err, errno, "cannot reach the init of sandbox '%s'", j->id);
+    }
+    return 0;
+}
+
+int
+jail_signal(struct jail *j, pid_t pid, int sig, bool group)
+{
+    char b[64];
+    struct proto_writer w;
+
+    if (j->state != J_READY)
+        return -ESRCH;
+    proto_writer_init(&w, b, sizeof(b), PROTO_SIGNAL);
+    proto_put_u32(&w, (uint32_t)pid);
+    proto_put_u32(&w, (uint32_t)sig);
+    proto_put_u32(&w, group ? PROTO_SIGNAL_GROUP : 0);
+    long n = proto_writer_finish(&w);
+    if (n < 0)
+        return (int)n;
+    if (send(j->ctl, b, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+        return -errno;
+    return 0;
+}
+
+int
+jail_set_limits(struct jail *j, const struct jail_limits *l, struct err *err)
+{
+    if (!j->have_cgroup)
+        return err_set(err, EOPNOTSUPP, "limits need a cgroup (isolation mode '%s')",
+                jail_mode_name(j->host->mode));
+    struct cgroup_limits cl = {l->memory_bytes, l->cpu_millis, l->pids};
+    return cgroup_set_limits(j->host->cg, j->id, &cl, err);
+}
+
+int
+jail_stats(struct jail *j, struct cgroup_stats *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    if (!j->have_cgroup)
+        return -EOPNOTSUPP;
+    return cgroup_get_stats(j->host->cg, j->id, ret);
+}
+
+int
+jail_freeze(struct jail *j, bool frozen, struct err *err)
+{
+    if (!j->have_cgroup)
+        return err_set(err, EOPNOTSUPP, "freezing needs a cgroup");
+    return cgroup_freeze(j->host->cg, j->id, frozen, err);
+}
+
+void
+jail_kill(struct jail *j)
+{
+    if (j->state == J_DYING || j->state == J_GONE)
+        return;
+    j->state = J_DYING;
+    loop_timer_disarm(j->timer);
+    if (j->pidfd < 0) {
+        teardown(j);
+        return;
+    }
+    switch (j->host->mode) {
+    case JAIL_NS:
+        /* pid 1 dies, and the kernel kills its namespace with it. */
+        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        break;
+    case JAIL_UID:
+        (void)cgroup_kill_all(j->host->cg, j->id);
+        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        break;
+    default:
+        /* none: init kills the process groups it started when we hang up. */
+        if (j->ctl >= 0)
+            (void)shutdown(j->ctl, SHUT_RDWR);
+        (void)loop_timer_arm(j->timer, now_msec() + JAIL_KILL_GRACE_MS);
+        break;
+    }
+}
+
+void
+jail_free(struct jail *j)
+{
+    if (!j)
+        return;
+    loop_io_free(j->ctl_io);
+    loop_io_free(j->pid_io);
+    safe_close(j->ctl);
+    if (j->pidfd >= 0) {
+        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        (void)waitid((idtype_t)P_PIDFD, (id_t)j->pidfd, NULL, WEXITED);
+        safe_close(j->pidfd);
+    }
+    if (j->have_cgroup)
+        (void)cgroup_destroy(j->host->cg, j->id);
+    release_resources(j);
+    loop_timer_free(j->timer);
+    free(j);
+}
+
+const char *
+jail_id(const struct jail *j)
+{
+    return j->id;
+}
+
+const struct jail_timings *
+jail_get_timings(const struct jail *j)
+{
+    return &j->t;
+}
+
+bool
+jail_is_ready(const struct jail *j)
+{
+    return j->state == J_READY;
+}
+
+int
+jail_workspace_fd(const struct jail *j)
+{
+    return j->wsfd;
+}
+
+const char *
+jail_workspace_path(const struct jail *j)
+{
+    return j->ws_path;
+}
+
+uid_t
+jail_user_uid(const struct jail *j)
+{
+    if (j->host->mode == JAIL_NONE)
+        return geteuid();
+    return j->root_uid + ROOTFS_USER_UID;
+}
+
+gid_t
+jail_user_gid(const struct jail *j)
+{
+    if (j->host->mode == JAIL_NONE)
+        return getegid();
+    return (gid_t)(j->root_uid + ROOTFS_USER_UID);
+}
+
+const char *
+jail_home(const struct jail *j, bool root)
+{
+    if (j->host->mode == JAIL_NS)
+        return root ? "/root" : "/home/user";
+    return j->ws_path;
+}
+
+pid_t
+jail_init_pid(const struct jail *j)
+{
+    return j->pid;
+}
+
+uid_t
+jail_root_uid(const struct jail *j)
+{
+    return j->root_uid;
+}

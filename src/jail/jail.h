@@ -1,0 +1,140 @@
+/*
+ * jail.h - make and destroy a sandbox, and spawn processes inside it.
+ *
+ * A jail is a set of namespaces held by abx-init (our pid 1), a cgroup, a
+ * pooled host uid range and a state directory holding the workspace. This
+ * module knows nothing of HTTP, process tables or output: it creates the
+ * sandbox, hands init spawn and signal requests, reports spawns and exits,
+ * and on kill removes every trace (processes, cgroup, directory, uid slot).
+ *
+ * Everything is asynchronous on the caller's loop: jail_create() returns at
+ * once and the ready callback fires when init has finished set-up (or the
+ * attempt has failed and been cleaned up). Nothing a sandbox's init sends is
+ * trusted: messages are decoded strictly, unknown pids and tokens are
+ * ignored, stray descriptors are closed. Not thread-safe.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../util/buf.h"
+#include "../util/err.h"
+#include "../util/loop.h"
+#include "cgroup.h"
+
+enum jail_mode {
+    JAIL_NS,   /* user, mount, pid, net, ipc, uts, cgroup namespaces + uid + cgroup */
+    JAIL_UID,  /* pooled uid + cgroup, no namespaces (weaker; must be asked for) */
+    JAIL_NONE, /* no isolation at all (development only; must be asked for) */
+    _JAIL_MODE_MAX,
+    _JAIL_MODE_INVALID = -EINVAL,
+};
+
+const char *jail_mode_name(enum jail_mode m);
+enum jail_mode jail_mode_from_name(const char *s);
+
+#define JAIL_UID_RANGE 65536u /* host uids per sandbox: in-sandbox 0..65535 */
+
+struct jail_host_config {
+    enum jail_mode mode;
+    const char *state_dir;    /* absolute; sandboxes live in state_dir/sandboxes */
+    const char *cgroup;       /* "auto", "v1" or "v2" */
+    const char *uid_lockfile; /* host-wide lock file of the uid pool */
+    uint32_t uid_base;        /* first pooled host uid */
+    uint32_t uid_slots;       /* concurrent sandboxes the pool allows */
+    uint64_t root_bytes;      /* size cap of the writable root tmpfs */
+    uint64_t tmp_bytes;       /* size cap of /tmp */
+    uint64_t shm_bytes;       /* size cap of /dev/shm */
+};
+
+struct jail_host;
+
+/* Sets up host-wide state: cgroup layout, uid pool, seccomp program, the
+ * init image, /etc. Missing isolation is not an error here (readiness
+ * reports it, see jail_host_missing()); bad configuration is. */
+int jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct err *err);
+struct jail_host *jail_host_free(struct jail_host *h);
+/* Appends, comma-separated, what the configured mode needs and lacks. */
+int jail_host_missing(struct jail_host *h, struct buf *out);
+/* Removes sandboxes an earlier run left behind; returns how many. */
+int jail_host_reclaim(struct jail_host *h, struct err *err);
+enum jail_mode jail_host_mode(const struct jail_host *h);
+const char *jail_host_cgroup_name(const struct jail_host *h);
+uint32_t jail_host_uid_slots_used(const struct jail_host *h);
+
+struct jail;
+
+struct jail_limits {
+    uint64_t memory_bytes; /* 0 = none */
+    uint32_t cpu_millis;   /* 1000 = one core; 0 = none */
+    uint32_t pids;         /* 0 = none */
+};
+
+struct jail_timings {
+    uint64_t prepare_us; /* uid slot, directories, cgroup */
+    uint64_t clone_us;   /* clone3 + cgroup attach + config sent */
+    uint64_t init_us;    /* set-up inside init, as it reports */
+    uint64_t total_us;   /* jail_create() to ready */
+};
+
+struct jail_callbacks {
+    /* Creation finished. On error (r < 0, err says why) the jail has already
+     * been cleaned up and the callee should jail_free() it. */
+    void (*ready)(struct jail *j, int r, const struct err *err, void *userdata);
+    /* A spawn request finished: pid > 0, or r < 0 with the failing step. */
+    void (*spawned)(struct jail *j, uint64_t token, pid_t pid, int r, const char *step,
+            void *userdata);
+    /* A process we spawned exited (wait status). */
+    void (*exited)(struct jail *j, pid_t pid, int status, void *userdata);
+    /* A ready jail is gone (killed or init died) and fully cleaned up. */
+    void (*gone)(struct jail *j, void *userdata);
+};
+
+/* Starts creating sandbox id ([a-z0-9]+). Returns 0 and the jail, whose
+ * ready callback fires later, or -errno synchronously (-EAGAIN: no free uid
+ * slot). */
+int jail_create(struct jail_host *h, struct loop *loop, const char *id,
+        const struct jail_limits *limits, const struct jail_callbacks *cb, void *userdata,
+        struct jail **ret, struct err *err);
+
+struct jail_spawn {
+    bool root;               /* run as sandbox root instead of "user" */
+    const char *cwd;         /* absolute path in the sandbox's view */
+    const char *const *argv; /* NULL-terminated, argv[0] non-empty */
+    const char *const *env;  /* NULL-terminated "K=V" */
+    int fds[3];              /* stdin, stdout, stderr: borrowed, sent to init */
+};
+
+/* Asks init to start a process; the spawned callback reports the outcome
+ * with the same token. -EAGAIN when init is not keeping up. */
+int jail_spawn(struct jail *j, uint64_t token, const struct jail_spawn *sp, struct err *err);
+/* Signals a process init started (or its process group). */
+int jail_signal(struct jail *j, pid_t pid, int sig, bool group);
+int jail_set_limits(struct jail *j, const struct jail_limits *l, struct err *err);
+int jail_stats(struct jail *j, struct cgroup_stats *ret);
+int jail_freeze(struct jail *j, bool frozen, struct err *err);
+
+/* Kills everything and cleans up asynchronously; gone (or ready with an
+ * error, if still creating) fires when done. Idempotent. */
+void jail_kill(struct jail *j);
+/* Frees a jail that is gone or failed. NULL is ok. */
+void jail_free(struct jail *j);
+
+const char *jail_id(const struct jail *j);
+const struct jail_timings *jail_get_timings(const struct jail *j);
+bool jail_is_ready(const struct jail *j);
+/* O_PATH descriptor of the workspace on the host, valid until jail_free(). */
+int jail_workspace_fd(const struct jail *j);
+/* Host path of the workspace (state_dir/sandboxes/<id>/home). */
+const char *jail_workspace_path(const struct jail *j);
+/* Host ids that files written through the API should belong to ("user"). */
+uid_t jail_user_uid(const struct jail *j);
+gid_t jail_user_gid(const struct jail *j);
+/* The home directory as processes see it, and how to run as root/user. */
+const char *jail_home(const struct jail *j, bool root);
+/* Host pid of init (for tests and leak checks). */
+pid_t jail_init_pid(const struct jail *j);
+/* Host uid that sandbox root maps to (first of its range). */
+uid_t jail_root_uid(const struct jail *j);

@@ -1,0 +1,21 @@
+/*
+ * rootfs.h - the generated /etc every sandbox sees (read-only, shared).
+ *
+ * At start abxd writes passwd, group, hosts, hostname, resolv.conf and
+ * nsswitch.conf for the sandbox's two users (root, user 1000) and copies an
+ * allowlist of harmless host configuration (the dynamic linker cache,
+ * alternatives, profile, CA certificates, terminfo...) into a fresh
+ * directory, then renames it into place. Nothing secret (shadow, ssh keys,
+ * ssl/private) is ever copied. Sandboxes bind it read-only at /etc.
+ */
+#pragma once
+
+#include "../util/err.h"
+
+#define ROOTFS_HOSTNAME "sandbox"
+#define ROOTFS_USER_UID 1000
+#define ROOTFS_TTY_GID  5
+
+/* Builds statedir/etc atomically; returns 0 or -errno. Call it only while no
+ * sandbox runs (at start): the previous directory is deleted. */
+int rootfs_prepare_etc(const char *statedir, struct err *err);

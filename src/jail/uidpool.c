@@ -1,0 +1,132 @@
+/*
+ * uidpool.c - uid range slots guarded by per-byte OFD locks.
+ */
+#include "uidpool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fd.h"
+
+struct uidpool {
+    int fd;
+    uint32_t base, size, nslots, next, used;
+    uint8_t *held; /* bitmap of slots this process holds */
+};
+
+int
+uidpool_open(const char *lockfile, uint32_t base, uint32_t size, uint32_t nslots,
+        struct uidpool **ret, struct err *err)
+{
+    if (size == 0 || nslots == 0 || (uint64_t)base + (uint64_t)size * nslots > UINT32_MAX - 1)
+        return err_set(err, EINVAL, "uid pool %u + %u x %u does not fit in 32 bits", base,
+                nslots, size);
+    if (base < 65536)
+        return err_set(err, EINVAL, "uid pool base %u overlaps ordinary host users", base);
+    char dir[512];
+    const char *slash = strrchr(lockfile, '/');
+    if (slash && slash != lockfile) {
+        size_t n = (size_t)(slash - lockfile);
+        if (n >= sizeof(dir))
+            return err_set(err, ENAMETOOLONG, "uid pool lock path too long");
+        memcpy(dir, lockfile, n);
+        dir[n] = '\0';
+        int r = mkdir_p(dir, 0755);
+        if (r < 0)
+            return err_setx(err, -r, "cannot create '%s'", dir);
+    }
+    struct uidpool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->held = calloc((nslots + 7) / 8, 1);
+    if (!p->held) {
+        free(p);
+        return -ENOMEM;
+    }
+    p->fd = open(lockfile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (p->fd < 0) {
+        int r = err_setx(err, errno, "cannot open uid pool lock '%s'", lockfile);
+        free(p->held);
+        free(p);
+        return r;
+    }
+    p->base = base;
+    p->size = size;
+    p->nslots = nslots;
+    *ret = p;
+    return 0;
+}
+
+struct uidpool *
+uidpool_free(struct uidpool *p)
+{
+    if (!p)
+        return NULL;
+    safe_close(p->fd); /* drops every lock we hold */
+    free(p->held);
+    free(p);
+    return NULL;
+}
+
+static bool
+is_held(const struct uidpool *p, uint32_t s)
+{
+    return p->held[s / 8] & (1u << (s % 8));
+}
+
+int
+uidpool_acquire(struct uidpool *p, uint32_t *ret_slot)
+{
+    for (uint32_t i = 0; i < p->nslots; i++) {
+        uint32_t s = (p->next + i) % p->nslots;
+        if (is_held(p, s))
+            continue;
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = s, .l_len = 1};
+        if (fcntl(p->fd, F_OFD_SETLK, &fl) < 0) {
+            if (errno == EAGAIN || errno == EACCES)
+                continue; /* another abxd has it */
+            return -errno;
+        }
+        p->held[s / 8] |= (uint8_t)(1u << (s % 8));
+        p->used++;
+        /* Round-robin, so a slot just released is not reused at once. */
+        p->next = (s + 1) % p->nslots;
+        *ret_slot = s;
+        return 0;
+    }
+    return -EAGAIN;
+}
+
+void
+uidpool_release(struct uidpool *p, uint32_t slot)
+{
+    if (slot >= p->nslots || !is_held(p, slot))
+        return;
+    struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = slot, .l_len = 1};
+    (void)fcntl(p->fd, F_OFD_SETLK, &fl);
+    p->held[slot / 8] &= (uint8_t) ~(1u << (slot % 8));
+    p->used--;
+}
+
+uid_t
+uidpool_first_uid(const struct uidpool *p, uint32_t slot)
+{
+    return (uid_t)(p->base + slot * p->size);
+}
+
+uint32_t
+uidpool_size(const struct uidpool *p)
+{
+    return p->size;
+}
+
+uint32_t
+uidpool_in_use(const struct uidpool *p)
+{
+    return p->used;
+}

@@ -1,0 +1,255 @@
+/*
+ * json.c - strict request decoding helpers over jansson.
+ */
+#include "json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+static int
+json_depth_ok(json_t *v, int depth)
+{
+    if (depth > JSON_MAX_DEPTH)
+        return 0;
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *c;
+        json_object_foreach(v, k, c)
+        {
+            if (!json_depth_ok(c, depth + 1))
+                return 0;
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(v, i, c)
+        {
+            if (!json_depth_ok(c, depth + 1))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+int
+json_parse(const char *data, size_t len, json_t **ret, struct err *err)
+{
+    json_error_t je;
+
+    if (len == 0)
+        return err_set(err, EINVAL, "request body is empty; expected a JSON object");
+    /* jansson's own recursion limit is 2048 levels; ours is far lower. A quick
+     * pre-scan bounds the nesting before jansson recurses at all. */
+    int depth = 0;
+    bool in_str = false, esc = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = data[i];
+        if (in_str) {
+            if (esc)
+                esc = false;
+            else if (c == '\\')
+                esc = true;
+            else if (c == '"')
+                in_str = false;
+            continue;
+        }
+        if (c == '"')
+            in_str = true;
+        else if (c == '[' || c == '{') {
+            if (++depth > JSON_MAX_DEPTH)
+                return err_set(err, EINVAL, "invalid JSON: nested deeper than %d levels",
+                        JSON_MAX_DEPTH);
+        } else if (c == ']' || c == '}')
+            depth--;
+    }
+    json_t *v = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
+    if (!v)
+        return err_set(err, EINVAL, "invalid JSON at line %d column %d: %s", je.line, je.column,
+                je.text);
+    if (!json_depth_ok(v, 0)) {
+        json_decref(v);
+        return err_set(err, EINVAL, "invalid JSON: nested deeper than %d levels", JSON_MAX_DEPTH);
+    }
+    *ret = v;
+    return 0;
+}
+
+int
+json_check_object(json_t *v, const char *const *allowed, struct err *err)
+{
+    const char *k;
+    json_t *c;
+
+    if (!json_is_object(v))
+        return err_set(err, EINVAL, "request body must be a JSON object");
+    json_object_foreach(v, k, c)
+    {
+        bool ok = false;
+        for (const char *const *a = allowed; *a; a++)
+            if (!strcmp(*a, k)) {
+                ok = true;
+                break;
+            }
+        if (!ok)
+            return err_set(err, EINVAL, "unknown field '%.64s'", k);
+    }
+    return 0;
+}
+
+static json_t *
+field(json_t *obj, const char *key, bool required, int *r, struct err *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) {
+        *r = required ? err_set(err, EINVAL, "'%s' is required", key) : 0;
+        return NULL;
+    }
+    *r = 1;
+    return v;
+}
+
+int
+json_get_str(json_t *obj, const char *key, bool required, const char **ret,
+        struct err *err)
+{
+    int r;
+    json_t *v = field(obj, key, required, &r, err);
+    if (!v)
+        return r;
+    if (!json_is_string(v))
+        return err_set(err, EINVAL, "'%s' must be a string", key);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return err_set(err, EINVAL, "'%s' must not contain NUL characters", key);
+    *ret = json_string_value(v);
+    return 1;
+}
+
+int
+json_get_u64(json_t *obj, const char *key, bool required, uint64_t max, uint64_t *ret,
+        struct err *err)
+{
+    int r;
+    json_t *v = field(obj, key, required, &r, err);
+    if (!v)
+        return r;
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return err_set(err, EINVAL, "'%s' must be a non-negative integer", key);
+    if ((uint64_t)json_integer_value(v) > max)
+        return err_set(err, EINVAL, "'%s' must be at most %llu", key, (unsigned long long)max);
+    *ret = (uint64_t)json_integer_value(v);
+    return 1;
+}
+
+int
+json_get_num(json_t *obj, const char *key, bool required, double min, double max,
+        double *ret, struct err *err)
+{
+    int r;
+    json_t *v = field(obj, key, required, &r, err);
+    if (!v)
+        return r;
+    if (!json_is_number(v))
+        return err_set(err, EINVAL, "'%s' must be a number", key);
+    double d = json_number_value(v);
+    if (!isfinite(d) || d < min || d > max)
+        return err_set(err, EINVAL, "'%s' must be between %g and %g", key, min, max);
+    *ret = d;
+    return 1;
+}
+
+int
+json_get_bool(json_t *obj, const char *key, bool required, bool *ret, struct err *err)
+{
+    int r;
+    json_t *v = field(obj, key, required, &r, err);
+    if (!v)
+        return r;
+    if (!json_is_boolean(v))
+        return err_set(err, EINVAL, "'%s' must be true or false", key);
+    *ret = json_is_true(v);
+    return 1;
+}
+
+int
+json_get_str_map(json_t *obj, const char *key, size_t max_entries, size_t max_bytes,
+        json_t **ret, struct err *err)
+{
+    int r;
+    json_t *v = field(obj, key, false, &r, err);
+    if (!v)
+        return r;
+    if (!json_is_object(v))
+        return err_set(err, EINVAL, "'%s' must be an object of strings", key);
+    if (json_object_size(v) > max_entries)
+        return err_set(err, EINVAL, "'%s' has more than %zu entries", key, max_entries);
+    size_t total = 0;
+    const char *k;
+    json_t *c;
+    json_object_foreach(v, k, c)
+    {
+        if (!json_is_string(c))
+            return err_set(err, EINVAL, "'%s.%.64s' must be a string", key, k);
+        if (strlen(json_string_value(c)) != json_string_length(c))
+            return err_set(err, EINVAL, "'%s.%.64s' must not contain NUL characters", key, k);
+        total += strlen(k) + json_string_length(c) + 2;
+    }
+    if (total > max_bytes)
+        return err_set(err, EINVAL, "'%s' is larger than %zu bytes", key, max_bytes);
+    *ret = v;
+    return 1;
+}
+
+int
+json_get_str_array(json_t *obj, const char *key, bool required, size_t min_len,
+        size_t max_len, size_t max_bytes, json_t **ret, struct err *err)
+{
+    int r;
+    json_t *v = field(obj, key, required, &r, err);
+    if (!v)
+        return r;
+    if (!json_is_array(v))
+        return err_set(err, EINVAL, "'%s' must be an array of strings", key);
+    size_t n = json_array_size(v);
+    if (n < min_len)
+        return err_set(err, EINVAL, "'%s' must have at least %zu element%s", key, min_len,
+                min_len == 1 ? "" : "s");
+    if (n > max_len)
+        return err_set(err, EINVAL, "'%s' has more than %zu elements", key, max_len);
+    size_t total = 0, i;
+    json_t *c;
+    json_array_foreach(v, i, c)
+    {
+        if (!json_is_string(c))
+            return err_set(err, EINVAL, "'%s[%zu]' must be a string", key, i);
+        if (strlen(json_string_value(c)) != json_string_length(c))
+            return err_set(err, EINVAL, "'%s[%zu]' must not contain NUL characters", key, i);
+        total += json_string_length(c) + 1;
+    }
+    if (total > max_bytes)
+        return err_set(err, EINVAL, "'%s' is larger than %zu bytes", key, max_bytes);
+    *ret = v;
+    return 1;
+}
+
+static int
+dump_cb(const char *data, size_t size, void *ud)
+{
+    return buf_put(ud, data, size) < 0 ? -1 : 0;
+}
+
+int
+json_dump_buf(json_t *v, struct buf *b)
+{
+    if (json_dump_callback(v, dump_cb, b, JSON_COMPACT | JSON_ENCODE_ANY) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int
+json_set(json_t *obj, const char *key, json_t *v)
+{
+    if (!v)
+        return -ENOMEM;
+    return json_object_set_new(obj, key, v) < 0 ? -ENOMEM : 0;
+}

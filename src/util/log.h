@@ -1,0 +1,29 @@
+/*
+ * log.h - one-line log records on stderr.
+ *
+ * Under systemd (JOURNAL_STREAM set) each line starts with a "<N>" syslog
+ * priority so journald can classify it; otherwise with "name: level: ".
+ * %m formats the errno the *_errno variants were given. Only logging modules
+ * (api, workspace, abxd, cli) call these; libraries return errors instead.
+ */
+#pragma once
+
+#include <syslog.h>
+
+#include "cleanup.h"
+
+void log_init(const char *name);
+void log_set_level(int level); /* LOG_ERR..LOG_DEBUG; default LOG_INFO */
+int log_get_level(void);
+
+/* Logs at level with errno set to -r (when r < 0) for %m; returns r. */
+int log_full_errno(int level, int r, const char *fmt, ...) _printf_(3, 4);
+
+#define log_debug(...)          log_full_errno(LOG_DEBUG, 0, __VA_ARGS__)
+#define log_info(...)           log_full_errno(LOG_INFO, 0, __VA_ARGS__)
+#define log_notice(...)         log_full_errno(LOG_NOTICE, 0, __VA_ARGS__)
+#define log_warn(...)           log_full_errno(LOG_WARNING, 0, __VA_ARGS__)
+#define log_err(...)            log_full_errno(LOG_ERR, 0, __VA_ARGS__)
+#define log_warn_errno(r, ...)  log_full_errno(LOG_WARNING, (r), __VA_ARGS__)
+#define log_err_errno(r, ...)   log_full_errno(LOG_ERR, (r), __VA_ARGS__)
+#define log_debug_errno(r, ...) log_full_errno(LOG_DEBUG, (r), __VA_ARGS__)

@@ -1,0 +1,208 @@
+/*
+ * path.c - confined path resolution against a pinned root descriptor.
+ */
+#include "path.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+#define RESOLVE_CONFINED (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+int
+path_normalize(const char *in, size_t len, char *out, size_t outsz)
+{
+    size_t o = 0;
+
+    if (!in || len == 0 || strlen(in) != len)
+        return -EINVAL;
+    if (len > PATH_MAX_LEN + 1)
+        return -ENAMETOOLONG;
+    for (size_t i = 0; i < len;) {
+        while (i < len && in[i] == '/')
+            i++;
+        if (i >= len)
+            break;
+        size_t start = i;
+        while (i < len && in[i] != '/') {
+            if ((unsigned char)in[i] < 0x20 || in[i] == 0x7f)
+                return -EINVAL;
+            i++;
+        }
+        size_t clen = i - start;
+        if (clen == 1 && in[start] == '.')
+            continue;
+        if (clen == 2 && in[start] == '.' && in[start + 1] == '.')
+            return -EINVAL;
+        if (clen > PATH_NAME_MAX)
+            return -ENAMETOOLONG;
+        size_t need = o + (o ? 1 : 0) + clen + 1;
+        if (need > outsz || need > PATH_MAX_LEN + 1)
+            return -ENAMETOOLONG;
+        if (o)
+            out[o++] = '/';
+        memcpy(out + o, in + start, clen);
+        o += clen;
+    }
+    if (o == 0) {
+        if (outsz < 2)
+            return -ENAMETOOLONG;
+        out[o++] = '.';
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+bool
+path_is_root(const char *rel)
+{
+    return rel[0] == '.' && rel[1] == '\0';
+}
+
+int
+path_split(const char *rel, char *parent, char *name, size_t outsz)
+{
+    if (path_is_root(rel))
+        return -EINVAL;
+    const char *slash = strrchr(rel, '/');
+    size_t n = strlen(rel);
+    if (n >= outsz)
+        return -ENAMETOOLONG;
+    if (!slash) {
+        strcpy(parent, ".");
+        memcpy(name, rel, n + 1);
+        return 0;
+    }
+    memcpy(parent, rel, (size_t)(slash - rel));
+    parent[slash - rel] = '\0';
+    strcpy(name, slash + 1);
+    return 0;
+}
+
+static int have_openat2 = -1;
+
+bool
+path_have_openat2(void)
+{
+    if (have_openat2 < 0) {
+        struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_CONFINED};
+        long fd = syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof(how));
+        if (fd >= 0) {
+            close((int)fd);
+            have_openat2 = 1;
+        } else {
+            have_openat2 = errno != ENOSYS;
+        }
+    }
+    return have_openat2 > 0;
+}
+
+/* Fallback: walk with O_PATH|O_NOFOLLOW; any symlink is refused. */
+static int
+open_walk(int rootfd, const char *rel, int flags, mode_t mode)
+{
+    char comp[PATH_NAME_MAX + 1];
+    _cleanup_close_ int cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+    if (cur < 0)
+        return -errno;
+    if (path_is_root(rel)) {
+        int fd = openat(rootfd, ".", flags | O_CLOEXEC, mode);
+        return fd < 0 ? -errno : fd;
+    }
+    const char *p = rel;
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (n > PATH_NAME_MAX)
+            return -ENAMETOOLONG;
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        if (!slash) {
+            int fd = openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+            if (fd < 0)
+                return -errno;
+            return fd;
+        }
+        int nfd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0)
+            return errno == ENOTDIR ? -ELOOP : -errno;
+        safe_close(cur);
+        cur = nfd;
+        p = slash + 1;
+    }
+}
+
+int
+path_open(int rootfd, const char *rel, int flags, mode_t mode)
+{
+    if (path_have_openat2()) {
+        struct open_how how = {
+                .flags = (uint64_t)(flags | O_CLOEXEC),
+                .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+                .resolve = RESOLVE_CONFINED,
+        };
+        long fd;
+        do
+            fd = syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
+        while (fd < 0 && errno == EAGAIN);
+        return fd < 0 ? -errno : (int)fd;
+    }
+    return open_walk(rootfd, rel, flags, mode);
+}
+
+int
+path_mkdir_p(int rootfd, const char *rel, mode_t mode, uid_t uid, gid_t gid)
+{
+    char comp[PATH_NAME_MAX + 1];
+
+    int fd = path_open(rootfd, rel, O_PATH | O_DIRECTORY, 0);
+    if (fd >= 0 || fd != -ENOENT)
+        return fd;
+
+    _cleanup_close_ int cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+    if (cur < 0)
+        return -errno;
+    if (path_is_root(rel))
+        return TAKE_FD(cur);
+    const char *p = rel;
+    for (;;) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        bool created = false;
+        if (mkdirat(cur, comp, mode) == 0)
+            created = true;
+        else if (errno != EEXIST)
+            return -errno;
+        if (created && uid != (uid_t)-1 && fchownat(cur, comp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
+            return -errno;
+        /* Resolve relative to the component's parent but confined to it: an
+         * existing symlink here must still not lead out, and one that points
+         * elsewhere inside is refused rather than chased. */
+        int nfd;
+        if (path_have_openat2()) {
+            struct open_how how = {
+                    .flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
+                    .resolve = RESOLVE_CONFINED | RESOLVE_NO_SYMLINKS,
+            };
+            nfd = (int)syscall(SYS_openat2, cur, comp, &how, sizeof(how));
+        } else {
+            nfd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        if (nfd < 0)
+            return errno == ENOTDIR ? -ENOTDIR : -errno;
+        safe_close(cur);
+        cur = nfd;
+        if (!slash)
+            return TAKE_FD(cur);
+        p = slash + 1;
+    }
+}

@@ -1,0 +1,44 @@
+/*
+ * path.h - resolving client-supplied paths inside a pinned directory.
+ *
+ * A client path is POSIX and '/'-rooted at a root directory we hold open
+ * (a sandbox's workspace). path_normalize() turns it into a relative path
+ * with no ".", "..", empty or over-long components; path_open() and friends
+ * resolve it against the root descriptor with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV), so a symlink that leads out of the
+ * root - even one planted concurrently by code in the sandbox - fails with
+ * -EXDEV instead of being followed. Without openat2 the fallback walks
+ * component by component with O_NOFOLLOW and refuses every symlink (-ELOOP).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define PATH_MAX_LEN  4095 /* bytes of a normalized path */
+#define PATH_NAME_MAX 255  /* bytes of one component */
+
+/* Normalizes a client path into out (outsz >= strlen(in) + 2). The result is
+ * "." for the root, else "a/b/c". -EINVAL for empty input, "..", NUL bytes
+ * (len != strlen) or control characters; -ENAMETOOLONG past the limits. */
+int path_normalize(const char *in, size_t len, char *out, size_t outsz);
+
+/* True when rel (normalized) is the root ("."). */
+bool path_is_root(const char *rel);
+
+/* Splits a normalized non-root path into its parent ("." when none) and its
+ * last component; both point into caller buffers of outsz bytes. */
+int path_split(const char *rel, char *parent, char *name, size_t outsz);
+
+/* openat2(rootfd, rel, flags, mode) confined beneath rootfd. O_CLOEXEC is
+ * added. Returns the fd or -errno (-EXDEV when rel leads outside). */
+int path_open(int rootfd, const char *rel, int flags, mode_t mode);
+
+/* Opens the directory rel (O_PATH|O_DIRECTORY), creating missing components
+ * with mode and then chowning each one it created to uid:gid (uid -1 keeps).
+ * A component that turns out to be a symlink or non-directory is refused. */
+int path_mkdir_p(int rootfd, const char *rel, mode_t mode, uid_t uid, gid_t gid);
+
+/* Whether this kernel has openat2 (cached after the first call). */
+bool path_have_openat2(void);

@@ -1,0 +1,18 @@
+/*
+ * timeutil.h - clocks and time formatting.
+ *
+ * Monotonic times are in microseconds or milliseconds since an arbitrary
+ * start and only ever compared; wall-clock times are for display (RFC 3339).
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+uint64_t now_usec(void); /* CLOCK_MONOTONIC */
+uint64_t now_msec(void); /* CLOCK_MONOTONIC */
+uint64_t wall_msec(void); /* CLOCK_REALTIME, ms since the epoch */
+
+/* Formats ms since the epoch as "2026-08-21T20:00:22.123Z" into out (>= 32 bytes). */
+void format_rfc3339(uint64_t epoch_ms, char *out, size_t outsz);
