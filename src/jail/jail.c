@@ -839,6 +839,13 @@ fail:
     return r < 0 ? r : -EIO;
 }
 
+void
+jail_set_callbacks(struct jail *j, const struct jail_callbacks *cb, void *userdata)
+{
+    j->cb = cb;
+    j->userdata = userdata;
+}
+
 int
 jail_spawn(struct jail *j, uint64_t token, const struct jail_spawn *sp, struct err *err)
 {

@@ -107,6 +107,9 @@ struct jail_spawn {
     int fds[3];              /* stdin, stdout, stderr: borrowed, sent to init */
 };
 
+/* Redirects the callbacks (a warm jail handed to a new owner). */
+void jail_set_callbacks(struct jail *j, const struct jail_callbacks *cb, void *userdata);
+
 /* Asks init to start a process; the spawned callback reports the outcome
  * with the same token. -EAGAIN when init is not keeping up. */
 int jail_spawn(struct jail *j, uint64_t token, const struct jail_spawn *sp, struct err *err);

@@ -76,8 +76,6 @@ log_full_errno(int level, int r, const char *fmt, ...)
         n = snprintf(line, sizeof(line), "%s: %s: ", log_name, level_name(level));
     if (n < 0)
         n = 0;
-    if (r < 0)
-        errno = -r;
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
@@ -85,6 +83,13 @@ log_full_errno(int level, int r, const char *fmt, ...)
     size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
     if (len > sizeof(line) - 2)
         len = sizeof(line) - 2;
+    if (r < 0 && len < sizeof(line) - 2) {
+        char tmp[128];
+        int k = snprintf(line + len, sizeof(line) - 1 - len, ": %s",
+                strerror_r(-r, tmp, sizeof(tmp)));
+        if (k > 0)
+            len = MIN(len + (size_t)k, sizeof(line) - 2);
+    }
     line[len++] = '\n';
     (void)fwrite(line, 1, len, stderr);
     errno = saved;

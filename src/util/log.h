@@ -3,7 +3,7 @@
  *
  * Under systemd (JOURNAL_STREAM set) each line starts with a "<N>" syslog
  * priority so journald can classify it; otherwise with "name: level: ".
- * %m formats the errno the *_errno variants were given. Only logging modules
+ * The *_errno variants append ": <strerror(-r)>" and return r. Only logging modules
  * (api, workspace, abxd, cli) call these; libraries return errors instead.
  */
 #pragma once
@@ -16,7 +16,7 @@ void log_init(const char *name);
 void log_set_level(int level); /* LOG_ERR..LOG_DEBUG; default LOG_INFO */
 int log_get_level(void);
 
-/* Logs at level with errno set to -r (when r < 0) for %m; returns r. */
+/* Logs at level; when r < 0 appends ": " and the text of -r. Returns r. */
 int log_full_errno(int level, int r, const char *fmt, ...) _printf_(3, 4);
 
 #define log_debug(...)          log_full_errno(LOG_DEBUG, 0, __VA_ARGS__)

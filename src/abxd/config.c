@@ -1,0 +1,204 @@
+/*
+ * config.c - parse abxd's flags and ABX_* variables, strictly.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/parse.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:8700"
+
+void
+config_usage(const char *prog)
+{
+    printf("Usage: %s [--listen ADDR:PORT] [--state-dir DIR] [--isolation ns|uid|none]\n"
+           "\n"
+           "abxd runs isolated sandboxes for AI agents and serves them over HTTP.\n"
+           "\n"
+           "  --listen ADDR:PORT   address to serve on (ABX_LISTEN, default %s)\n"
+           "  --state-dir DIR      where sandboxes, the API key and /etc live\n"
+           "                       (ABX_STATE_DIR, default /var/lib/abx)\n"
+           "  --isolation MODE     ns (default), uid or none (ABX_ISOLATION)\n"
+           "  --help, --version\n"
+           "\n"
+           "Environment: ABX_API_KEY, ABX_CGROUP (auto|v1|v2), ABX_POOL, ABX_MEMORY_MB,\n"
+           "ABX_CPU, ABX_PIDS, ABX_TIMEOUT_S, ABX_MAX_TIMEOUT_S, ABX_IDLE_TIMEOUT_S,\n"
+           "ABX_EXEC_TIMEOUT_S, ABX_MAX_SANDBOXES, ABX_MAX_FILE_MB, ABX_TMP_MB,\n"
+           "ABX_ROOTFS_MB, ABX_SHM_MB, ABX_UID_BASE, ABX_UID_SLOTS, ABX_UID_LOCK,\n"
+           "ABX_LOG_LEVEL (debug|info|warn|error). See docs/api.md.\n",
+            prog, DEFAULT_LISTEN);
+}
+
+static int
+env_u64(const char *name, uint64_t min, uint64_t max, uint64_t *v, struct err *err)
+{
+    const char *s = getenv(name);
+    uint64_t x;
+    if (!s || !*s)
+        return 0;
+    if (parse_u64(s, &x) < 0 || x < min || x > max)
+        return err_set(err, EINVAL, "%s must be an integer from %llu to %llu, not '%.64s'", name,
+                (unsigned long long)min, (unsigned long long)max, s);
+    *v = x;
+    return 0;
+}
+
+static int
+env_u32(const char *name, uint32_t min, uint32_t max, uint32_t *v, struct err *err)
+{
+    uint64_t x = *v;
+    int r = env_u64(name, min, max, &x, err);
+    if (r == 0)
+        *v = (uint32_t)x;
+    return r;
+}
+
+static int
+set_listen(struct config *c, const char *s, struct err *err)
+{
+    if (parse_listen(s, c->listen_host, sizeof(c->listen_host), &c->listen_port) < 0)
+        return err_set(err, EINVAL, "listen address must be ADDR:PORT, not '%.64s'", s);
+    return 0;
+}
+
+static int
+set_string(char *dst, size_t n, const char *s, const char *what, struct err *err)
+{
+    if (strscpy(dst, s, n) < 0)
+        return err_set(err, EINVAL, "%s is too long", what);
+    return 0;
+}
+
+int
+config_load(struct config *c, int argc, char **argv, struct err *err)
+{
+    static const struct option opts[] = {
+            {"listen", required_argument, NULL, 'l'},
+            {"state-dir", required_argument, NULL, 's'},
+            {"isolation", required_argument, NULL, 'i'},
+            {"help", no_argument, NULL, 'h'},
+            {"version", no_argument, NULL, 'V'},
+            {NULL, 0, NULL, 0},
+    };
+    const char *s;
+    int r;
+    uint64_t mb;
+
+    memset(c, 0, sizeof(*c));
+    c->isolation = JAIL_NS;
+    strcpy(c->cgroup, "auto");
+    strcpy(c->state_dir, "/var/lib/abx");
+    strcpy(c->uid_lock, "/run/abx/uid-pool.lock");
+    c->uid_base = 0x40000000u;
+    c->uid_slots = 4096;
+    c->pool = 2;
+    c->memory_bytes = 512ull << 20;
+    c->cpu_millis = 1000;
+    c->pids = 512;
+    c->timeout_s = 0;
+    c->max_timeout_s = 30 * 86400;
+    c->idle_timeout_s = 1800;
+    c->exec_timeout_s = 300;
+    c->max_sandboxes = 2048;
+    c->max_file_bytes = 8ull << 30;
+    c->root_bytes = 64ull << 20;
+    c->tmp_bytes = 256ull << 20;
+    c->shm_bytes = 64ull << 20;
+
+    if ((r = set_listen(c, (s = getenv("ABX_LISTEN")) && *s ? s : DEFAULT_LISTEN, err)) < 0)
+        return r;
+    if ((s = getenv("ABX_STATE_DIR")) && *s &&
+            (r = set_string(c->state_dir, sizeof(c->state_dir), s, "ABX_STATE_DIR", err)) < 0)
+        return r;
+    if ((s = getenv("ABX_API_KEY")) && *s &&
+            (r = set_string(c->api_key, sizeof(c->api_key), s, "ABX_API_KEY", err)) < 0)
+        return r;
+    if ((s = getenv("ABX_ISOLATION")) && *s) {
+        c->isolation = jail_mode_from_name(s);
+        if ((int)c->isolation < 0)
+            return err_set(err, EINVAL, "ABX_ISOLATION must be ns, uid or none, not '%.32s'", s);
+    }
+    if ((s = getenv("ABX_CGROUP")) && *s) {
+        if (strcmp(s, "auto") && strcmp(s, "v1") && strcmp(s, "v2"))
+            return err_set(err, EINVAL, "ABX_CGROUP must be auto, v1 or v2, not '%.32s'", s);
+        strcpy(c->cgroup, s);
+    }
+    if ((s = getenv("ABX_UID_LOCK")) && *s &&
+            (r = set_string(c->uid_lock, sizeof(c->uid_lock), s, "ABX_UID_LOCK", err)) < 0)
+        return r;
+    if ((r = env_u32("ABX_UID_BASE", 65536, 0xF0000000u, &c->uid_base, err)) < 0 ||
+            (r = env_u32("ABX_UID_SLOTS", 1, 60000, &c->uid_slots, err)) < 0 ||
+            (r = env_u32("ABX_POOL", 0, 256, &c->pool, err)) < 0 ||
+            (r = env_u32("ABX_PIDS", 8, 1u << 22, &c->pids, err)) < 0 ||
+            (r = env_u64("ABX_TIMEOUT_S", 0, 365 * 86400ull, &c->timeout_s, err)) < 0 ||
+            (r = env_u64("ABX_MAX_TIMEOUT_S", 1, 365 * 86400ull, &c->max_timeout_s, err)) < 0 ||
+            (r = env_u64("ABX_IDLE_TIMEOUT_S", 0, 365 * 86400ull, &c->idle_timeout_s, err)) < 0 ||
+            (r = env_u64("ABX_EXEC_TIMEOUT_S", 0, 7 * 86400ull, &c->exec_timeout_s, err)) < 0 ||
+            (r = env_u32("ABX_MAX_SANDBOXES", 1, 60000, &c->max_sandboxes, err)) < 0)
+        return r;
+    mb = c->memory_bytes >> 20;
+    if ((r = env_u64("ABX_MEMORY_MB", 16, 1ull << 30, &mb, err)) < 0)
+        return r;
+    c->memory_bytes = mb << 20;
+    mb = c->max_file_bytes >> 20;
+    if ((r = env_u64("ABX_MAX_FILE_MB", 1, 1ull << 30, &mb, err)) < 0)
+        return r;
+    c->max_file_bytes = mb << 20;
+    mb = c->tmp_bytes >> 20;
+    if ((r = env_u64("ABX_TMP_MB", 1, 1ull << 30, &mb, err)) < 0)
+        return r;
+    c->tmp_bytes = mb << 20;
+    mb = c->root_bytes >> 20;
+    if ((r = env_u64("ABX_ROOTFS_MB", 1, 1ull << 30, &mb, err)) < 0)
+        return r;
+    c->root_bytes = mb << 20;
+    mb = c->shm_bytes >> 20;
+    if ((r = env_u64("ABX_SHM_MB", 1, 1ull << 30, &mb, err)) < 0)
+        return r;
+    c->shm_bytes = mb << 20;
+    if ((s = getenv("ABX_CPU")) && *s) {
+        char *end = NULL;
+        errno = 0;
+        double d = strtod(s, &end);
+        if (errno || !end || *end || d < 0.01 || d > 1024)
+            return err_set(err, EINVAL, "ABX_CPU must be a number of cores, not '%.32s'", s);
+        c->cpu_millis = (uint32_t)(d * 1000.0 + 0.5);
+    }
+
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+        switch (o) {
+        case 'l':
+            if ((r = set_listen(c, optarg, err)) < 0)
+                return r;
+            break;
+        case 's':
+            if ((r = set_string(c->state_dir, sizeof(c->state_dir), optarg, "--state-dir", err)) <
+                    0)
+                return r;
+            break;
+        case 'i':
+            c->isolation = jail_mode_from_name(optarg);
+            if ((int)c->isolation < 0)
+                return err_set(err, EINVAL, "--isolation must be ns, uid or none");
+            break;
+        case 'h':
+            c->show_help = true;
+            break;
+        case 'V':
+            c->show_version = true;
+            break;
+        default:
+            return err_set(err, EINVAL, "unknown option (see --help)");
+        }
+    }
+    if (optind < argc)
+        return err_set(err, EINVAL, "unexpected argument '%.64s' (see --help)", argv[optind]);
+    return 0;
+}

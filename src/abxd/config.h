@@ -1,0 +1,35 @@
+/*
+ * config.h - abxd's configuration: command line over environment over defaults.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../jail/jail.h"
+#include "../util/err.h"
+
+struct config {
+    char listen_host[64];
+    uint16_t listen_port;
+    char state_dir[4096];
+    char api_key[256];       /* "" = read or generate <state>/api-key */
+    enum jail_mode isolation;
+    char cgroup[8];          /* auto, v1, v2 */
+    char uid_lock[4096];
+    uint32_t uid_base, uid_slots;
+    uint32_t pool;           /* warm sandboxes */
+    uint64_t memory_bytes;   /* default per sandbox */
+    uint32_t cpu_millis;
+    uint32_t pids;
+    uint64_t timeout_s, max_timeout_s, idle_timeout_s;
+    uint64_t exec_timeout_s;
+    uint32_t max_sandboxes;
+    uint64_t max_file_bytes;
+    uint64_t root_bytes, tmp_bytes, shm_bytes;
+    bool show_help, show_version;
+};
+
+/* Fills c from argv and the ABX_* environment; -EINVAL with a message. */
+int config_load(struct config *c, int argc, char **argv, struct err *err);
+void config_usage(const char *prog);

@@ -1,0 +1,428 @@
+/*
+ * main.c - abxd's assembly root: configuration, state directory, API key,
+ * the jail host, warm pool, api and HTTP server wired onto one loop;
+ * a start-up self-test that decides readiness; signals and sweeps.
+ *
+ * SIGTERM/SIGINT drain: no new sandboxes, every sandbox killed, then exit.
+ * If abxd dies instead, every sandbox's init dies with it (parent-death
+ * signal and control-socket hang-up), and the next start reclaims what was
+ * left on disk and in cgroupfs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "../api/api.h"
+#include "../http/server.h"
+#include "../jail/jail.h"
+#include "../sandbox/sandbox.h"
+#include "../util/buf.h"
+#include "../util/cleanup.h"
+#include "../util/fd.h"
+#include "../util/log.h"
+#include "../util/rand.h"
+#include "../util/timeutil.h"
+#include "config.h"
+
+#define SWEEP_MS          10000
+#define SHUTDOWN_GRACE_MS 15000
+#define PROBE_TIMEOUT_MS  15000
+
+struct daemon {
+    struct config cfg;
+    struct loop *loop;
+    struct jail_host *jh;
+    struct sandbox_host *sh;
+    struct api *api;
+    struct http_server *http;
+    struct loop_io *sig_io;
+    int sig_fd;
+    struct loop_timer *sweep;
+    struct loop_timer *shutdown_timer;
+    bool stopping;
+};
+
+static int
+raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return -errno;
+    rl.rlim_cur = rl.rlim_max;
+    return setrlimit(RLIMIT_NOFILE, &rl) < 0 ? -errno : 0;
+}
+
+/* Reads or creates <state>/api-key (0600). */
+static int
+load_api_key(struct config *c, int statefd)
+{
+    struct buf b;
+    int r;
+
+    if (c->api_key[0]) {
+        log_info("API key from ABX_API_KEY");
+        return 0;
+    }
+    buf_init(&b, 512);
+    r = read_file_at(statefd, "api-key", 512, &b);
+    if (r == 0) {
+        while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
+            b.data[--b.len] = '\0';
+        if (b.len < 16 || b.len >= sizeof(c->api_key)) {
+            buf_done(&b);
+            return log_err_errno(-EINVAL, "API key in '%s/api-key' must be 16-255 characters",
+                    c->state_dir);
+        }
+        memcpy(c->api_key, b.data, b.len + 1);
+        buf_done(&b);
+        log_info("API key read from %s/api-key", c->state_dir);
+        return 0;
+    }
+    buf_done(&b);
+    if (r != -ENOENT)
+        return log_err_errno(r, "cannot read '%s/api-key'", c->state_dir);
+    char hex[41];
+    r = rand_hex(hex, 20);
+    if (r < 0)
+        return log_err_errno(r, "cannot generate an API key");
+    (void)snprintf(c->api_key, sizeof(c->api_key), "abx_%s", hex);
+    _cleanup_close_ int fd =
+            openat(statefd, "api-key", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return log_err_errno(-errno, "cannot create '%s/api-key'", c->state_dir);
+    char line[300];
+    int n = snprintf(line, sizeof(line), "%s\n", c->api_key);
+    r = write_full(fd, line, (size_t)n);
+    if (r < 0 || fsync(fd) < 0)
+        return log_err_errno(r < 0 ? r : -errno, "cannot write the API key");
+    log_notice("generated an API key and stored it in %s/api-key (mode 0600)", c->state_dir);
+    return 0;
+}
+
+/* --- start-up self-test: one real sandbox, one real process --- */
+
+struct probe {
+    struct sandbox *sb;
+    bool done;
+    int r;
+    struct err err;
+};
+
+static void
+probe_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *ud)
+{
+    struct probe *pr = ud;
+    (void)sb;
+    (void)p;
+    if (r < 0) {
+        pr->r = r;
+        if (err)
+            pr->err = *err;
+        pr->done = true;
+    }
+}
+
+static void
+probe_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
+{
+    struct probe *pr = ud;
+    if (r < 0) {
+        pr->r = r;
+        if (err)
+            pr->err = *err;
+        pr->done = true;
+        return;
+    }
+    static const char *const argv[] = {"/bin/sh", "-c", "test -d /proc/self && exit 0", NULL};
+    struct sandbox_exec x = {.argv = argv, .timeout_ms = 10000};
+    r = sandbox_exec(sb, &x, probe_started, pr, &pr->err);
+    if (r < 0) {
+        pr->r = r;
+        pr->done = true;
+    }
+}
+
+static int
+self_test(struct daemon *d, struct err *err)
+{
+    struct probe pr = {0};
+    struct sandbox_spec spec = {.limits = {64ull << 20, 500, 64}};
+    char id[21];
+    int r = rand_id(id, 20);
+    if (r < 0)
+        return r;
+    r = sandbox_create(d->sh, id, &spec, probe_ready, &pr, &pr.sb, err);
+    if (r < 0)
+        return r;
+    uint64_t until = now_msec() + PROBE_TIMEOUT_MS;
+    struct proc *p = NULL;
+    while (!pr.done && now_msec() < until) {
+        (void)loop_run_once(d->loop, 100);
+        p = pr.sb && sandbox_is_ready(pr.sb) ? sandbox_proc_next(pr.sb, NULL) : NULL;
+        if (p && proc_get_state(p) == PROC_EXITED)
+            pr.done = true;
+    }
+    if (pr.r == 0 && !pr.done)
+        pr.r = err_set(&pr.err, ETIMEDOUT, "self-test sandbox did not finish in time");
+    if (pr.r == 0 && p) {
+        const struct proc_result *res = proc_get_result(p);
+        if (!res || res->exit_code != 0)
+            pr.r = err_set(&pr.err, EIO, "self-test process exited with %d",
+                    res ? res->exit_code : -1);
+    }
+    /* Freeing kills and reaps synchronously: fine before we serve. */
+    sandbox_free(pr.sb);
+    if (pr.r < 0) {
+        *err = pr.err;
+        return pr.r;
+    }
+    return 0;
+}
+
+/* --- signals, sweeps, shutdown --- */
+
+static void
+all_gone(void *ud)
+{
+    struct daemon *d = ud;
+    log_info("all sandboxes are gone; exiting");
+    loop_quit(d->loop, 0);
+}
+
+static void
+on_shutdown_timeout(struct loop_timer *t, void *ud)
+{
+    struct daemon *d = ud;
+    (void)t;
+    log_warn("sandboxes did not all end within %d ms; exiting anyway", SHUTDOWN_GRACE_MS);
+    loop_quit(d->loop, 0);
+}
+
+static void
+begin_shutdown(struct daemon *d, const char *why)
+{
+    if (d->stopping)
+        return;
+    d->stopping = true;
+    log_info("%s: draining and killing %u sandboxes", why, api_sandbox_count(d->api));
+    api_drain(d->api);
+    (void)loop_timer_arm(d->shutdown_timer, now_msec() + SHUTDOWN_GRACE_MS);
+    api_kill_all(d->api, all_gone, d);
+}
+
+static void
+on_signal(struct loop_io *io, uint32_t ev, void *ud)
+{
+    struct daemon *d = ud;
+    struct signalfd_siginfo si;
+    (void)io;
+    (void)ev;
+    while (read(d->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGTERM)
+            begin_shutdown(d, "SIGTERM");
+        else if (si.ssi_signo == SIGINT)
+            begin_shutdown(d, "SIGINT");
+    }
+}
+
+static void
+on_sweep(struct loop_timer *t, void *ud)
+{
+    struct daemon *d = ud;
+    (void)api_sweep_idle(d->api);
+    (void)loop_timer_arm(t, now_msec() + SWEEP_MS);
+}
+
+static int
+lock_state(struct config *c, int *ret_statefd)
+{
+    int r = mkdir_p(c->state_dir, 0700);
+    if (r < 0)
+        return log_err_errno(r, "cannot create state directory '%s'", c->state_dir);
+    char real[PATH_MAX];
+    if (!realpath(c->state_dir, real))
+        return log_err_errno(-errno, "cannot resolve '%s'", c->state_dir);
+    if (strlen(real) >= sizeof(c->state_dir))
+        return log_err_errno(-ENAMETOOLONG, "state directory path is too long");
+    strcpy(c->state_dir, real);
+    int fd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return log_err_errno(-errno, "cannot open '%s'", c->state_dir);
+    (void)fchmod(fd, 0700);
+    int lk = openat(fd, "abxd.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0) {
+        r = -errno;
+        close(fd);
+        if (lk >= 0)
+            close(lk);
+        return log_err_errno(r, "state directory '%s' is in use by another abxd",
+                c->state_dir);
+    }
+    /* lk stays open (and locked) for the life of the process. */
+    *ret_statefd = fd;
+    return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct daemon d = {0};
+    struct err err = {0};
+    int r, statefd = -1;
+    struct buf missing;
+
+    log_init("abxd");
+    buf_init(&missing, 2048);
+    d.sig_fd = -1;
+    r = config_load(&d.cfg, argc, argv, &err);
+    if (r < 0) {
+        log_err("%s", err.msg);
+        return 2;
+    }
+    if (d.cfg.show_help) {
+        config_usage(argv[0]);
+        return 0;
+    }
+    if (d.cfg.show_version) {
+        printf("abxd %s\n", ABX_VERSION);
+        return 0;
+    }
+    (void)raise_nofile();
+    signal(SIGPIPE, SIG_IGN);
+    if (lock_state(&d.cfg, &statefd) < 0 || load_api_key(&d.cfg, statefd) < 0)
+        return 1;
+
+    struct jail_host_config jc = {
+            .mode = d.cfg.isolation,
+            .state_dir = d.cfg.state_dir,
+            .cgroup = d.cfg.cgroup,
+            .uid_lockfile = d.cfg.uid_lock,
+            .uid_base = d.cfg.uid_base,
+            .uid_slots = d.cfg.uid_slots,
+            .root_bytes = d.cfg.root_bytes,
+            .tmp_bytes = d.cfg.tmp_bytes,
+            .shm_bytes = d.cfg.shm_bytes,
+    };
+    r = jail_host_new(&jc, &d.jh, &err);
+    if (r < 0) {
+        log_err("cannot set up sandboxing: %s", err.msg);
+        return 1;
+    }
+    r = jail_host_reclaim(d.jh, &err);
+    if (r < 0)
+        log_warn("reclaiming sandboxes of an earlier run failed: %s", err.msg);
+    else if (r > 0)
+        log_notice("reclaimed %d sandbox(es) left by an earlier run", r);
+    (void)jail_host_missing(d.jh, &missing);
+    if (d.cfg.isolation != JAIL_NS)
+        log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns'",
+                jail_mode_name(d.cfg.isolation));
+
+    if (loop_new(&d.loop) < 0 || loop_timer_new(d.loop, on_sweep, &d, &d.sweep) < 0 ||
+            loop_timer_new(d.loop, on_shutdown_timeout, &d, &d.shutdown_timer) < 0)
+        return log_err("out of memory"), 1;
+    struct sandbox_host_config shc = {
+            .pool_size = missing.len ? 0 : d.cfg.pool,
+            .pool_limits = {d.cfg.memory_bytes, d.cfg.cpu_millis, d.cfg.pids},
+            .max_file_bytes = d.cfg.max_file_bytes,
+    };
+    /* The pool starts after the self-test, so the test measures a cold create. */
+    shc.pool_size = 0;
+    if (sandbox_host_new(d.loop, d.jh, &shc, &d.sh) < 0)
+        return log_err("out of memory"), 1;
+
+    if (!missing.len) {
+        err_clear(&err);
+        r = self_test(&d, &err);
+        if (r < 0) {
+            (void)buf_printf(&missing, "working sandboxes (self-test: %s)", err.msg);
+        } else {
+            log_debug("self-test passed");
+        }
+    }
+    if (missing.len)
+        log_err("isolation '%s' is not available; /readyz will fail and creates are refused. "
+                "Missing: %s",
+                jail_mode_name(d.cfg.isolation), missing.data);
+    sandbox_host_free(d.sh);
+    shc.pool_size = missing.len ? 0 : d.cfg.pool;
+    if (sandbox_host_new(d.loop, d.jh, &shc, &d.sh) < 0)
+        return log_err("out of memory"), 1;
+
+    struct sysinfo si;
+    (void)sysinfo(&si);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    struct api_config ac = {
+            .api_key = d.cfg.api_key,
+            .isolation = jail_mode_name(d.cfg.isolation),
+            .cgroup = jail_host_cgroup_name(d.jh),
+            .default_memory_bytes = d.cfg.memory_bytes,
+            .default_cpu_millis = d.cfg.cpu_millis,
+            .default_pids = d.cfg.pids,
+            .default_timeout_s = d.cfg.timeout_s,
+            .max_timeout_s = d.cfg.max_timeout_s,
+            .idle_timeout_s = d.cfg.idle_timeout_s,
+            .exec_timeout_ms = d.cfg.exec_timeout_s * 1000u,
+            .max_sandboxes = d.cfg.max_sandboxes,
+            .host_cpus = ncpu > 0 ? (unsigned)ncpu : 1,
+            .host_memory_bytes = (uint64_t)si.totalram * si.mem_unit,
+            .max_file_bytes = d.cfg.max_file_bytes,
+    };
+    if (api_new(d.loop, d.sh, &ac, &d.api) < 0)
+        return log_err("out of memory"), 1;
+    api_set_missing(d.api, missing.data);
+
+    struct http_server_config hc = {
+            .host = d.cfg.listen_host,
+            .port = d.cfg.listen_port,
+            .max_connections = 4096,
+            .conn_timeout_s = 300,
+            .conn_memory = 128 * 1024,
+            .begin = api_begin,
+            .ud = d.api,
+    };
+    err_clear(&err);
+    r = http_server_new(d.loop, &hc, &d.http, &err);
+    if (r < 0) {
+        log_err("%s", err.msg);
+        return 1;
+    }
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    d.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (d.sig_fd < 0 || loop_io_add(d.loop, d.sig_fd, EPOLLIN, on_signal, &d, &d.sig_io) < 0)
+        return log_err("cannot watch signals"), 1;
+    (void)loop_timer_arm(d.sweep, now_msec() + SWEEP_MS);
+
+    log_notice("listening on http://%s:%u (isolation %s, cgroup %s, state %s)%s",
+            d.cfg.listen_host, http_server_port(d.http), jail_mode_name(d.cfg.isolation),
+            jail_host_cgroup_name(d.jh), d.cfg.state_dir, missing.len ? " - NOT READY" : "");
+    r = loop_run(d.loop);
+
+    loop_io_free(d.sig_io);
+    safe_close(d.sig_fd);
+    http_server_free(d.http);
+    api_free(d.api);
+    sandbox_host_free(d.sh);
+    jail_host_free(d.jh);
+    loop_timer_free(d.sweep);
+    loop_timer_free(d.shutdown_timer);
+    loop_free(d.loop);
+    buf_done(&missing);
+    safe_close(statefd);
+    return r < 0 ? 1 : 0;
+}

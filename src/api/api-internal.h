@@ -1,0 +1,93 @@
+/*
+ * api-internal.h - what the files of the api piece share.
+ */
+#pragma once
+
+#include <jansson.h>
+
+#include "../util/err.h"
+#include "../util/hashmap.h"
+#include "../util/list.h"
+#include "api.h"
+
+#define API_JSON_MAX      (1024 * 1024)     /* bytes of a JSON request body */
+#define API_EXEC_BODY_MAX (4 * 1024 * 1024) /* exec bodies carry base64 stdin */
+#define API_ID_LEN        20
+#define API_ENV_MAX       256   /* entries in a create's env */
+#define API_ENV_BYTES     65536
+#define API_ARGV_MAX      4096
+#define API_ARGV_BYTES    (192 * 1024)
+#define API_META_MAX      64
+#define API_META_BYTES    16384
+#define API_LINE_CHUNK    (48 * 1024) /* output bytes per NDJSON line */
+
+struct api_metrics {
+    uint64_t requests, errors_4xx, errors_5xx;
+    uint64_t sandboxes_created, sandboxes_killed, sandboxes_failed;
+    uint64_t execs, exec_failures, timeouts;
+    uint64_t bytes_uploaded, bytes_downloaded;
+    uint64_t create_us_sum, create_count;
+};
+
+enum entry_state { E_CREATING, E_READY, E_DYING };
+
+struct entry {
+    struct list link;
+    struct api *api;
+    char id[API_ID_LEN + 1];
+    struct sandbox *sb;
+    enum entry_state state;
+    uint64_t created_wall_ms;
+    uint64_t end_at_wall_ms; /* 0 = no deadline */
+    uint64_t timeout_s;
+    uint64_t last_active_ms; /* monotonic */
+    unsigned streams;        /* output streams attached */
+    json_t *metadata;
+    struct http_req *create_req;
+    struct list waiters;     /* DELETE requests waiting for the end */
+    struct loop_timer *deadline;
+};
+
+struct api {
+    struct loop *loop;
+    struct sandbox_host *sh;
+    struct api_config cfg;
+    char *api_key;
+    struct hashmap *map;
+    struct list entries;
+    uint32_t count;
+    bool draining;
+    char missing[1024];
+    struct api_metrics m;
+    uint64_t started_wall_ms;
+    void (*all_gone)(void *ud);
+    void *all_gone_ud;
+};
+
+/* Per-request state of the native wire, freed when the request closes. */
+struct rq {
+    struct api *api;
+    char id[API_ID_LEN + 8];
+    long pid;
+    void *op; /* route-specific state (exec, stdin...) with its own lifetime */
+};
+
+struct rq *api_rq(struct api *a, struct http_req *req, const char *id);
+
+/* errors.c */
+void api_error(struct http_req *req, int r, const struct err *err);
+void api_error_msg(struct http_req *req, unsigned status, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+void api_json(struct http_req *req, unsigned status, json_t *v); /* steals v */
+void api_no_content(struct http_req *req);
+
+/* api.c: the table of sandboxes */
+struct entry *api_find(struct api *a, struct http_req *req, const char *id);
+json_t *api_entry_json(struct api *a, struct entry *e, bool with_usage);
+void api_touch(struct entry *e);
+
+/* wire-sandboxes.c */
+void wire_sandboxes(struct api *a, struct http_req *req, char **seg, int nseg);
+/* wire-files.c */
+void wire_files(struct api *a, struct http_req *req, struct entry *e, const char *op,
+        const char *rest);

@@ -1,0 +1,55 @@
+/*
+ * api.h - the HTTP surfaces of abxd: the native wire (sandboxes, exec,
+ * processes, files), health, readiness, drain and metrics.
+ *
+ * The api owns the table of live sandboxes, their deadlines and idle
+ * clocks. Requests are decoded here, once, into the sandbox module's C
+ * structs; JSON never travels further down. Errors are answered as
+ * {"error": code, "message": text} with a status from one errno table.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../http/server.h"
+#include "../sandbox/sandbox.h"
+#include "../util/buf.h"
+#include "../util/loop.h"
+
+struct api;
+
+struct api_config {
+    const char *api_key;              /* required on everything but health probes */
+    const char *isolation;            /* name of the jail mode, for info */
+    const char *cgroup;               /* "v1", "v2" or "none", for info */
+    uint64_t default_memory_bytes;
+    uint32_t default_cpu_millis;
+    uint32_t default_pids;
+    uint64_t default_timeout_s;       /* sandbox life when create gives none; 0 = none */
+    uint64_t max_timeout_s;
+    uint64_t idle_timeout_s;          /* host backstop; 0 = off */
+    uint64_t exec_timeout_ms;         /* default exec deadline; 0 = none */
+    uint32_t max_sandboxes;
+    unsigned host_cpus;
+    uint64_t host_memory_bytes;
+    uint64_t max_file_bytes;
+};
+
+int api_new(struct loop *loop, struct sandbox_host *sh, const struct api_config *c,
+        struct api **ret);
+void api_free(struct api *a);
+
+/* The http server's begin() callback; ud is the api. */
+void api_begin(struct http_req *req, void *ud);
+
+/* Readiness: missing is "" when the configured isolation works. */
+void api_set_missing(struct api *a, const char *missing);
+/* Stops accepting new sandboxes (create answers 503). */
+void api_drain(struct api *a);
+bool api_draining(const struct api *a);
+/* Kills sandboxes idle past the backstop; returns how many. */
+int api_sweep_idle(struct api *a);
+/* Kills every sandbox; done() fires when all are gone. */
+void api_kill_all(struct api *a, void (*done)(void *ud), void *ud);
+uint32_t api_sandbox_count(const struct api *a);

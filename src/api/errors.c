@@ -1,0 +1,106 @@
+/*
+ * errors.c - the native wire's one errno -> HTTP status table, and JSON answers.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../util/buf.h"
+#include "../util/json.h"
+#include "../util/log.h"
+#include "api-internal.h"
+
+struct mapping {
+    int errnum;
+    unsigned status;
+    const char *code;
+};
+
+static const struct mapping table[] = {
+        {EINVAL, 400, "bad_request"},
+        {ENAMETOOLONG, 400, "bad_request"},
+        {EXDEV, 400, "path_escape"},
+        {ELOOP, 400, "path_escape"},
+        {ENOTDIR, 400, "not_a_directory"},
+        {EISDIR, 409, "is_a_directory"},
+        {EACCES, 403, "forbidden"},
+        {EPERM, 403, "forbidden"},
+        {ENOENT, 404, "not_found"},
+        {ESRCH, 404, "not_found"},
+        {EEXIST, 409, "conflict"},
+        {ENOTEMPTY, 409, "conflict"},
+        {EBUSY, 409, "conflict"},
+        {EPIPE, 409, "conflict"},
+        {EFBIG, 413, "too_large"},
+        {E2BIG, 413, "too_large"},
+        {EMSGSIZE, 413, "too_large"},
+        {EAGAIN, 429, "too_many_requests"},
+        {EOPNOTSUPP, 503, "unavailable"},
+        {ECANCELED, 503, "unavailable"},
+        {ENOSPC, 507, "insufficient_storage"},
+        {EDQUOT, 507, "insufficient_storage"},
+};
+
+static void
+send_error(struct http_req *req, unsigned status, const char *code, const char *msg)
+{
+    json_t *o = json_object();
+    if (o) {
+        (void)json_set(o, "error", json_string(code));
+        (void)json_set(o, "message", json_string(msg));
+    }
+    api_json(req, status, o);
+}
+
+void
+api_error(struct http_req *req, int r, const struct err *err)
+{
+    int e = r < 0 ? -r : r;
+    unsigned status = 500;
+    const char *code = "internal";
+    char tmp[128];
+
+    for (size_t i = 0; i < ELEMENTSOF(table); i++)
+        if (table[i].errnum == e) {
+            status = table[i].status;
+            code = table[i].code;
+            break;
+        }
+    const char *msg = err && err->msg[0] ? err->msg : strerror_r(e, tmp, sizeof(tmp));
+    if (status >= 500)
+        log_warn("%s %s: %s", http_req_method(req), http_req_path(req), msg);
+    send_error(req, status, code, msg);
+}
+
+void
+api_error_msg(struct http_req *req, unsigned status, const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    send_error(req, status, code, msg);
+}
+
+void
+api_json(struct http_req *req, unsigned status, json_t *v)
+{
+    struct buf b;
+    buf_init(&b, BUF_UNLIMITED);
+    if (!v || json_dump_buf(v, &b) < 0 || buf_putc(&b, '\n') < 0) {
+        static const char oom[] = "{\"error\":\"internal\",\"message\":\"out of memory\"}\n";
+        http_respond(req, 500, "application/json", oom, sizeof(oom) - 1);
+    } else {
+        http_respond(req, status, "application/json", b.data, b.len);
+    }
+    buf_done(&b);
+    json_decref(v);
+}
+
+void
+api_no_content(struct http_req *req)
+{
+    http_respond(req, 204, NULL, "", 0);
+}

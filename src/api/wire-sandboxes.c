@@ -1,0 +1,665 @@
+/*
+ * wire-sandboxes.c - exec and the process table on the native wire.
+ *
+ * POST /v1/sandboxes/{id}/exec streams NDJSON: {"pid"} first, then
+ * {"stdout"|"stderr": base64, "offset"} as output arrives, and last the
+ * result. The process does not depend on the connection: a client that
+ * drops reattaches with GET .../processes/{pid}/output?offset=N&follow=1.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../util/b64.h"
+#include "../util/json.h"
+#include "../util/log.h"
+#include "../util/parse.h"
+#include "../util/timeutil.h"
+#include "api-internal.h"
+
+#define LINE_ROOM (API_LINE_CHUNK / 3 * 4 + 256) /* worst-case size of one output line */
+
+/* --- JSON of a process --- */
+
+static json_t *
+time_or_null(uint64_t ms)
+{
+    char b[40];
+    if (!ms)
+        return json_null();
+    format_rfc3339(ms, b, sizeof(b));
+    return json_string(b);
+}
+
+static json_t *
+proc_json(struct proc *p)
+{
+    json_t *o = json_object();
+    json_t *argv = json_array();
+    const char *s = proc_argv_text(p);
+    for (size_t i = 0; i < proc_argc(p); i++) {
+        (void)json_array_append_new(argv, json_string(s));
+        s += strlen(s) + 1;
+    }
+    const struct proc_result *res = proc_get_result(p);
+    (void)json_set(o, "pid", json_integer(proc_pid(p)));
+    (void)json_set(o, "argv", argv);
+    (void)json_set(o, "cwd", json_string(proc_cwd(p)));
+    (void)json_set(o, "user", json_string(proc_is_root(p) ? "root" : "user"));
+    (void)json_set(o, "background", json_boolean(proc_is_background(p)));
+    (void)json_set(o, "state", json_string(res ? "exited" : "running"));
+    (void)json_set(o, "exit_code", res ? json_integer(res->exit_code) : json_null());
+    (void)json_set(o, "signal", res && res->signal ? json_integer(res->signal) : json_null());
+    (void)json_set(o, "timed_out", json_boolean(res && res->timed_out));
+    (void)json_set(o, "oom_killed", json_boolean(res && res->oom_killed));
+    (void)json_set(o, "started_at", time_or_null(proc_started_wall_ms(p)));
+    (void)json_set(o, "ended_at", time_or_null(res ? proc_ended_wall_ms(p) : 0));
+    (void)json_set(o, "duration_ms", res ? json_integer((json_int_t)res->duration_ms) : json_null());
+    (void)json_set(o, "output_start", json_integer((json_int_t)proc_output_start(p)));
+    (void)json_set(o, "output_end", json_integer((json_int_t)proc_output_end(p)));
+    (void)json_set(o, "stdin_open", json_boolean(proc_stdin_is_open(p)));
+    return o;
+}
+
+/* --- output streams (exec and output routes) --- */
+
+struct out_op {
+    struct api *api;
+    struct http_req *req;
+    char id[API_ID_LEN + 8];
+    struct http_stream *stream;
+    struct proc_reader *reader;
+    bool follow;
+    bool counted; /* counted in the entry's streams */
+    struct buf line;
+};
+
+static int
+write_line(struct out_op *op, json_t *v)
+{
+    buf_reset(&op->line);
+    int r = json_dump_buf(v, &op->line);
+    json_decref(v);
+    if (r < 0 || buf_putc(&op->line, '\n') < 0)
+        return -ENOMEM;
+    return http_stream_write(op->stream, op->line.data, op->line.len);
+}
+
+static int
+write_chunk(struct out_op *op, const struct proc_chunk *c)
+{
+    buf_reset(&op->line);
+    int r = buf_puts(&op->line, c->stream == PROC_STDOUT ? "{\"stdout\":\"" : "{\"stderr\":\"");
+    if (r == 0)
+        r = b64_encode(&op->line, c->data, c->len);
+    if (r == 0)
+        r = buf_printf(&op->line, "\",\"offset\":%llu}\n", (unsigned long long)c->offset);
+    if (r < 0)
+        return r;
+    return http_stream_write(op->stream, op->line.data, op->line.len);
+}
+
+static json_t *
+result_json(struct proc *p)
+{
+    json_t *o = json_object();
+    const struct proc_result *res = p ? proc_get_result(p) : NULL;
+    if (!res) {
+        (void)json_set(o, "error", json_string("the process record is no longer kept"));
+        return o;
+    }
+    (void)json_set(o, "exit_code", json_integer(res->exit_code));
+    (void)json_set(o, "timed_out", json_boolean(res->timed_out));
+    (void)json_set(o, "oom_killed", json_boolean(res->oom_killed));
+    (void)json_set(o, "duration_ms", json_integer((json_int_t)res->duration_ms));
+    if (res->signal)
+        (void)json_set(o, "signal", json_integer(res->signal));
+    (void)json_set(o, "pid", json_integer(proc_pid(p)));
+    (void)json_set(o, "output_end", json_integer((json_int_t)proc_output_end(p)));
+    return o;
+}
+
+static void
+out_fill(struct http_stream *s, void *ud)
+{
+    struct out_op *op = ud;
+    (void)s;
+
+    while (http_stream_room(op->stream) >= LINE_ROOM) {
+        struct proc_chunk c;
+        int r = proc_reader_peek(op->reader, API_LINE_CHUNK, &c);
+        if (r == 1 && c.stream == 0) {
+            json_t *g = json_object();
+            (void)json_set(g, "dropped", json_integer((json_int_t)c.dropped));
+            (void)json_set(g, "offset", json_integer((json_int_t)c.offset));
+            if (write_line(op, g) < 0)
+                return;
+            proc_reader_consume(op->reader, 0);
+            continue;
+        }
+        if (r == 1) {
+            if (write_chunk(op, &c) < 0)
+                return;
+            proc_reader_consume(op->reader, c.len);
+            continue;
+        }
+        if (r == -ENODATA) {
+            (void)write_line(op, result_json(proc_reader_proc(op->reader)));
+            http_stream_end(op->stream);
+            return;
+        }
+        /* nothing now */
+        if (!op->follow)
+            http_stream_end(op->stream);
+        return;
+    }
+}
+
+static void
+out_wake(void *ud)
+{
+    struct out_op *op = ud;
+    if (op->stream)
+        http_stream_wake(op->stream);
+}
+
+static void
+out_free(struct out_op *op)
+{
+    if (op->counted) {
+        struct entry *e = hashmap_get(op->api->map, op->id);
+        if (e && e->streams > 0) {
+            e->streams--;
+            api_touch(e);
+        }
+    }
+    proc_reader_free(op->reader);
+    http_stream_release(op->stream);
+    buf_done(&op->line);
+    http_req_unref(op->req);
+    free(op);
+}
+
+static void
+out_closed(struct http_stream *s, void *ud)
+{
+    (void)s;
+    out_free(ud);
+}
+
+static const struct http_stream_ops out_ops = {
+        .fill = out_fill,
+        .closed = out_closed,
+};
+
+/* Starts an NDJSON stream of p's output from offset. first (optional) is
+ * written before any output. */
+static void
+stream_output(struct api *a, struct http_req *req, struct entry *e, struct proc *p,
+        uint64_t offset, bool follow, json_t *first)
+{
+    struct out_op *op = calloc(1, sizeof(*op));
+    int r;
+
+    if (!op) {
+        json_decref(first);
+        api_error(req, -ENOMEM, NULL);
+        return;
+    }
+    op->api = a;
+    op->req = req;
+    http_req_ref(req);
+    op->follow = follow;
+    (void)snprintf(op->id, sizeof(op->id), "%s", e->id);
+    buf_init(&op->line, LINE_ROOM * 2);
+    r = proc_reader_new(p, offset, out_wake, op, &op->reader);
+    if (r == 0)
+        r = http_stream_start(req, 200, "application/x-ndjson", &out_ops, op, &op->stream);
+    if (r < 0) {
+        json_decref(first);
+        api_error(req, r, NULL);
+        proc_reader_free(op->reader);
+        buf_done(&op->line);
+        http_req_unref(req);
+        free(op);
+        return;
+    }
+    e->streams++;
+    op->counted = true;
+    if (first)
+        (void)write_line(op, first);
+}
+
+/* --- exec --- */
+
+struct exec_op {
+    struct api *api;
+    struct http_req *req;
+    bool background;
+};
+
+static int
+decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err)
+{
+    double s;
+    int r = json_get_num(j, key, false, 0, 7 * 86400.0, &s, err);
+    if (r > 0)
+        *ret_ms = (uint64_t)(s * 1000.0 + 0.5);
+    return r;
+}
+
+static void
+exec_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *ud)
+{
+    struct exec_op *x = ud;
+    struct api *a = x->api;
+    struct http_req *req = x->req;
+
+    if (r < 0) {
+        a->m.exec_failures++;
+        if (!http_req_closed(req)) {
+            /* A bad cwd is the caller's mistake, not ours. */
+            api_error(req, r == -ENOENT || r == -ENOTDIR ? -EINVAL : r, err);
+        }
+    } else if (!http_req_closed(req)) {
+        struct entry *e = hashmap_get(a->map, sandbox_id(sb));
+        if (x->background || !e)
+            api_json(req, 201, proc_json(p));
+        else {
+            json_t *first = json_object();
+            (void)json_set(first, "pid", json_integer(proc_pid(p)));
+            stream_output(a, req, e, p, 0, true, first);
+        }
+    }
+    http_req_unref(req);
+    free(x);
+}
+
+static void
+exec_done(struct http_req *req, const char *body, size_t len)
+{
+    struct rq *q = http_req_userdata(req);
+    struct api *a = q->api;
+    static const char *const allowed[] = {"argv", "env", "cwd", "user", "stdin", "stdin_open",
+            "timeout_s", "idle_timeout_s", "background", NULL};
+    struct err err = {0};
+    json_t *j = NULL, *argv = NULL, *env = NULL;
+    const char *cwd = NULL, *user = "user", *stdin_b64 = NULL;
+    const char **av = NULL, **ev = NULL;
+    struct buf in;
+    struct sandbox_exec x = {0};
+    struct exec_op *op = NULL;
+    size_t n, k = 0;
+    int r;
+
+    buf_init(&in, PROC_STDIN_MAX);
+    x.timeout_ms = a->cfg.exec_timeout_ms;
+    struct entry *e = api_find(a, req, q->id);
+    if (!e)
+        goto out;
+    if ((r = json_parse(body, len, &j, &err)) < 0 ||
+            (r = json_check_object(j, allowed, &err)) < 0 ||
+            (r = json_get_str_array(j, "argv", true, 1, API_ARGV_MAX, API_ARGV_BYTES, &argv,
+                     &err)) < 0 ||
+            (r = json_get_str_map(j, "env", SANDBOX_ENV_MAX / 2, API_ENV_BYTES, &env, &err)) < 0 ||
+            (r = json_get_str(j, "cwd", false, &cwd, &err)) < 0 ||
+            (r = json_get_str(j, "user", false, &user, &err)) < 0 ||
+            (r = json_get_str(j, "stdin", false, &stdin_b64, &err)) < 0 ||
+            (r = json_get_bool(j, "stdin_open", false, &x.stdin_open, &err)) < 0 ||
+            (r = json_get_bool(j, "background", false, &x.background, &err)) < 0 ||
+            (r = decode_seconds(j, "timeout_s", &x.timeout_ms, &err)) < 0 ||
+            (r = decode_seconds(j, "idle_timeout_s", &x.idle_timeout_ms, &err)) < 0)
+        goto fail;
+    if (!json_string_value(json_array_get(argv, 0))[0]) {
+        r = err_set(&err, EINVAL, "'argv[0]' must not be empty");
+        goto fail;
+    }
+    if (!strcmp(user, "root"))
+        x.root = true;
+    else if (strcmp(user, "user") != 0) {
+        r = err_set(&err, EINVAL, "'user' must be \"user\" or \"root\", not '%.32s'", user);
+        goto fail;
+    }
+    if (cwd && strlen(cwd) > 4096) {
+        r = err_set(&err, EINVAL, "'cwd' is longer than 4096 bytes");
+        goto fail;
+    }
+    if (stdin_b64 && (r = b64_decode(&in, stdin_b64, strlen(stdin_b64))) < 0) {
+        if (r == -EFBIG)
+            r = err_set(&err, EFBIG, "'stdin' is larger than %d bytes", PROC_STDIN_MAX);
+        else
+            r = err_set(&err, EINVAL, "'stdin' is not valid base64");
+        goto fail;
+    }
+    n = json_array_size(argv);
+    av = calloc(n + 1, sizeof(char *));
+    ev = calloc((env ? json_object_size(env) : 0) + 1, sizeof(char *));
+    if (!av || !ev) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++)
+        av[i] = json_string_value(json_array_get(argv, i));
+    if (env) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(env, key, v)
+        {
+            if (!*key || strchr(key, '=')) {
+                r = err_set(&err, EINVAL, "'env' key '%.64s' is not a valid variable name", key);
+                goto fail;
+            }
+            char *kv = NULL;
+            if (asprintf(&kv, "%s=%s", key, json_string_value(v)) < 0) {
+                r = -ENOMEM;
+                goto fail;
+            }
+            ev[k++] = kv;
+        }
+    }
+    x.argv = av;
+    x.env = ev;
+    x.cwd = cwd;
+    x.stdin_data = in.data;
+    x.stdin_len = in.len;
+    op = calloc(1, sizeof(*op));
+    if (!op) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    op->api = a;
+    op->req = req;
+    op->background = x.background;
+    http_req_ref(req);
+    r = sandbox_exec(e->sb, &x, exec_started, op, &err);
+    if (r < 0) {
+        http_req_unref(req);
+        free(op);
+        a->m.exec_failures++;
+        goto fail;
+    }
+    a->m.execs++;
+    goto out;
+fail:
+    api_error(req, r, &err);
+out:
+    for (size_t i = 0; ev && ev[i]; i++)
+        free((char *)(uintptr_t)ev[i]);
+    free(ev);
+    free(av);
+    buf_done(&in);
+    json_decref(j);
+}
+
+/* --- processes --- */
+
+static struct proc *
+find_proc(struct http_req *req, struct entry *e, const char *pidstr)
+{
+    int32_t pid;
+    if (parse_i32(pidstr, &pid) < 0 || pid <= 0) {
+        api_error_msg(req, 400, "bad_request", "'%.32s' is not a process id", pidstr);
+        return NULL;
+    }
+    struct proc *p = sandbox_proc_find(e->sb, pid);
+    if (!p)
+        api_error_msg(req, 404, "not_found", "no process %d in sandbox '%s'", pid, e->id);
+    return p;
+}
+
+static void
+list_procs(struct api *a, struct http_req *req, struct entry *e)
+{
+    (void)a;
+    json_t *arr = json_array();
+    for (struct proc *p = sandbox_proc_next(e->sb, NULL); p; p = sandbox_proc_next(e->sb, p))
+        (void)json_array_append_new(arr, proc_json(p));
+    json_t *o = json_object();
+    (void)json_set(o, "processes", arr);
+    api_json(req, 200, o);
+}
+
+static void
+output(struct api *a, struct http_req *req, struct entry *e, struct proc *p)
+{
+    uint64_t offset = 0;
+    bool follow = false;
+    const char *s = http_req_query(req, "offset");
+    if (s && parse_u64(s, &offset) < 0) {
+        api_error_msg(req, 400, "bad_request", "'offset' must be a non-negative integer");
+        return;
+    }
+    s = http_req_query(req, "follow");
+    if (s && !parse_bool(s, &follow)) {
+        api_error_msg(req, 400, "bad_request", "'follow' must be 1 or 0");
+        return;
+    }
+    stream_output(a, req, e, p, offset, follow, NULL);
+}
+
+static const struct {
+    const char *name;
+    int sig;
+} signals[] = {
+        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
+        {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"ALRM", SIGALRM}, {"PIPE", SIGPIPE},
+        {"WINCH", SIGWINCH},
+};
+
+static void
+signal_done(struct http_req *req, const char *body, size_t len)
+{
+    struct rq *q = http_req_userdata(req);
+    static const char *const allowed[] = {"signal", "group", NULL};
+    struct err err = {0};
+    json_t *j = NULL;
+    bool group = true;
+    int sig = 0, r;
+    char pid[24];
+    json_t *s;
+
+    struct entry *e = api_find(q->api, req, q->id);
+    if (!e)
+        return;
+    (void)snprintf(pid, sizeof(pid), "%ld", q->pid);
+    struct proc *p = find_proc(req, e, pid);
+    if (!p)
+        return;
+    if ((r = json_parse(body, len, &j, &err)) < 0 || (r = json_check_object(j, allowed, &err)) < 0 ||
+            (r = json_get_bool(j, "group", false, &group, &err)) < 0)
+        goto fail;
+    s = json_object_get(j, "signal");
+    if (json_is_integer(s) && json_integer_value(s) > 0 && json_integer_value(s) < 65) {
+        sig = (int)json_integer_value(s);
+    } else if (json_is_string(s)) {
+        const char *n = json_string_value(s);
+        if (!strncasecmp(n, "SIG", 3))
+            n += 3;
+        for (size_t i = 0; i < ELEMENTSOF(signals); i++)
+            if (!strcasecmp(n, signals[i].name))
+                sig = signals[i].sig;
+    }
+    if (!sig) {
+        r = err_set(&err, EINVAL, "'signal' must be a signal name (\"TERM\") or number 1-64");
+        goto fail;
+    }
+    r = proc_signal(p, sig, group);
+    if (r == -ESRCH) {
+        api_error_msg(req, 409, "conflict", "process %ld has exited", q->pid);
+        goto out;
+    }
+    if (r < 0)
+        goto fail;
+    api_no_content(req);
+    goto out;
+fail:
+    api_error(req, r, &err);
+out:
+    json_decref(j);
+}
+
+struct stdin_op {
+    struct http_req *req;
+};
+
+static void
+stdin_written(void *ud, int r)
+{
+    struct stdin_op *s = ud;
+    if (r < 0)
+        api_error_msg(s->req, 409, "conflict", "stdin closed before the data was written");
+    else
+        api_no_content(s->req);
+    http_req_unref(s->req);
+    free(s);
+}
+
+static void
+stdin_done(struct http_req *req, const char *body, size_t len)
+{
+    struct rq *q = http_req_userdata(req);
+    static const char *const allowed[] = {"data", "close", NULL};
+    struct err err = {0};
+    json_t *j = NULL;
+    const char *data = NULL;
+    bool close_after = false;
+    struct buf in;
+    struct proc *p = NULL;
+    struct stdin_op *so = NULL;
+    int r;
+    char pid[24];
+
+    buf_init(&in, PROC_STDIN_MAX);
+    struct entry *e = api_find(q->api, req, q->id);
+    if (!e)
+        goto out;
+    (void)snprintf(pid, sizeof(pid), "%ld", q->pid);
+    p = find_proc(req, e, pid);
+    if (!p)
+        goto out;
+    if ((r = json_parse(body, len, &j, &err)) < 0 || (r = json_check_object(j, allowed, &err)) < 0 ||
+            (r = json_get_str(j, "data", true, &data, &err)) < 0 ||
+            (r = json_get_bool(j, "close", false, &close_after, &err)) < 0)
+        goto fail;
+    if ((r = b64_decode(&in, data, strlen(data))) < 0) {
+        r = err_set(&err, r == -EFBIG ? EFBIG : EINVAL, "'data' is not valid base64 (or too large)");
+        goto fail;
+    }
+    so = calloc(1, sizeof(*so));
+    if (!so) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    so->req = req;
+    http_req_ref(req);
+    r = proc_stdin_write(p, in.data, in.len, stdin_written, so);
+    if (r < 0) {
+        http_req_unref(req);
+        free(so);
+        if (r == -EPIPE) {
+            api_error_msg(req, 409, "conflict", "stdin of process %ld is closed", q->pid);
+            goto out;
+        }
+        if (r == -EFBIG)
+            (void)err_set(&err, EFBIG, "more than %d bytes of stdin are waiting", PROC_STDIN_MAX);
+        goto fail;
+    }
+    if (close_after)
+        (void)proc_stdin_close(p);
+    goto out;
+fail:
+    api_error(req, r, &err);
+out:
+    buf_done(&in);
+    json_decref(j);
+}
+
+static void
+close_stdin(struct http_req *req, struct entry *e, struct proc *p)
+{
+    (void)e;
+    (void)proc_stdin_close(p);
+    api_no_content(req);
+}
+
+/* --- routing below /v1/sandboxes/{id}/ --- */
+
+static bool
+method(struct http_req *req, const char *m, const char *allow)
+{
+    if (!strcmp(http_req_method(req), m))
+        return true;
+    http_req_add_header(req, "Allow", allow);
+    api_error_msg(req, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)",
+            http_req_method(req), allow);
+    return false;
+}
+
+void
+wire_sandboxes(struct api *a, struct http_req *req, char **seg, int n)
+{
+    const char *id = seg[2];
+    const char *op = seg[3];
+
+    if (n == 4 && !strcmp(op, "exec")) {
+        if (!method(req, "POST", "POST"))
+            return;
+        if (!api_find(a, req, id))
+            return;
+        if (api_rq(a, req, id))
+            http_req_read_body(req, API_EXEC_BODY_MAX, exec_done);
+        return;
+    }
+    if (n == 4 && (!strcmp(op, "walk") || !strcmp(op, "mkdir") || !strcmp(op, "rmdir") ||
+                          !strcmp(op, "rename"))) {
+        struct entry *e = api_find(a, req, id);
+        if (e)
+            wire_files(a, req, e, op, NULL);
+        return;
+    }
+    if (n >= 4 && !strcmp(op, "processes")) {
+        struct entry *e = api_find(a, req, id);
+        if (!e)
+            return;
+        if (n == 4) {
+            if (method(req, "GET", "GET"))
+                list_procs(a, req, e);
+            return;
+        }
+        struct proc *p = find_proc(req, e, seg[4]);
+        if (!p)
+            return;
+        if (n == 5) {
+            if (method(req, "GET", "GET"))
+                api_json(req, 200, proc_json(p));
+            return;
+        }
+        const char *what = seg[5];
+        if (n == 6 && !strcmp(what, "output")) {
+            if (method(req, "GET", "GET"))
+                output(a, req, e, p);
+            return;
+        }
+        if (n == 6 && (!strcmp(what, "signal") || !strcmp(what, "stdin") ||
+                              !strcmp(what, "close-stdin"))) {
+            if (!method(req, "POST", "POST"))
+                return;
+            if (!strcmp(what, "close-stdin")) {
+                close_stdin(req, e, p);
+                return;
+            }
+            struct rq *q = api_rq(a, req, id);
+            if (!q)
+                return;
+            q->pid = proc_pid(p);
+            http_req_read_body(req, API_JSON_MAX, !strcmp(what, "signal") ? signal_done : stdin_done);
+            return;
+        }
+    }
+    api_error_msg(req, 404, "not_found", "no route for %s %.200s", http_req_method(req),
+            http_req_path(req));
+}

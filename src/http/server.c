@@ -1,0 +1,771 @@
+/*
+ * server.c - libmicrohttpd in external-epoll mode, driven by our loop.
+ *
+ * Request lifecycle, as MHD calls us:
+ *   headers in   -> begin(): the surface sets userdata and the body mode, or
+ *                   answers at once (MHD then discards any body)
+ *   body chunks  -> buffered (bounded) or handed to chunk()
+ *   body done    -> done(): answer now, later (we suspend the connection),
+ *                   or start a stream
+ *   completed    -> on_close(); the request is freed when unreferenced
+ * MHD only accepts a response from inside its callbacks or for a
+ * suspended connection; respond() therefore parks the response and it is
+ * queued either on the way out of the handler or right away (then the
+ * connection is resumed).
+ */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "../util/buf.h"
+#include "../util/cleanup.h"
+#include "../util/log.h"
+
+#define HTTP_DEFAULT_BODY_MAX 0
+#define HTTP_DRAIN_MAX        (64 * 1024 * 1024) /* body bytes we swallow after an error */
+
+struct hdr {
+    struct hdr *next;
+    char *name, *value;
+};
+
+enum body_mode { BODY_NONE, BODY_BUFFER, BODY_STREAM };
+
+struct http_server {
+    struct loop *loop;
+    struct MHD_Daemon *mhd;
+    struct loop_io *io;
+    int listen_fd;
+    uint16_t port;
+    unsigned connections;
+    bool kick; /* a connection was resumed: MHD_run before waiting */
+    void (*begin)(struct http_req *req, void *ud);
+    void *ud;
+    struct http_req *suspended; /* list of suspended requests, for shutdown */
+};
+
+struct http_req {
+    struct http_server *srv;
+    struct MHD_Connection *conn;
+    int refs;
+    char *method, *path;
+    enum body_mode mode;
+    size_t body_max;
+    struct buf body;
+    uint64_t drained;
+    bool too_large, failed, done_called;
+    void (*read_done)(struct http_req *, const char *, size_t);
+    int (*chunk)(struct http_req *, const char *, size_t);
+    void (*stream_done)(struct http_req *);
+    struct MHD_Response *pending;
+    unsigned pending_status;
+    bool answered, queued, suspended, closed, in_handler;
+    struct hdr *headers;
+    void *ud;
+    void (*on_close)(struct http_req *, void *);
+    struct http_stream *stream;
+    struct http_req *susp_next, *susp_prev;
+};
+
+struct http_stream {
+    struct http_req *req;
+    const struct http_stream_ops *ops;
+    void *ud;
+    struct buf buf;
+    bool ended, aborted, waiting, in_fill, mhd_gone, released, closed_called, in_closed;
+};
+
+/* --- suspension bookkeeping --- */
+
+static void
+req_suspend(struct http_req *req)
+{
+    if (req->suspended || req->closed)
+        return;
+    MHD_suspend_connection(req->conn);
+    req->suspended = true;
+    struct http_server *s = req->srv;
+    req->susp_prev = NULL;
+    req->susp_next = s->suspended;
+    if (s->suspended)
+        s->suspended->susp_prev = req;
+    s->suspended = req;
+}
+
+static void
+req_resume(struct http_req *req)
+{
+    if (!req->suspended)
+        return;
+    struct http_server *s = req->srv;
+    if (req->susp_prev)
+        req->susp_prev->susp_next = req->susp_next;
+    else
+        s->suspended = req->susp_next;
+    if (req->susp_next)
+        req->susp_next->susp_prev = req->susp_prev;
+    req->suspended = false;
+    MHD_resume_connection(req->conn);
+    /* In external polling mode MHD only notices on its next run. */
+    s->kick = true;
+}
+
+/* --- requests --- */
+
+void
+http_req_ref(struct http_req *req)
+{
+    req->refs++;
+}
+
+static void
+free_headers(struct hdr *h)
+{
+    while (h) {
+        struct hdr *n = h->next;
+        free(h->name);
+        free(h->value);
+        free(h);
+        h = n;
+    }
+}
+
+void
+http_req_unref(struct http_req *req)
+{
+    if (!req || --req->refs > 0)
+        return;
+    if (req->pending && !req->queued)
+        MHD_destroy_response(req->pending);
+    free_headers(req->headers);
+    buf_done(&req->body);
+    free(req->method);
+    free(req->path);
+    free(req);
+}
+
+bool
+http_req_closed(const struct http_req *req)
+{
+    return req->closed;
+}
+
+const char *
+http_req_method(const struct http_req *req)
+{
+    return req->method;
+}
+
+const char *
+http_req_path(const struct http_req *req)
+{
+    return req->path;
+}
+
+bool
+http_req_is_head(const struct http_req *req)
+{
+    return !strcmp(req->method, "HEAD");
+}
+
+const char *
+http_req_header(struct http_req *req, const char *name)
+{
+    if (req->closed)
+        return NULL;
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *
+http_req_query(struct http_req *req, const char *name)
+{
+    if (req->closed)
+        return NULL;
+    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+void
+http_req_set_userdata(struct http_req *req, void *ud, void (*on_close)(struct http_req *, void *))
+{
+    req->ud = ud;
+    req->on_close = on_close;
+}
+
+void *
+http_req_userdata(const struct http_req *req)
+{
+    return req->ud;
+}
+
+void
+http_req_read_body(struct http_req *req, size_t max,
+        void (*done)(struct http_req *, const char *, size_t))
+{
+    req->mode = BODY_BUFFER;
+    req->body_max = max;
+    buf_init(&req->body, max);
+    req->read_done = done;
+}
+
+void
+http_req_stream_body(struct http_req *req, int (*chunk)(struct http_req *, const char *, size_t),
+        void (*done)(struct http_req *))
+{
+    req->mode = BODY_STREAM;
+    req->chunk = chunk;
+    req->stream_done = done;
+}
+
+void
+http_req_add_header(struct http_req *req, const char *name, const char *value)
+{
+    struct hdr *h = calloc(1, sizeof(*h));
+    if (!h)
+        return;
+    h->name = strdup(name);
+    h->value = strdup(value);
+    if (!h->name || !h->value) {
+        free(h->name);
+        free(h->value);
+        free(h);
+        return;
+    }
+    h->next = req->headers;
+    req->headers = h;
+}
+
+bool
+http_req_answered(const struct http_req *req)
+{
+    return req->answered;
+}
+
+/* Queues the parked response if MHD allows it now. */
+static enum MHD_Result
+flush_pending(struct http_req *req)
+{
+    if (!req->pending || req->queued)
+        return MHD_YES;
+    enum MHD_Result r = MHD_queue_response(req->conn, req->pending_status, req->pending);
+    MHD_destroy_response(req->pending);
+    req->pending = NULL;
+    req->queued = true;
+    return r;
+}
+
+static void
+park(struct http_req *req, unsigned status, struct MHD_Response *resp)
+{
+    for (struct hdr *h = req->headers; h; h = h->next)
+        (void)MHD_add_response_header(resp, h->name, h->value);
+    free_headers(req->headers);
+    req->headers = NULL;
+    req->answered = true;
+    req->pending = resp;
+    req->pending_status = status;
+    if (req->suspended) {
+        /* MHD allows queueing on a suspended connection; then wake it. */
+        (void)flush_pending(req);
+        req_resume(req);
+    }
+    /* Otherwise we are inside a handler and it queues on the way out. */
+}
+
+void
+http_respond(struct http_req *req, unsigned status, const char *content_type, const void *body,
+        size_t len)
+{
+    if (req->answered || req->closed)
+        return;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) {
+        log_err("out of memory creating a response");
+        return;
+    }
+    if (content_type)
+        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    park(req, status, resp);
+}
+
+void
+http_respond_fd(struct http_req *req, unsigned status, const char *content_type, int fd,
+        uint64_t size)
+{
+    if (req->answered || req->closed) {
+        safe_close(fd);
+        return;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_fd64(size, fd);
+    if (!resp) {
+        safe_close(fd);
+        http_respond(req, 500, "application/json",
+                "{\"error\":\"internal\",\"message\":\"cannot stream the file\"}", 56);
+        return;
+    }
+    if (content_type)
+        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    park(req, status, resp);
+}
+
+/* --- streams --- */
+
+static void
+stream_maybe_free(struct http_stream *s)
+{
+    if (s->mhd_gone && s->released && !s->in_closed) {
+        buf_done(&s->buf);
+        free(s);
+    }
+}
+
+static void
+stream_closed(struct http_stream *s)
+{
+    if (s->closed_called)
+        return;
+    s->closed_called = true;
+    if (s->ops && s->ops->closed && !s->released)
+        s->ops->closed(s, s->ud);
+}
+
+static ssize_t
+stream_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    struct http_stream *s = cls;
+    (void)pos;
+
+    if (s->aborted)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (s->buf.len == 0 && !s->ended && !s->released && s->ops && s->ops->fill) {
+        s->in_fill = true;
+        s->ops->fill(s, s->ud);
+        s->in_fill = false;
+        if (s->aborted)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (s->buf.len > 0) {
+        size_t n = MIN(max, s->buf.len);
+        memcpy(out, s->buf.data, n);
+        buf_consume(&s->buf, n);
+        return (ssize_t)n;
+    }
+    if (s->ended || s->released)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    s->waiting = true;
+    req_suspend(s->req);
+    return 0;
+}
+
+static void
+stream_free_cb(void *cls)
+{
+    struct http_stream *s = cls;
+    s->mhd_gone = true;
+    s->in_closed = true; /* the owner may release s from its closed() */
+    stream_closed(s);
+    s->in_closed = false;
+    stream_maybe_free(s);
+}
+
+int
+http_stream_start(struct http_req *req, unsigned status, const char *content_type,
+        const struct http_stream_ops *ops, void *ud, struct http_stream **ret)
+{
+    if (req->answered || req->closed)
+        return -ECONNRESET;
+    struct http_stream *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->req = req;
+    s->ops = ops;
+    s->ud = ud;
+    buf_init(&s->buf, HTTP_STREAM_BUF);
+    struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, s,
+                    stream_free_cb);
+    if (!resp) {
+        free(s);
+        return -ENOMEM;
+    }
+    if (content_type)
+        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    (void)MHD_add_response_header(resp, "Cache-Control", "no-store");
+    req->stream = s;
+    park(req, status, resp);
+    *ret = s;
+    return 0;
+}
+
+int
+http_stream_write(struct http_stream *s, const void *data, size_t len)
+{
+    if (s->aborted || s->ended || s->mhd_gone)
+        return -EPIPE;
+    if (len > http_stream_room(s))
+        return -EAGAIN;
+    int r = buf_put(&s->buf, data, len);
+    if (r < 0)
+        return r == -EFBIG ? -EAGAIN : r;
+    if (!s->in_fill)
+        http_stream_wake(s);
+    return 0;
+}
+
+size_t
+http_stream_room(const struct http_stream *s)
+{
+    return s->buf.len >= HTTP_STREAM_BUF ? 0 : HTTP_STREAM_BUF - s->buf.len;
+}
+
+void
+http_stream_wake(struct http_stream *s)
+{
+    if (s->in_fill || !s->waiting || s->mhd_gone)
+        return;
+    s->waiting = false;
+    req_resume(s->req);
+}
+
+void
+http_stream_end(struct http_stream *s)
+{
+    s->ended = true;
+    http_stream_wake(s);
+}
+
+void
+http_stream_abort(struct http_stream *s)
+{
+    s->aborted = true;
+    http_stream_wake(s);
+}
+
+void
+http_stream_release(struct http_stream *s)
+{
+    if (!s)
+        return;
+    s->released = true;
+    s->ops = NULL;
+    if (!s->mhd_gone)
+        http_stream_wake(s);
+    stream_maybe_free(s);
+}
+
+/* --- MHD callbacks --- */
+
+static void
+respond_error(struct http_req *req, unsigned status, const char *code, const char *msg)
+{
+    char b[512];
+    int n = snprintf(b, sizeof(b), "{\"error\":\"%s\",\"message\":\"%s\"}", code, msg);
+    http_respond(req, status, "application/json", b, (size_t)n);
+}
+
+static enum MHD_Result
+on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+        const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
+{
+    struct http_server *srv = cls;
+    struct http_req *req = *con_cls;
+    (void)version;
+
+    if (!req) {
+        req = calloc(1, sizeof(*req));
+        if (!req)
+            return MHD_NO;
+        req->srv = srv;
+        req->conn = conn;
+        req->refs = 1;
+        req->method = strdup(method);
+        req->path = strdup(url);
+        buf_init(&req->body, 0);
+        if (!req->method || !req->path) {
+            http_req_unref(req);
+            return MHD_NO;
+        }
+        *con_cls = req;
+        req->in_handler = true;
+        srv->begin(req, srv->ud);
+        req->in_handler = false;
+        return flush_pending(req);
+    }
+
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (req->answered || req->too_large || req->failed) {
+            req->drained += n;
+            return req->drained > HTTP_DRAIN_MAX ? MHD_NO : MHD_YES;
+        }
+        switch (req->mode) {
+        case BODY_BUFFER:
+            if (buf_put(&req->body, upload_data, n) < 0)
+                req->too_large = true;
+            break;
+        case BODY_STREAM:
+            req->in_handler = true;
+            if (req->chunk(req, upload_data, n) < 0)
+                req->failed = true;
+            req->in_handler = false;
+            break;
+        default:
+            req->too_large = true;
+            break;
+        }
+        return MHD_YES;
+    }
+
+    if (!req->done_called) {
+        req->done_called = true;
+        req->in_handler = true;
+        if (req->answered) {
+            /* answered while the body was arriving */
+        } else if (req->too_large) {
+            char msg[128];
+            (void)snprintf(msg, sizeof(msg), "request body is larger than %zu bytes",
+                    req->mode == BODY_BUFFER ? req->body_max : (size_t)0);
+            respond_error(req, 413, "too_large", msg);
+        } else if (req->failed) {
+            respond_error(req, 500, "internal", "the request body could not be stored");
+        } else if (req->mode == BODY_BUFFER) {
+            req->read_done(req, req->body.data, req->body.len);
+        } else if (req->mode == BODY_STREAM) {
+            req->stream_done(req);
+        } else {
+            /* A surface that picked no body mode and did not answer. */
+            respond_error(req, 500, "internal", "request was not handled");
+        }
+        req->in_handler = false;
+    }
+    if (req->pending)
+        return flush_pending(req);
+    if (!req->answered)
+        req_suspend(req); /* answered later, asynchronously */
+    return MHD_YES;
+}
+
+static void
+on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+        enum MHD_RequestTerminationCode toe)
+{
+    struct http_req *req = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (!req)
+        return;
+    *con_cls = NULL;
+    req_resume(req);
+    req->closed = true;
+    if (req->on_close)
+        req->on_close(req, req->ud);
+    http_req_unref(req);
+}
+
+static void
+on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+        enum MHD_ConnectionNotificationCode toe)
+{
+    struct http_server *srv = cls;
+    (void)conn;
+    (void)socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        srv->connections++;
+    else if (srv->connections > 0)
+        srv->connections--;
+}
+
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char b[512];
+    (void)cls;
+    (void)vsnprintf(b, sizeof(b), fmt, ap);
+    size_t n = strlen(b);
+    while (n && b[n - 1] == '\n')
+        b[--n] = '\0';
+    log_debug("http: %s", b);
+}
+
+/* Percent-decodes in place. %00 becomes 0x01 so that validation, which
+ * refuses control characters, rejects it instead of the C string quietly
+ * ending there. */
+static size_t
+unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    char *w = s;
+    for (char *r = s; *r; r++) {
+        if (r[0] == '%' && r[1] && r[2]) {
+            int hi = r[1], lo = r[2];
+            int h = hi >= '0' && hi <= '9' ? hi - '0' : hi >= 'a' && hi <= 'f' ? hi - 'a' + 10
+                    : hi >= 'A' && hi <= 'F' ? hi - 'A' + 10 : -1;
+            int l = lo >= '0' && lo <= '9' ? lo - '0' : lo >= 'a' && lo <= 'f' ? lo - 'a' + 10
+                    : lo >= 'A' && lo <= 'F' ? lo - 'A' + 10 : -1;
+            if (h >= 0 && l >= 0) {
+                int v = h * 16 + l;
+                *w++ = v == 0 ? 0x01 : (char)v;
+                r += 2;
+                continue;
+            }
+        }
+        *w++ = *r;
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
+static void
+on_mhd_io(struct loop_io *io, uint32_t revents, void *ud)
+{
+    struct http_server *s = ud;
+    (void)io;
+    (void)revents;
+    (void)MHD_run(s->mhd);
+}
+
+static int64_t
+prepare(void *ud)
+{
+    struct http_server *s = ud;
+    MHD_UNSIGNED_LONG_LONG t = 0;
+    /* In external polling mode MHD acts only inside MHD_run(): run it when
+     * a connection was resumed or MHD says work is due now (its epoll fd is
+     * edge-triggered, so a ready connection does not wake us again). */
+    for (int i = 0; i < 16; i++) {
+        bool have = MHD_get_timeout(s->mhd, &t) == MHD_YES;
+        if (!s->kick && !(have && t == 0))
+            return have ? (int64_t)t : -1;
+        s->kick = false;
+        (void)MHD_run(s->mhd);
+    }
+    return 0;
+}
+
+static int
+make_listener(const char *host, uint16_t port, uint16_t *ret_port, struct err *err)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        sl = sizeof(*in4);
+    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        sl = sizeof(*in6);
+    } else {
+        return err_set(err, EINVAL, "listen address '%s' is not a numeric IPv4 or IPv6 address",
+                host);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return err_setx(err, errno, "socket");
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+        int r = err_setx(err, errno, "cannot listen on %s:%u", host, port);
+        close(fd);
+        return r;
+    }
+    if (listen(fd, 1024) < 0) {
+        int r = err_setx(err, errno, "listen");
+        close(fd);
+        return r;
+    }
+    sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        *ret_port = ntohs(ss.ss_family == AF_INET ? in4->sin_port : in6->sin6_port);
+    return fd;
+}
+
+int
+http_server_new(struct loop *loop, const struct http_server_config *c, struct http_server **ret,
+        struct err *err)
+{
+    struct http_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->loop = loop;
+    s->begin = c->begin;
+    s->ud = c->ud;
+    int fd = make_listener(c->host, c->port, &s->port, err);
+    if (fd < 0) {
+        free(s);
+        return fd;
+    }
+    s->listen_fd = fd;
+    s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+            NULL, NULL, on_access, s,
+            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+            MHD_OPTION_LISTEN_SOCKET, fd,
+            MHD_OPTION_CONNECTION_LIMIT, c->max_connections,
+            MHD_OPTION_CONNECTION_TIMEOUT, c->conn_timeout_s,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->conn_memory,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+            MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+            MHD_OPTION_END);
+    if (!s->mhd) {
+        close(fd);
+        free(s);
+        return err_set(err, EIO, "cannot start the HTTP server");
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    int r = loop_io_add(loop, info->epoll_fd, EPOLLIN, on_mhd_io, s, &s->io);
+    if (r < 0) {
+        MHD_stop_daemon(s->mhd);
+        close(fd);
+        free(s);
+        return err_setx(err, -r, "cannot watch the HTTP server");
+    }
+    loop_set_prepare(loop, prepare, s);
+    *ret = s;
+    return 0;
+}
+
+void
+http_server_free(struct http_server *s)
+{
+    if (!s)
+        return;
+    /* MHD must not be stopped with suspended connections. */
+    while (s->suspended) {
+        struct http_req *req = s->suspended;
+        if (req->stream)
+            req->stream->aborted = true;
+        req_resume(req);
+    }
+    loop_set_prepare(s->loop, NULL, NULL);
+    loop_io_free(s->io);
+    MHD_stop_daemon(s->mhd);
+    safe_close(s->listen_fd);
+    free(s);
+}
+
+uint16_t
+http_server_port(const struct http_server *s)
+{
+    return s->port;
+}
+
+unsigned
+http_server_connections(const struct http_server *s)
+{
+    return s->connections;
+}

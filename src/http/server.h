@@ -1,0 +1,111 @@
+/*
+ * server.h - the HTTP server every surface shares, on libmicrohttpd.
+ *
+ * MHD runs in external-epoll mode inside our loop, so requests, process
+ * pipes, timers and sandboxes are all served by one thread. A surface gets
+ * one begin() call per request once its headers are in; it picks how the
+ * body is consumed (buffered up to a limit, or streamed chunk by chunk)
+ * and answers whenever it is ready: at once, after some asynchronous work
+ * (the connection is suspended meanwhile), or as a stream whose producer is
+ * pulled for more data when the socket can take it and woken when it has
+ * some. A slow client therefore suspends its stream instead of growing a
+ * buffer, and the loop never blocks on a client.
+ *
+ * This module knows HTTP, not JSON or sandboxes. Not thread-safe.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../util/err.h"
+#include "../util/loop.h"
+
+#define HTTP_STREAM_BUF (256 * 1024) /* bytes a stream buffers ahead of the socket */
+
+struct http_server;
+struct http_req;
+struct http_stream;
+
+struct http_server_config {
+    const char *host;          /* numeric IPv4 or IPv6 address */
+    uint16_t port;             /* 0 = any free port */
+    unsigned max_connections;
+    unsigned conn_timeout_s;   /* idle connections are closed after this */
+    size_t conn_memory;        /* per-connection buffer; bounds request headers */
+    void (*begin)(struct http_req *req, void *ud);
+    void *ud;
+};
+
+int http_server_new(struct loop *loop, const struct http_server_config *c,
+        struct http_server **ret, struct err *err);
+/* Resumes every suspended connection and stops the server. */
+void http_server_free(struct http_server *s);
+uint16_t http_server_port(const struct http_server *s);
+unsigned http_server_connections(const struct http_server *s);
+
+/* --- requests --- */
+
+const char *http_req_method(const struct http_req *req);
+const char *http_req_path(const struct http_req *req); /* percent-decoded */
+const char *http_req_header(struct http_req *req, const char *name);
+const char *http_req_query(struct http_req *req, const char *name);
+bool http_req_is_head(const struct http_req *req);
+
+/* Per-request state of the surface; on_close runs once when the request is
+ * over (answered, or the client went away). */
+void http_req_set_userdata(struct http_req *req, void *ud,
+        void (*on_close)(struct http_req *req, void *ud));
+void *http_req_userdata(const struct http_req *req);
+
+/* Buffers the body (413 when larger than max) and calls done when it is
+ * complete. Without a call to either body function the body must be
+ * empty (else 413). */
+void http_req_read_body(struct http_req *req, size_t max,
+        void (*done)(struct http_req *req, const char *body, size_t len));
+/* Streams the body: chunk() for each piece (a negative return ends the
+ * request with the response already set via http_respond*(), or 500),
+ * then done(). */
+void http_req_stream_body(struct http_req *req,
+        int (*chunk)(struct http_req *req, const char *data, size_t len),
+        void (*done)(struct http_req *req));
+
+/* Adds a header to the response about to be sent. */
+void http_req_add_header(struct http_req *req, const char *name, const char *value);
+
+/* Answers; valid once, at any time (a suspended request resumes). Bodies
+ * are copied; fd is taken over. */
+void http_respond(struct http_req *req, unsigned status, const char *content_type,
+        const void *body, size_t len);
+void http_respond_fd(struct http_req *req, unsigned status, const char *content_type, int fd,
+        uint64_t size);
+bool http_req_answered(const struct http_req *req);
+
+/* Keeps a reference to the request beyond begin()/done() for asynchronous
+ * work; answering after on_close is a no-op. */
+void http_req_ref(struct http_req *req);
+void http_req_unref(struct http_req *req);
+bool http_req_closed(const struct http_req *req);
+
+/* --- streamed responses (chunked) --- */
+
+struct http_stream_ops {
+    /* The socket can take more: write what is available now. */
+    void (*fill)(struct http_stream *s, void *ud);
+    /* The response is over (ended, aborted or client gone). */
+    void (*closed)(struct http_stream *s, void *ud);
+};
+
+int http_stream_start(struct http_req *req, unsigned status, const char *content_type,
+        const struct http_stream_ops *ops, void *ud, struct http_stream **ret);
+/* Appends up to HTTP_STREAM_BUF buffered bytes: -EAGAIN when full (wait for fill). */
+int http_stream_write(struct http_stream *s, const void *data, size_t len);
+size_t http_stream_room(const struct http_stream *s);
+/* The producer has more: resume the connection if it waits. */
+void http_stream_wake(struct http_stream *s);
+/* Ends after the buffered data; or cuts the connection mid-body. */
+void http_stream_end(struct http_stream *s);
+void http_stream_abort(struct http_stream *s);
+/* The producer lets go; the stream is freed once MHD has too. */
+void http_stream_release(struct http_stream *s);

@@ -1,0 +1,564 @@
+/*
+ * files.c - confined file operations on a workspace root descriptor.
+ */
+#include "files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../util/buf.h"
+#include "../util/cleanup.h"
+#include "../util/fd.h"
+#include "../util/parse.h"
+#include "../util/path.h"
+#include "../util/rand.h"
+
+const char *
+files_type_name(enum files_type t)
+{
+    switch (t) {
+    case FILES_FILE:
+        return "file";
+    case FILES_DIR:
+        return "dir";
+    case FILES_SYMLINK:
+        return "symlink";
+    default:
+        return "other";
+    }
+}
+
+static void
+show(const char *rel, char *out, size_t n)
+{
+    (void)snprintf(out, n, "/%s", path_is_root(rel) ? "" : rel);
+}
+
+/* Maps the errno of a confined lookup to a message naming the path. */
+static int
+fail(struct err *err, int r, const char *rel, const char *what)
+{
+    char p[PATH_MAX_LEN + 2];
+    show(rel, p, sizeof(p));
+    switch (-r) {
+    case EXDEV:
+        return err_set(err, EXDEV, "path '%.512s' leads outside the workspace", p);
+    case ELOOP:
+        return err_set(err, ELOOP, "path '%.512s' goes through a symlink we do not follow", p);
+    case ENOENT:
+        return err_set(err, ENOENT, "no such file or directory: '%.512s'", p);
+    case ENOTDIR:
+        return err_set(err, ENOTDIR, "a component of '%.512s' is not a directory", p);
+    case EISDIR:
+        return err_set(err, EISDIR, "'%.512s' is a directory", p);
+    case EEXIST:
+        return err_set(err, EEXIST, "'%.512s' already exists", p);
+    case ENOSPC:
+    case EDQUOT:
+        return err_set(err, ENOSPC, "no space left for '%.512s'", p);
+    default:
+        return err_setx(err, -r, "cannot %s '%.512s'", what, p);
+    }
+}
+
+static uint64_t
+mix(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (v >> (i * 8)) & 0xff;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static void
+fill_stat(const struct stat *st, struct files_stat *ret)
+{
+    if (S_ISREG(st->st_mode))
+        ret->type = FILES_FILE;
+    else if (S_ISDIR(st->st_mode))
+        ret->type = FILES_DIR;
+    else if (S_ISLNK(st->st_mode))
+        ret->type = FILES_SYMLINK;
+    else
+        ret->type = FILES_OTHER;
+    ret->size = S_ISREG(st->st_mode) || S_ISLNK(st->st_mode) ? (uint64_t)st->st_size : 0;
+    ret->mode = st->st_mode & 07777;
+    ret->mtime_ms = (uint64_t)st->st_mtim.tv_sec * 1000u + (uint64_t)st->st_mtim.tv_nsec / 1000000u;
+    uint64_t h = 1469598103934665603ULL;
+    h = mix(h, (uint64_t)st->st_ino);
+    h = mix(h, (uint64_t)st->st_size);
+    h = mix(h, (uint64_t)st->st_mtim.tv_sec);
+    h = mix(h, (uint64_t)st->st_mtim.tv_nsec);
+    h = mix(h, (uint64_t)st->st_ctim.tv_sec);
+    h = mix(h, (uint64_t)st->st_ctim.tv_nsec);
+    h = mix(h, (uint64_t)st->st_mode);
+    (void)snprintf(ret->version, sizeof(ret->version), "%016llx", (unsigned long long)h);
+}
+
+int
+files_stat(int root, const char *rel, struct files_stat *ret, struct err *err)
+{
+    _cleanup_close_ int fd = path_open(root, rel, O_PATH, 0);
+    if (fd < 0)
+        return fail(err, fd, rel, "stat");
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return fail(err, -errno, rel, "stat");
+    fill_stat(&st, ret);
+    return 0;
+}
+
+int
+files_open_read(int root, const char *rel, int *ret_fd, struct files_stat *ret, struct err *err)
+{
+    /* O_NONBLOCK: a FIFO planted by the sandbox must not block our loop. */
+    _cleanup_close_ int fd = path_open(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+    if (fd < 0)
+        return fail(err, fd, rel, "open");
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return fail(err, -errno, rel, "stat");
+    if (S_ISDIR(st.st_mode))
+        return fail(err, -EISDIR, rel, "read");
+    if (!S_ISREG(st.st_mode)) {
+        char p[PATH_MAX_LEN + 2];
+        show(rel, p, sizeof(p));
+        return err_set(err, EINVAL, "'%.512s' is not a regular file", p);
+    }
+    int r = fd_set_nonblock(fd, false);
+    if (r < 0)
+        return fail(err, r, rel, "open");
+    fill_stat(&st, ret);
+    *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+/* Opens the parent directory of rel (creating it) and splits off the name. */
+static int
+open_parent(int root, const char *rel, bool create, uid_t uid, gid_t gid, char *name,
+        struct err *err)
+{
+    char parent[PATH_MAX_LEN + 2];
+    int r = path_split(rel, parent, name, sizeof(parent));
+    if (r < 0)
+        return err_set(err, EINVAL, "the workspace root itself cannot be used here");
+    int fd = create ? path_mkdir_p(root, parent, 0755, uid, gid)
+                    : path_open(root, parent, O_PATH | O_DIRECTORY, 0);
+    if (fd < 0)
+        return fail(err, fd, parent, create ? "create directory" : "open directory");
+    return fd;
+}
+
+struct files_upload {
+    int dirfd;
+    int fd;
+    bool tmpfile; /* O_TMPFILE: unnamed until linked */
+    char tmpname[64];
+    char name[PATH_NAME_MAX + 1];
+    char rel[PATH_MAX_LEN + 1];
+    uint64_t written, max;
+};
+
+int
+files_upload_begin(int root, const char *rel, uid_t uid, gid_t gid, uint64_t max_bytes,
+        struct files_upload **ret, struct err *err)
+{
+    struct files_upload *up = calloc(1, sizeof(*up));
+    if (!up)
+        return -ENOMEM;
+    up->fd = -EBADF;
+    up->max = max_bytes;
+    (void)strscpy(up->rel, rel, sizeof(up->rel));
+    int r = open_parent(root, rel, true, uid, gid, up->name, err);
+    if (r < 0) {
+        free(up);
+        return r;
+    }
+    up->dirfd = r;
+    up->fd = openat(up->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (up->fd >= 0) {
+        up->tmpfile = true;
+    } else if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
+        char rnd[17];
+        (void)rand_hex(rnd, 8);
+        (void)snprintf(up->tmpname, sizeof(up->tmpname), ".abx-upload-%s", rnd);
+        up->fd = openat(up->dirfd, up->tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                0644);
+    }
+    if (up->fd < 0) {
+        r = fail(err, -errno, rel, "create");
+        files_upload_abort(up);
+        return r;
+    }
+    if (fchown(up->fd, uid, gid) < 0 && uid != (uid_t)-1) {
+        r = fail(err, -errno, rel, "chown");
+        files_upload_abort(up);
+        return r;
+    }
+    *ret = up;
+    return 0;
+}
+
+int
+files_upload_write(struct files_upload *up, const void *data, size_t n, struct err *err)
+{
+    if (n > up->max - up->written) {
+        char p[PATH_MAX_LEN + 2];
+        show(up->rel, p, sizeof(p));
+        return err_set(err, EFBIG, "'%.512s' would be larger than %llu bytes", p,
+                (unsigned long long)up->max);
+    }
+    int r = write_full(up->fd, data, n);
+    if (r < 0)
+        return fail(err, r, up->rel, "write");
+    up->written += n;
+    return 0;
+}
+
+void
+files_upload_abort(struct files_upload *up)
+{
+    if (!up)
+        return;
+    safe_close(up->fd);
+    if (!up->tmpfile && up->tmpname[0])
+        (void)unlinkat(up->dirfd, up->tmpname, 0);
+    safe_close(up->dirfd);
+    free(up);
+}
+
+int
+files_upload_commit(struct files_upload *up, struct files_stat *ret, bool *ret_created,
+        struct err *err)
+{
+    struct stat st;
+    int r;
+    char rnd[17];
+
+    if (fstatat(up->dirfd, up->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            r = fail(err, -EISDIR, up->rel, "replace");
+            goto out;
+        }
+        *ret_created = false;
+    } else {
+        *ret_created = true;
+    }
+    if (up->tmpfile) {
+        char proc[64];
+        (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", up->fd);
+        if (linkat(AT_FDCWD, proc, up->dirfd, up->name, AT_SYMLINK_FOLLOW) == 0)
+            goto linked;
+        if (errno != EEXIST) {
+            r = fail(err, -errno, up->rel, "create");
+            goto out;
+        }
+        (void)rand_hex(rnd, 8);
+        (void)snprintf(up->tmpname, sizeof(up->tmpname), ".abx-upload-%s", rnd);
+        if (linkat(AT_FDCWD, proc, up->dirfd, up->tmpname, AT_SYMLINK_FOLLOW) < 0) {
+            r = fail(err, -errno, up->rel, "create");
+            up->tmpname[0] = '\0';
+            goto out;
+        }
+        up->tmpfile = false; /* now it has a name to clean up on failure */
+    }
+    if (renameat(up->dirfd, up->tmpname, up->dirfd, up->name) < 0) {
+        r = fail(err, -errno, up->rel, "replace");
+        goto out;
+    }
+    up->tmpname[0] = '\0';
+linked:
+    if (fstat(up->fd, &st) < 0) {
+        r = fail(err, -errno, up->rel, "stat");
+        goto out;
+    }
+    fill_stat(&st, ret);
+    r = 0;
+out:
+    files_upload_abort(up);
+    return r;
+}
+
+int
+files_delete(int root, const char *rel, struct err *err)
+{
+    char name[PATH_NAME_MAX + 1];
+    struct stat st;
+
+    int dfd = open_parent(root, rel, false, (uid_t)-1, (gid_t)-1, name, err);
+    if (dfd < 0)
+        return dfd;
+    _cleanup_close_ int d = dfd;
+    if (fstatat(d, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return fail(err, -errno, rel, "delete");
+    if (S_ISDIR(st.st_mode))
+        return err_set(err, EISDIR, "'/%.512s' is a directory: use rmdir", rel);
+    if (unlinkat(d, name, 0) < 0)
+        return fail(err, -errno, rel, "delete");
+    return 0;
+}
+
+int
+files_mkdir(int root, const char *rel, uid_t uid, gid_t gid, bool *ret_created, struct err *err)
+{
+    _cleanup_close_ int existing = path_open(root, rel, O_PATH, 0);
+    if (existing >= 0) {
+        struct stat st;
+        if (fstat(existing, &st) < 0)
+            return fail(err, -errno, rel, "stat");
+        if (!S_ISDIR(st.st_mode))
+            return fail(err, -EEXIST, rel, "create directory");
+        *ret_created = false;
+        return 0;
+    }
+    if (existing != -ENOENT)
+        return fail(err, existing, rel, "create directory");
+    int fd = path_mkdir_p(root, rel, 0755, uid, gid);
+    if (fd < 0)
+        return fail(err, fd, rel, "create directory");
+    safe_close(fd);
+    *ret_created = true;
+    return 0;
+}
+
+/* Empties the directory d, descending only through directories opened with
+ * O_NOFOLLOW and returning by popping descriptors (never ".."), so a tree
+ * rearranged by the sandbox while we work cannot lead us anywhere we did
+ * not descend into. */
+static int
+empty_tree(int d, int depth)
+{
+    if (depth > FILES_MAX_DEPTH)
+        return -ELOOP;
+    int dup = fcntl(d, F_DUPFD_CLOEXEC, 3);
+    if (dup < 0)
+        return -errno;
+    DIR *dir = fdopendir(dup);
+    if (!dir) {
+        safe_close(dup);
+        return -ENOMEM;
+    }
+    struct dirent *de;
+    int r = 0;
+    while ((de = readdir(dir))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (unlinkat(d, de->d_name, 0) == 0 || errno == ENOENT)
+            continue;
+        if (errno != EISDIR && errno != EPERM) {
+            r = -errno;
+            break;
+        }
+        int sub = openat(d, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            if (errno == ENOENT)
+                continue;
+            r = -errno;
+            break;
+        }
+        r = empty_tree(sub, depth + 1);
+        safe_close(sub);
+        if (r < 0)
+            break;
+        if (unlinkat(d, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+            r = -errno;
+            break;
+        }
+    }
+    closedir(dir);
+    return r;
+}
+
+int
+files_rmdir(int root, const char *rel, struct err *err)
+{
+    char name[PATH_NAME_MAX + 1];
+
+    if (path_is_root(rel))
+        return err_set(err, EINVAL, "the workspace root cannot be removed");
+    int dfd = open_parent(root, rel, false, (uid_t)-1, (gid_t)-1, name, err);
+    if (dfd < 0)
+        return dfd;
+    _cleanup_close_ int parent = dfd;
+    _cleanup_close_ int d = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0)
+        return fail(err, errno == ELOOP ? -ENOTDIR : -errno, rel, "open directory");
+    int r = empty_tree(d, 0);
+    if (r < 0)
+        return fail(err, r, rel, "remove");
+    if (unlinkat(parent, name, AT_REMOVEDIR) < 0)
+        return fail(err, -errno, rel, "remove");
+    return 0;
+}
+
+int
+files_rename(int root, const char *from, const char *to, bool overwrite, uid_t uid, gid_t gid,
+        struct err *err)
+{
+    char fname[PATH_NAME_MAX + 1], tname[PATH_NAME_MAX + 1];
+
+    if (path_is_root(from) || path_is_root(to))
+        return err_set(err, EINVAL, "the workspace root cannot be renamed");
+    int a = open_parent(root, from, false, (uid_t)-1, (gid_t)-1, fname, err);
+    if (a < 0)
+        return a;
+    _cleanup_close_ int fdir = a;
+    struct stat st;
+    if (fstatat(fdir, fname, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return fail(err, -errno, from, "rename");
+    int b = open_parent(root, to, true, uid, gid, tname, err);
+    if (b < 0)
+        return b;
+    _cleanup_close_ int tdir = b;
+    if (renameat2(fdir, fname, tdir, tname, overwrite ? 0 : RENAME_NOREPLACE) < 0) {
+        if (errno == EINVAL)
+            return err_set(err, EINVAL, "cannot move '/%.256s' into itself", from);
+        return fail(err, -errno, errno == EEXIST || errno == ENOTEMPTY || errno == EISDIR ? to : from,
+                "rename");
+    }
+    return 0;
+}
+
+/* --- walk --- */
+
+struct walk_item {
+    char *path;
+    struct files_stat st;
+    char *target;
+};
+
+struct walk_state {
+    struct walk_item *items;
+    size_t n, cap;
+};
+
+static int
+cmp_items(const void *a, const void *b)
+{
+    return strcmp(((const struct walk_item *)a)->path, ((const struct walk_item *)b)->path);
+}
+
+static int
+walk_dir(int d, struct buf *prefix, int depth, struct walk_state *ws)
+{
+    if (depth > FILES_MAX_DEPTH)
+        return -ELOOP;
+    int dup = fcntl(d, F_DUPFD_CLOEXEC, 3);
+    if (dup < 0)
+        return -errno;
+    DIR *dir = fdopendir(dup);
+    if (!dir) {
+        safe_close(dup);
+        return -ENOMEM;
+    }
+    struct dirent *de;
+    int r = 0;
+    size_t plen = prefix->len;
+    while ((de = readdir(dir))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        struct stat st;
+        if (fstatat(d, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno == ENOENT)
+                continue; /* removed while we looked */
+            r = -errno;
+            break;
+        }
+        if (ws->n >= FILES_WALK_MAX) {
+            r = -E2BIG;
+            break;
+        }
+        if (ws->n == ws->cap) {
+            size_t cap = ws->cap ? ws->cap * 2 : 256;
+            struct walk_item *it = realloc(ws->items, cap * sizeof(*it));
+            if (!it) {
+                r = -ENOMEM;
+                break;
+            }
+            ws->items = it;
+            ws->cap = cap;
+        }
+        prefix->len = plen;
+        if ((r = buf_putc(prefix, '/')) < 0 || (r = buf_puts(prefix, de->d_name)) < 0)
+            break;
+        struct walk_item *it = &ws->items[ws->n];
+        memset(it, 0, sizeof(*it));
+        fill_stat(&st, &it->st);
+        it->path = strdup(prefix->data);
+        if (!it->path) {
+            r = -ENOMEM;
+            break;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            char t[PATH_MAX];
+            ssize_t k = readlinkat(d, de->d_name, t, sizeof(t) - 1);
+            if (k >= 0) {
+                t[k] = '\0';
+                it->target = strdup(t);
+            }
+        }
+        ws->n++;
+        if (S_ISDIR(st.st_mode)) {
+            int sub = openat(d, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0) {
+                if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+                    continue;
+                r = -errno;
+                break;
+            }
+            r = walk_dir(sub, prefix, depth + 1, ws);
+            safe_close(sub);
+            if (r < 0)
+                break;
+        }
+    }
+    prefix->len = plen;
+    prefix->data[plen] = '\0';
+    closedir(dir);
+    return r;
+}
+
+int
+files_walk(int root, const char *rel, files_walk_fn fn, void *ud, struct err *err)
+{
+    struct walk_state ws = {0};
+    struct buf prefix;
+    int r;
+
+    _cleanup_close_ int d = path_open(root, rel, O_RDONLY | O_DIRECTORY, 0);
+    if (d < 0)
+        return fail(err, d, rel, "list");
+    buf_init(&prefix, PATH_MAX_LEN * 2);
+    if (!path_is_root(rel))
+        (void)buf_printf(&prefix, "/%s", rel);
+    r = walk_dir(d, &prefix, 0, &ws);
+    buf_done(&prefix);
+    if (r == -E2BIG)
+        r = err_set(err, E2BIG, "more than %d entries below '/%s'", FILES_WALK_MAX,
+                path_is_root(rel) ? "" : rel);
+    else if (r == -ELOOP)
+        r = err_set(err, ELOOP, "directories nested deeper than %d levels", FILES_MAX_DEPTH);
+    else if (r < 0)
+        r = fail(err, r, rel, "list");
+    if (r == 0) {
+        qsort(ws.items, ws.n, sizeof(*ws.items), cmp_items);
+        for (size_t i = 0; i < ws.n && r == 0; i++) {
+            struct files_entry e = {ws.items[i].path, ws.items[i].st, ws.items[i].target};
+            r = fn(&e, ud);
+        }
+    }
+    for (size_t i = 0; i < ws.n; i++) {
+        free(ws.items[i].path);
+        free(ws.items[i].target);
+    }
+    free(ws.items);
+    return r;
+}

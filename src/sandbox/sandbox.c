@@ -1,0 +1,867 @@
+/*
+ * sandbox.c - the local Sandbox: a jail, a warm pool, and a process table.
+ */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/fd.h"
+#include "../util/parse.h"
+#include "../util/path.h"
+#include "../util/rand.h"
+#include "../util/timeutil.h"
+
+#define POOL_RETRY_MS 1000 /* after a pool jail failed to start */
+
+struct pooled {
+    struct list link;
+    struct sandbox_host *host;
+    struct jail *jail;
+    bool ready;
+};
+
+struct sandbox_host {
+    struct loop *loop;
+    struct jail_host *jh;
+    struct sandbox_host_config cfg;
+    struct list pool;
+    uint32_t pool_ready, pool_creating;
+    bool draining;
+    struct loop_timer *retry;
+};
+
+struct entry {
+    struct list link;
+    struct proc *p;
+    pid_t pid;
+    bool exited;
+};
+
+struct pending {
+    struct list link;
+    uint64_t token;
+    struct proc *p;
+    sandbox_exec_fn cb;
+    void *ud;
+};
+
+enum sb_state { SB_CREATING, SB_READY, SB_DYING, SB_GONE };
+
+struct sandbox {
+    struct sandbox_host *host;
+    char id[64];
+    struct jail *jail;
+    enum sb_state state;
+    bool was_ready;
+    struct jail_limits limits;
+    char **env;
+    size_t nenv;
+    struct list procs;
+    size_t nrunning, nexited;
+    struct list pending;
+    uint64_t next_token;
+    sandbox_ready_fn ready;
+    void *ready_ud;
+    sandbox_gone_fn gone;
+    void *gone_ud;
+    uint64_t t0;
+    struct sandbox_timings timings;
+};
+
+static const struct jail_callbacks sandbox_jail_cb;
+static void pool_refill(struct sandbox_host *h);
+
+/* --- pool --- */
+
+static void
+pool_ready(struct jail *j, int r, const struct err *err, void *ud)
+{
+    struct pooled *pj = ud;
+    struct sandbox_host *h = pj->host;
+    (void)err;
+
+    h->pool_creating--;
+    if (r < 0) {
+        list_remove(&pj->link);
+        jail_free(j);
+        free(pj);
+        if (!h->draining)
+            (void)loop_timer_arm(h->retry, now_msec() + POOL_RETRY_MS);
+        return;
+    }
+    pj->ready = true;
+    h->pool_ready++;
+    if (h->draining) {
+        jail_kill(j);
+        return;
+    }
+    pool_refill(h);
+}
+
+static void
+pool_gone(struct jail *j, void *ud)
+{
+    struct pooled *pj = ud;
+    struct sandbox_host *h = pj->host;
+
+    if (pj->ready)
+        h->pool_ready--;
+    list_remove(&pj->link);
+    jail_free(j);
+    free(pj);
+    pool_refill(h);
+}
+
+static const struct jail_callbacks pool_cb = {
+        .ready = pool_ready,
+        .gone = pool_gone,
+};
+
+/* For a warm jail we could not hand out: free it once it is gone. */
+static void
+discard_ready(struct jail *j, int r, const struct err *err, void *ud)
+{
+    (void)err;
+    (void)ud;
+    if (r < 0)
+        jail_free(j);
+}
+
+static void
+discard_gone(struct jail *j, void *ud)
+{
+    (void)ud;
+    jail_free(j);
+}
+
+static const struct jail_callbacks discard_cb = {
+        .ready = discard_ready,
+        .gone = discard_gone,
+};
+
+static void
+pool_refill(struct sandbox_host *h)
+{
+    /* One at a time: creation work stays off the request path. */
+    if (h->draining || h->pool_creating > 0 || h->pool_ready + h->pool_creating >= h->cfg.pool_size)
+        return;
+    struct pooled *pj = calloc(1, sizeof(*pj));
+    char id[21];
+    if (!pj || rand_id(id, 20) < 0) {
+        free(pj);
+        return;
+    }
+    pj->host = h;
+    struct err err = {0};
+    if (jail_create(h->jh, h->loop, id, &h->cfg.pool_limits, &pool_cb, pj, &pj->jail, &err) < 0) {
+        free(pj);
+        (void)loop_timer_arm(h->retry, now_msec() + POOL_RETRY_MS);
+        return;
+    }
+    h->pool_creating++;
+    list_add_tail(&h->pool, &pj->link);
+}
+
+static void
+on_retry(struct loop_timer *t, void *ud)
+{
+    (void)t;
+    pool_refill(ud);
+}
+
+static struct jail *
+pool_take(struct sandbox_host *h)
+{
+    list_foreach(l, &h->pool) {
+        struct pooled *pj = list_entry(l, struct pooled, link);
+        if (!pj->ready || !jail_is_ready(pj->jail))
+            continue;
+        struct jail *j = pj->jail;
+        list_remove(&pj->link);
+        h->pool_ready--;
+        free(pj);
+        return j;
+    }
+    return NULL;
+}
+
+int
+sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_host_config *c,
+        struct sandbox_host **ret)
+{
+    struct sandbox_host *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->loop = loop;
+    h->jh = jh;
+    h->cfg = *c;
+    list_init(&h->pool);
+    int r = loop_timer_new(loop, on_retry, h, &h->retry);
+    if (r < 0) {
+        free(h);
+        return r;
+    }
+    pool_refill(h);
+    *ret = h;
+    return 0;
+}
+
+void
+sandbox_host_drain_pool(struct sandbox_host *h)
+{
+    h->draining = true;
+    loop_timer_disarm(h->retry);
+    list_foreach_safe(l, tmp, &h->pool) {
+        struct pooled *pj = list_entry(l, struct pooled, link);
+        jail_kill(pj->jail); /* pool_gone / pool_ready(error) free it */
+    }
+}
+
+struct sandbox_host *
+sandbox_host_free(struct sandbox_host *h)
+{
+    if (!h)
+        return NULL;
+    list_foreach_safe(l, tmp, &h->pool) {
+        struct pooled *pj = list_entry(l, struct pooled, link);
+        list_remove(&pj->link);
+        jail_free(pj->jail);
+        free(pj);
+    }
+    loop_timer_free(h->retry);
+    free(h);
+    return NULL;
+}
+
+uint32_t
+sandbox_host_pool_ready(const struct sandbox_host *h)
+{
+    return h->pool_ready;
+}
+
+struct jail_host *
+sandbox_host_jail(const struct sandbox_host *h)
+{
+    return h->jh;
+}
+
+/* --- sandbox lifecycle --- */
+
+static void
+fail_pending(struct sandbox *sb, int r, const char *why)
+{
+    while (!list_empty(&sb->pending)) {
+        struct pending *pd = list_entry(sb->pending.next, struct pending, link);
+        list_remove(&pd->link);
+        struct err err = {0};
+        (void)err_set(&err, -r, "%s", why);
+        proc_spawn_failed(pd->p);
+        proc_free(pd->p);
+        sandbox_exec_fn cb = pd->cb;
+        void *ud = pd->ud;
+        free(pd);
+        cb(sb, NULL, r, &err, ud);
+    }
+}
+
+static void
+on_jail_ready(struct jail *j, int r, const struct err *err, void *ud)
+{
+    struct sandbox *sb = ud;
+    (void)j;
+
+    if (r < 0) {
+        sb->state = SB_GONE;
+        sb->ready(sb, r, err, sb->ready_ud);
+        return;
+    }
+    sb->state = SB_READY;
+    sb->was_ready = true;
+    sb->timings.jail = *jail_get_timings(j);
+    sb->timings.total_us = now_usec() - sb->t0;
+    sb->ready(sb, 0, NULL, sb->ready_ud);
+}
+
+static void
+deferred_ready(void *ud)
+{
+    struct sandbox *sb = ud;
+    /* Even if it was killed meanwhile: the owner then also hears "gone". */
+    sb->ready(sb, 0, NULL, sb->ready_ud);
+}
+
+static void
+on_jail_gone(struct jail *j, void *ud)
+{
+    struct sandbox *sb = ud;
+    (void)j;
+
+    sb->state = SB_GONE;
+    fail_pending(sb, -ESRCH, "sandbox is gone");
+    list_foreach(l, &sb->procs) {
+        struct entry *e = list_entry(l, struct entry, link);
+        proc_abandon(e->p);
+    }
+    if (sb->gone)
+        sb->gone(sb, sb->gone_ud);
+}
+
+static struct entry *
+find_entry(struct sandbox *sb, pid_t pid)
+{
+    list_foreach(l, &sb->procs) {
+        struct entry *e = list_entry(l, struct entry, link);
+        if (e->pid == pid)
+            return e;
+    }
+    return NULL;
+}
+
+static void
+drop_entry(struct sandbox *sb, struct entry *e)
+{
+    list_remove(&e->link);
+    if (e->exited)
+        sb->nexited--;
+    else
+        sb->nrunning--;
+    proc_free(e->p);
+    free(e);
+}
+
+static void
+on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
+{
+    struct sandbox *sb = ud;
+    struct pending *pd = NULL;
+    (void)j;
+
+    list_foreach(l, &sb->pending) {
+        struct pending *x = list_entry(l, struct pending, link);
+        if (x->token == token) {
+            pd = x;
+            break;
+        }
+    }
+    if (!pd)
+        return; /* not ours (init is not trusted to echo tokens faithfully) */
+    list_remove(&pd->link);
+    struct proc *p = pd->p;
+    sandbox_exec_fn cb = pd->cb;
+    void *cud = pd->ud;
+    free(pd);
+
+    struct entry *old = r == 0 ? find_entry(sb, pid) : NULL;
+    struct entry *e = r == 0 ? calloc(1, sizeof(*e)) : NULL;
+    if (r == 0 && old && !old->exited) {
+        /* Two live processes cannot share a pid: init is lying. */
+        r = -EPROTO;
+        step = "pid";
+    }
+    if (r < 0 || !e) {
+        struct err err = {0};
+        if (r == 0)
+            r = -ENOMEM;
+        if (r == -ENOENT || r == -ENOTDIR)
+            (void)err_set(&err, ENOENT, "cannot start the process: %s failed: %s", step,
+                    strerror(-r));
+        else
+            (void)err_setx(&err, -r, "cannot start the process: %s failed", step);
+        free(e);
+        proc_spawn_failed(p);
+        proc_free(p);
+        cb(sb, NULL, r, &err, cud);
+        return;
+    }
+    /* A recycled pid replaces the finished process that last had it. */
+    if (old)
+        drop_entry(sb, old);
+    e->p = p;
+    e->pid = pid;
+    list_add_tail(&sb->procs, &e->link);
+    sb->nrunning++;
+    proc_started(p, pid);
+    cb(sb, p, 0, NULL, cud);
+}
+
+static void
+on_exited(struct jail *j, pid_t pid, int status, void *ud)
+{
+    struct sandbox *sb = ud;
+    (void)j;
+    struct entry *e = find_entry(sb, pid);
+    if (e && !e->exited)
+        proc_exited(e->p, status);
+}
+
+static const struct jail_callbacks sandbox_jail_cb = {
+        .ready = on_jail_ready,
+        .spawned = on_spawned,
+        .exited = on_exited,
+        .gone = on_jail_gone,
+};
+
+static int
+copy_env(struct sandbox *sb, const char *const *env)
+{
+    size_t n = 0;
+    while (env && env[n])
+        n++;
+    sb->env = calloc(n + 1, sizeof(char *));
+    if (!sb->env)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        sb->env[i] = strdup(env[i]);
+        if (!sb->env[i])
+            return -ENOMEM;
+    }
+    sb->nenv = n;
+    return 0;
+}
+
+int
+sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec *spec,
+        sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err)
+{
+    struct sandbox *sb = calloc(1, sizeof(*sb));
+    struct jail *j = NULL;
+    int r;
+
+    if (!sb)
+        return -ENOMEM;
+    sb->host = h;
+    sb->t0 = now_usec();
+    sb->ready = ready;
+    sb->ready_ud = ud;
+    sb->limits = spec->limits;
+    list_init(&sb->procs);
+    list_init(&sb->pending);
+    (void)strscpy(sb->id, id, sizeof(sb->id));
+    r = copy_env(sb, spec->env);
+    if (r < 0)
+        goto fail;
+
+    j = pool_take(h);
+    if (j) {
+        r = jail_set_limits(j, &spec->limits, err);
+        if (r < 0) {
+            jail_set_callbacks(j, &discard_cb, NULL);
+            jail_kill(j);
+            goto fail;
+        }
+        jail_set_callbacks(j, &sandbox_jail_cb, sb);
+        sb->jail = j;
+        sb->state = SB_READY;
+        sb->was_ready = true;
+        sb->timings.from_pool = true;
+        sb->timings.total_us = now_usec() - sb->t0;
+        r = loop_defer(h->loop, deferred_ready, sb);
+        if (r < 0) {
+            jail_kill(j);
+            sb->jail = NULL;
+            goto fail;
+        }
+    } else {
+        sb->state = SB_CREATING;
+        r = jail_create(h->jh, h->loop, id, &spec->limits, &sandbox_jail_cb, sb, &sb->jail, err);
+        if (r < 0)
+            goto fail;
+    }
+    pool_refill(h);
+    *ret = sb;
+    return 0;
+fail:
+    sandbox_free(sb);
+    return r;
+}
+
+void
+sandbox_set_gone_handler(struct sandbox *sb, sandbox_gone_fn fn, void *ud)
+{
+    sb->gone = fn;
+    sb->gone_ud = ud;
+}
+
+void
+sandbox_kill(struct sandbox *sb)
+{
+    if (sb->state == SB_DYING || sb->state == SB_GONE)
+        return;
+    if (sb->state == SB_READY) {
+        sb->state = SB_DYING;
+        fail_pending(sb, -ESRCH, "sandbox is being killed");
+    }
+    if (sb->jail)
+        jail_kill(sb->jail);
+}
+
+void
+sandbox_free(struct sandbox *sb)
+{
+    if (!sb)
+        return;
+    fail_pending(sb, -ESRCH, "sandbox is gone");
+    while (!list_empty(&sb->procs))
+        drop_entry(sb, list_entry(sb->procs.next, struct entry, link));
+    jail_free(sb->jail);
+    for (size_t i = 0; sb->env && i < sb->nenv; i++)
+        free(sb->env[i]);
+    free(sb->env);
+    free(sb);
+}
+
+const char *
+sandbox_id(const struct sandbox *sb)
+{
+    return sb->id;
+}
+
+bool
+sandbox_is_ready(const struct sandbox *sb)
+{
+    return sb->state == SB_READY;
+}
+
+const struct sandbox_timings *
+sandbox_get_timings(const struct sandbox *sb)
+{
+    return &sb->timings;
+}
+
+const struct jail_limits *
+sandbox_limits(const struct sandbox *sb)
+{
+    return &sb->limits;
+}
+
+int
+sandbox_set_limits(struct sandbox *sb, const struct jail_limits *l, struct err *err)
+{
+    if (sb->state != SB_READY)
+        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
+    int r = jail_set_limits(sb->jail, l, err);
+    if (r < 0)
+        return r;
+    sb->limits = *l;
+    return 0;
+}
+
+int
+sandbox_stats(struct sandbox *sb, struct cgroup_stats *ret)
+{
+    if (!sb->jail || sb->state != SB_READY) {
+        memset(ret, 0, sizeof(*ret));
+        return -ESRCH;
+    }
+    return jail_stats(sb->jail, ret);
+}
+
+struct jail *
+sandbox_jail(const struct sandbox *sb)
+{
+    return sb->jail;
+}
+
+/* --- exec --- */
+
+static int
+owner_signal(void *ud, pid_t pid, int sig, bool group)
+{
+    struct sandbox *sb = ud;
+    if (sb->state != SB_READY)
+        return -ESRCH;
+    return jail_signal(sb->jail, pid, sig, group);
+}
+
+static uint64_t
+owner_oom_kills(void *ud)
+{
+    struct sandbox *sb = ud;
+    struct cgroup_stats st;
+    if (!sb->jail || jail_stats(sb->jail, &st) < 0)
+        return 0;
+    return st.oom_kills;
+}
+
+static void
+owner_finished(void *ud, struct proc *p)
+{
+    struct sandbox *sb = ud;
+    struct entry *e = find_entry(sb, proc_pid(p));
+    if (!e || e->p != p || e->exited)
+        return;
+    e->exited = true;
+    sb->nrunning--;
+    sb->nexited++;
+    /* Keep the newest finished processes; forget the oldest. */
+    list_foreach_safe(l, tmp, &sb->procs) {
+        if (sb->nexited <= SANDBOX_KEEP_EXITED)
+            break;
+        struct entry *x = list_entry(l, struct entry, link);
+        if (x->exited && x != e)
+            drop_entry(sb, x);
+    }
+}
+
+static const struct proc_owner sandbox_proc_owner = {
+        .signal = owner_signal,
+        .oom_kills = owner_oom_kills,
+        .finished = owner_finished,
+};
+
+/* env: defaults, then the sandbox's, then the request's; later keys win. */
+static int
+build_env(struct sandbox *sb, const struct sandbox_exec *x, const char **out, size_t max)
+{
+    static char home_buf[PATH_MAX_LEN + 8];
+    const bool ns = jail_host_mode(sb->host->jh) == JAIL_NS;
+    size_t n = 0;
+
+    (void)snprintf(home_buf, sizeof(home_buf), "HOME=%s", jail_home(sb->jail, x->root));
+    const char *defaults[] = {"PATH=" SANDBOX_DEFAULT_PATH, home_buf,
+            x->root && ns ? "USER=root" : "USER=user",
+            x->root && ns ? "LOGNAME=root" : "LOGNAME=user", "LANG=C.UTF-8"};
+    const char *const *layers[3] = {defaults, (const char *const *)sb->env, x->env};
+    size_t counts[3] = {ELEMENTSOF(defaults), sb->nenv, 0};
+    while (x->env && x->env[counts[2]])
+        counts[2]++;
+    for (int L = 0; L < 3; L++) {
+        for (size_t i = 0; i < counts[L]; i++) {
+            const char *kv = layers[L][i];
+            const char *eq = strchr(kv, '=');
+            if (!eq || eq == kv)
+                return -EINVAL;
+            size_t kl = (size_t)(eq - kv) + 1;
+            size_t k = 0;
+            for (; k < n; k++)
+                if (!strncmp(out[k], kv, kl))
+                    break;
+            if (k == n) {
+                if (n >= max)
+                    return -E2BIG;
+                n++;
+            }
+            out[k] = kv;
+        }
+    }
+    out[n] = NULL;
+    return (int)n;
+}
+
+static int
+resolve_cwd(struct sandbox *sb, const struct sandbox_exec *x, char *out, size_t n)
+{
+    const char *home = jail_home(sb->jail, x->root);
+    const bool ns = jail_host_mode(sb->host->jh) == JAIL_NS;
+    const char *cwd = x->cwd && *x->cwd ? x->cwd : NULL;
+    int w;
+
+    if (!cwd)
+        w = snprintf(out, n, "%s", home);
+    else if (cwd[0] != '/')
+        w = snprintf(out, n, "%s/%s", home, cwd);
+    else if (!ns && (!strcmp(cwd, "/home/user") || !strncmp(cwd, "/home/user/", 11)))
+        w = snprintf(out, n, "%s%s", jail_workspace_path(sb->jail), cwd + 10);
+    else
+        w = snprintf(out, n, "%s", cwd);
+    return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
+}
+
+int
+sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn cb, void *ud,
+        struct err *err)
+{
+    int in[2] = {-EBADF, -EBADF}, out[2] = {-EBADF, -EBADF}, er[2] = {-EBADF, -EBADF};
+    _cleanup_free_ const char **env = NULL;
+    char cwd[PATH_MAX_LEN + 64];
+    struct proc *p = NULL;
+    struct pending *pd = NULL;
+    struct proc_spec ps;
+    struct jail_spawn js;
+    int r;
+
+    if (sb->state != SB_READY)
+        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
+    if (!x->argv || !x->argv[0] || !x->argv[0][0])
+        return err_set(err, EINVAL, "argv must name a program");
+    if (sb->nrunning >= SANDBOX_MAX_RUNNING)
+        return err_set(err, EAGAIN, "sandbox '%s' already runs %d processes", sb->id,
+                SANDBOX_MAX_RUNNING);
+    env = calloc(SANDBOX_ENV_MAX + 1, sizeof(char *));
+    if (!env)
+        return -ENOMEM;
+    r = build_env(sb, x, env, SANDBOX_ENV_MAX);
+    if (r == -E2BIG)
+        return err_set(err, E2BIG, "more than %d environment variables", SANDBOX_ENV_MAX);
+    if (r < 0)
+        return err_set(err, EINVAL, "environment entries must look like KEY=VALUE");
+    r = resolve_cwd(sb, x, cwd, sizeof(cwd));
+    if (r < 0)
+        return err_set(err, ENAMETOOLONG, "cwd is too long");
+
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0) {
+        r = err_setx(err, errno, "cannot create pipes");
+        goto fail;
+    }
+    ps = (struct proc_spec){
+            .argv = x->argv,
+            .cwd = cwd,
+            .root = x->root,
+            .background = x->background,
+            .timeout_ms = x->timeout_ms,
+            .idle_timeout_ms = x->idle_timeout_ms,
+            .stdin_open = x->stdin_open,
+            .stdin_data = x->stdin_data,
+            .stdin_len = x->stdin_len,
+    };
+    r = proc_new(sb->host->loop, &ps, in[1], out[0], er[0], &sandbox_proc_owner, sb, &p);
+    in[1] = out[0] = er[0] = -EBADF; /* owned by p (or closed) now */
+    if (r < 0) {
+        r = err_setx(err, -r, "cannot set up the process");
+        goto fail;
+    }
+    pd = calloc(1, sizeof(*pd));
+    if (!pd) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    pd->token = ++sb->next_token;
+    js = (struct jail_spawn){
+            .root = x->root,
+            .cwd = cwd,
+            .argv = x->argv,
+            .env = env,
+            .fds = {in[0], out[1], er[1]},
+    };
+    r = jail_spawn(sb->jail, pd->token, &js, err);
+    if (r < 0)
+        goto fail;
+    safe_close(in[0]);
+    safe_close(out[1]);
+    safe_close(er[1]);
+    pd->p = p;
+    pd->cb = cb;
+    pd->ud = ud;
+    list_add_tail(&sb->pending, &pd->link);
+    return 0;
+fail:
+    free(pd);
+    if (p) {
+        proc_spawn_failed(p);
+        proc_free(p);
+    }
+    for (int i = 0; i < 2; i++) {
+        safe_close(in[i]);
+        safe_close(out[i]);
+        safe_close(er[i]);
+    }
+    return r;
+}
+
+struct proc *
+sandbox_proc_find(struct sandbox *sb, pid_t pid)
+{
+    struct entry *e = find_entry(sb, pid);
+    return e ? e->p : NULL;
+}
+
+size_t
+sandbox_proc_count(const struct sandbox *sb, bool running_only)
+{
+    return running_only ? sb->nrunning : sb->nrunning + sb->nexited;
+}
+
+struct proc *
+sandbox_proc_next(struct sandbox *sb, struct proc *prev)
+{
+    struct list *l = sb->procs.next;
+    if (prev) {
+        struct entry *e = find_entry(sb, proc_pid(prev));
+        if (!e)
+            return NULL;
+        l = e->link.next;
+    }
+    return l == &sb->procs ? NULL : list_entry(l, struct entry, link)->p;
+}
+
+/* --- files --- */
+
+int
+sandbox_root_fd(const struct sandbox *sb)
+{
+    return sb->jail ? jail_workspace_fd(sb->jail) : -EBADF;
+}
+
+#define NEED_READY(sb, err)                                                                    \
+    do {                                                                                       \
+        if ((sb)->state != SB_READY)                                                           \
+            return err_set(err, ESRCH, "sandbox '%s' is not running", (sb)->id);               \
+    } while (0)
+
+int
+sandbox_file_stat(struct sandbox *sb, const char *rel, struct files_stat *ret, struct err *err)
+{
+    NEED_READY(sb, err);
+    return files_stat(jail_workspace_fd(sb->jail), rel, ret, err);
+}
+
+int
+sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd, struct files_stat *ret,
+        struct err *err)
+{
+    NEED_READY(sb, err);
+    return files_open_read(jail_workspace_fd(sb->jail), rel, ret_fd, ret, err);
+}
+
+int
+sandbox_upload_begin(struct sandbox *sb, const char *rel, struct files_upload **ret,
+        struct err *err)
+{
+    NEED_READY(sb, err);
+    return files_upload_begin(jail_workspace_fd(sb->jail), rel, jail_user_uid(sb->jail),
+            jail_user_gid(sb->jail), sb->host->cfg.max_file_bytes, ret, err);
+}
+
+int
+sandbox_file_delete(struct sandbox *sb, const char *rel, struct err *err)
+{
+    NEED_READY(sb, err);
+    return files_delete(jail_workspace_fd(sb->jail), rel, err);
+}
+
+int
+sandbox_mkdir(struct sandbox *sb, const char *rel, bool *ret_created, struct err *err)
+{
+    NEED_READY(sb, err);
+    return files_mkdir(jail_workspace_fd(sb->jail), rel, jail_user_uid(sb->jail),
+            jail_user_gid(sb->jail), ret_created, err);
+}
+
+int
+sandbox_rmdir(struct sandbox *sb, const char *rel, struct err *err)
+{
+    NEED_READY(sb, err);
+    return files_rmdir(jail_workspace_fd(sb->jail), rel, err);
+}
+
+int
+sandbox_rename(struct sandbox *sb, const char *from, const char *to, bool overwrite,
+        struct err *err)
+{
+    NEED_READY(sb, err);
+    return files_rename(jail_workspace_fd(sb->jail), from, to, overwrite,
+            jail_user_uid(sb->jail), jail_user_gid(sb->jail), err);
+}
+
+int
+sandbox_walk(struct sandbox *sb, const char *rel, files_walk_fn fn, void *ud, struct err *err)
+{
+    NEED_READY(sb, err);
+    return files_walk(jail_workspace_fd(sb->jail), rel, fn, ud, err);
+}

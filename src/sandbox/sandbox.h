@@ -1,0 +1,123 @@
+/*
+ * sandbox.h - the Sandbox: create, kill, exec into a process table, and the
+ * file operations on its workspace.
+ *
+ * The local implementation runs on jail: each sandbox is one jail plus a
+ * process table of struct proc (see proc.h). A warm pool of ready jails,
+ * refilled in the background, lets sandbox_create() answer without waiting
+ * for namespaces and mounts. Exec decodes nothing: callers pass argv, env,
+ * cwd and deadlines as C values; output and exit status are read from the
+ * proc. A non-zero exit is a result, never an error: only an unknown or dead
+ * sandbox, or a request the sandbox cannot start (bad cwd, too many
+ * processes), fails.
+ *
+ * The file operations wrap files.h on the workspace root with the
+ * sandbox's "user" as owner. All callbacks run on the loop. Not thread-safe.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../jail/jail.h"
+#include "../util/err.h"
+#include "../util/list.h"
+#include "../util/loop.h"
+#include "files.h"
+#include "proc.h"
+
+#define SANDBOX_MAX_RUNNING   1024 /* running processes per sandbox */
+#define SANDBOX_KEEP_EXITED   64   /* finished processes kept for status and output */
+#define SANDBOX_ENV_MAX       1024 /* environment entries per exec */
+#define SANDBOX_DEFAULT_PATH  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+struct sandbox_host;
+struct sandbox;
+
+struct sandbox_host_config {
+    uint32_t pool_size;        /* ready jails kept warm; 0 = none */
+    struct jail_limits pool_limits; /* limits pool jails carry until claimed */
+    uint64_t max_file_bytes;   /* largest file an upload may write */
+};
+
+int sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_host_config *c,
+        struct sandbox_host **ret);
+/* Stops refilling the pool and kills what is in it. */
+void sandbox_host_drain_pool(struct sandbox_host *h);
+struct sandbox_host *sandbox_host_free(struct sandbox_host *h);
+uint32_t sandbox_host_pool_ready(const struct sandbox_host *h);
+struct jail_host *sandbox_host_jail(const struct sandbox_host *h);
+
+struct sandbox_spec {
+    struct jail_limits limits;
+    const char *const *env; /* "K=V" defaults for every exec, NULL-terminated, copied */
+};
+
+struct sandbox_timings {
+    uint64_t total_us;
+    bool from_pool;
+    struct jail_timings jail; /* zero when from the pool */
+};
+
+typedef void (*sandbox_ready_fn)(struct sandbox *sb, int r, const struct err *err, void *ud);
+typedef void (*sandbox_gone_fn)(struct sandbox *sb, void *ud);
+
+/* Creates sandbox id. ready fires (never synchronously) with r = 0, or with
+ * r < 0 after which the caller frees sb. */
+int sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec *spec,
+        sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err);
+/* Called once when a ready sandbox is gone (killed or died) and cleaned up. */
+void sandbox_set_gone_handler(struct sandbox *sb, sandbox_gone_fn fn, void *ud);
+/* Kills asynchronously: every process, the jail, its traces. Idempotent. */
+void sandbox_kill(struct sandbox *sb);
+void sandbox_free(struct sandbox *sb);
+
+const char *sandbox_id(const struct sandbox *sb);
+bool sandbox_is_ready(const struct sandbox *sb);
+const struct sandbox_timings *sandbox_get_timings(const struct sandbox *sb);
+const struct jail_limits *sandbox_limits(const struct sandbox *sb);
+int sandbox_set_limits(struct sandbox *sb, const struct jail_limits *l, struct err *err);
+int sandbox_stats(struct sandbox *sb, struct cgroup_stats *ret);
+/* For tests and leak checks: the jail underneath. */
+struct jail *sandbox_jail(const struct sandbox *sb);
+
+struct sandbox_exec {
+    const char *const *argv; /* NULL-terminated, argv[0] non-empty */
+    const char *const *env;  /* "K=V" over the defaults, NULL-terminated, may be NULL */
+    const char *cwd;         /* NULL = home; relative = below home */
+    bool root;
+    const void *stdin_data;
+    size_t stdin_len;
+    bool stdin_open;
+    uint64_t timeout_ms;      /* 0 = none */
+    uint64_t idle_timeout_ms; /* 0 = none */
+    bool background;
+};
+
+/* Started: p is in the table (p == NULL and r < 0 when it could not start). */
+typedef void (*sandbox_exec_fn)(struct sandbox *sb, struct proc *p, int r, const struct err *err,
+        void *ud);
+int sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn cb, void *ud,
+        struct err *err);
+
+/* Process table. Iteration is in start order. */
+struct proc *sandbox_proc_find(struct sandbox *sb, pid_t pid);
+size_t sandbox_proc_count(const struct sandbox *sb, bool running_only);
+struct proc *sandbox_proc_next(struct sandbox *sb, struct proc *prev); /* prev NULL = first */
+
+/* Workspace file operations (see files.h; paths normalized by the caller). */
+int sandbox_root_fd(const struct sandbox *sb);
+int sandbox_file_stat(struct sandbox *sb, const char *rel, struct files_stat *ret,
+        struct err *err);
+int sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd,
+        struct files_stat *ret, struct err *err);
+int sandbox_upload_begin(struct sandbox *sb, const char *rel, struct files_upload **ret,
+        struct err *err);
+int sandbox_file_delete(struct sandbox *sb, const char *rel, struct err *err);
+int sandbox_mkdir(struct sandbox *sb, const char *rel, bool *ret_created, struct err *err);
+int sandbox_rmdir(struct sandbox *sb, const char *rel, struct err *err);
+int sandbox_rename(struct sandbox *sb, const char *from, const char *to, bool overwrite,
+        struct err *err);
+int sandbox_walk(struct sandbox *sb, const char *rel, files_walk_fn fn, void *ud,
+        struct err *err);

@@ -1,0 +1,23 @@
+/*
+ * hashmap.h - string-keyed map of pointers (open addressing, linear probing).
+ *
+ * Keys are borrowed: the caller keeps each key alive (usually it lives in
+ * the value) until it is removed. Grows at 3/4 load; removal uses
+ * backward-shift deletion, so there are no tombstones.
+ */
+#pragma once
+
+#include <stddef.h>
+
+struct hashmap;
+
+int hashmap_new(struct hashmap **ret);
+void hashmap_free(struct hashmap *m);
+/* -EEXIST when key is present, -ENOMEM. */
+int hashmap_put(struct hashmap *m, const char *key, void *value);
+void *hashmap_get(const struct hashmap *m, const char *key);
+void *hashmap_remove(struct hashmap *m, const char *key);
+size_t hashmap_size(const struct hashmap *m);
+/* Iteration: *iter starts at 0; returns NULL at the end. Do not modify the
+ * map while iterating. */
+void *hashmap_next(const struct hashmap *m, size_t *iter);
