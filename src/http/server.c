@@ -585,7 +585,7 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
         srv->connections--;
 }
 
-static void
+__attribute__((format(printf, 2, 0))) static void
 mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char b[512];

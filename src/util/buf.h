@@ -32,7 +32,7 @@ int buf_put(struct buf *b, const void *data, size_t n);
 int buf_puts(struct buf *b, const char *s);
 int buf_putc(struct buf *b, char c);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int buf_vprintf(struct buf *b, const char *fmt, va_list ap);
+int buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Drops the first n bytes (n <= len). */
 void buf_consume(struct buf *b, size_t n);

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int
+__attribute__((format(printf, 4, 0))) static int
 err_vset(struct err *err, int errnum, bool with_errno, const char *fmt, va_list ap)
 {
     int r = errnum > 0 ? -errnum : (errnum < 0 ? errnum : -EIO);

@@ -1,0 +1,46 @@
+# The Makefile only keeps the contract; Meson does the work.
+#   make        build bin/abxd and bin/abx
+#   make run    install missing packages, build, start abxd on 127.0.0.1:8700
+#   make test   install missing packages and run every test
+#   make bench  run the benchmarks and print the figures
+
+BUILD      ?= build
+MESON_OPTS ?= --buildtype=debugoptimized -Dwerror=true
+STATE_DIR  ?= $(CURDIR)/var/state
+LISTEN     ?= 127.0.0.1:8700
+
+.PHONY: all deps run test bench clean format
+
+all: bin/abxd bin/abx
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) $(MESON_OPTS)
+
+bin/abxd bin/abx: $(BUILD)/build.ninja FORCE
+	ninja -C $(BUILD)
+	@mkdir -p bin
+	install -m 0755 $(BUILD)/src/abxd bin/abxd
+	install -m 0755 $(BUILD)/src/abx bin/abx
+
+FORCE:
+
+deps:
+	@./scripts/deps.sh
+
+run: deps all
+	@mkdir -p $(STATE_DIR)
+	@echo "abxd: state in $(STATE_DIR); the API key is in $(STATE_DIR)/api-key"
+	@echo "try:  ABX_API_KEY=\$$(cat $(STATE_DIR)/api-key) bin/abx create"
+	exec bin/abxd --listen $(LISTEN) --state-dir $(STATE_DIR)
+
+test: deps
+	./scripts/test.sh
+
+bench: deps all
+	./bench/run.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) build-asan bin
