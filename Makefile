@@ -20,7 +20,7 @@ bin/abxd bin/abx: $(BUILD)/build.ninja FORCE
 	ninja -C $(BUILD)
 	@mkdir -p bin
 	install -m 0755 $(BUILD)/src/abxd bin/abxd
-	install -m 0755 $(BUILD)/src/abx bin/abx
+	install -m 0755 $(BUILD)/src/cli/abx bin/abx
 
 FORCE:
 

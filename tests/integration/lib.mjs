@@ -15,7 +15,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const repo = resolve(here, '..', '..');
 export const binDir = process.env.ABX_BIN_DIR ? resolve(process.env.ABX_BIN_DIR) : join(repo, 'build', 'src');
 export const abxdBin = join(binDir, 'abxd');
-export const abxBin = join(binDir, 'abx');
+export const abxBin = join(binDir, 'cli', 'abx');
 export const isRoot = process.getuid && process.getuid() === 0;
 
 export function sleep(ms) {
