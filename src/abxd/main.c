@@ -34,7 +34,7 @@
 #include "../util/timeutil.h"
 #include "config.h"
 
-#define SWEEP_MS          10000
+#define SWEEP_MS_MAX      10000 /* idle sweeps run at most this far apart */
 #define SHUTDOWN_GRACE_MS 15000
 #define PROBE_TIMEOUT_MS  15000
 
@@ -235,12 +235,19 @@ on_signal(struct loop_io *io, uint32_t ev, void *ud)
     }
 }
 
+static uint64_t
+sweep_interval(const struct config *c)
+{
+    uint64_t ms = c->idle_timeout_s * 1000u / 2;
+    return ms < 500 ? 500 : ms > SWEEP_MS_MAX ? SWEEP_MS_MAX : ms;
+}
+
 static void
 on_sweep(struct loop_timer *t, void *ud)
 {
     struct daemon *d = ud;
     (void)api_sweep_idle(d->api);
-    (void)loop_timer_arm(t, now_msec() + SWEEP_MS);
+    (void)loop_timer_arm(t, now_msec() + sweep_interval(&d->cfg));
 }
 
 static int
@@ -406,7 +413,7 @@ main(int argc, char **argv)
     d.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (d.sig_fd < 0 || loop_io_add(d.loop, d.sig_fd, EPOLLIN, on_signal, &d, &d.sig_io) < 0)
         return log_err("cannot watch signals"), 1;
-    (void)loop_timer_arm(d.sweep, now_msec() + SWEEP_MS);
+    (void)loop_timer_arm(d.sweep, now_msec() + sweep_interval(&d.cfg));
 
     log_notice("listening on http://%s:%u (isolation %s, cgroup %s, state %s)%s",
             d.cfg.listen_host, http_server_port(d.http), jail_mode_name(d.cfg.isolation),

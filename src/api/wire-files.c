@@ -148,8 +148,8 @@ download(struct api *a, struct http_req *req, struct entry *e, const char *rel)
             api_error(req, r, &err);
             return;
         }
-        version_headers(req, &st);
         if (st.type != FILES_FILE) {
+            version_headers(req, &st);
             http_respond(req, 200, NULL, "", 0);
             return;
         }

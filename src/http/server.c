@@ -29,6 +29,7 @@
 #include "../util/buf.h"
 #include "../util/cleanup.h"
 #include "../util/log.h"
+#include "../util/parse.h"
 
 #define HTTP_DEFAULT_BODY_MAX 0
 #define HTTP_DRAIN_MAX        (64 * 1024 * 1024) /* body bytes we swallow after an error */
@@ -471,6 +472,27 @@ respond_error(struct http_req *req, unsigned status, const char *code, const cha
     http_respond(req, status, "application/json", b, (size_t)n);
 }
 
+/* A response chosen before the body was read (an error, usually) is sent
+ * only after the body has been read and dropped, if it is small enough:
+ * clients that write the whole body before reading (most HTTP libraries
+ * without Expect: 100-continue) otherwise see a reset connection instead of
+ * our answer. Larger bodies are not worth reading; the answer goes out at
+ * once and the connection is closed. */
+static bool
+expects_small_body(struct http_req *req)
+{
+    const char *cl = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
+            MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
+            MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    uint64_t n;
+    if (te)
+        return true; /* chunked: drained up to HTTP_DRAIN_MAX, then cut */
+    if (!cl || parse_u64(cl, &n) < 0)
+        return false;
+    return n > 0 && n <= HTTP_DRAIN_MAX;
+}
+
 static enum MHD_Result
 on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
         const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -497,6 +519,8 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         req->in_handler = true;
         srv->begin(req, srv->ud);
         req->in_handler = false;
+        if (req->pending && expects_small_body(req))
+            return MHD_YES; /* read (and drop) the body first: see below */
         return flush_pending(req);
     }
 

@@ -108,17 +108,19 @@ set_reading(struct proc *p, bool on)
         (void)loop_io_set_events(p->err_io, on ? EPOLLIN : 0);
 }
 
-/* Drops what nobody can need any more and pauses the pipes while a reader
- * that is attached still needs everything we hold. */
+/* Keeps at most PROC_LOG_MAX bytes with room for one more read: drops the
+ * oldest output no attached reader still needs, and pauses the pipes while
+ * a reader that is behind needs everything we hold. */
 static void
 log_trim(struct proc *p)
 {
+    const size_t target = PROC_LOG_MAX - READ_CHUNK;
     uint64_t keep_from = p->log_end;
     list_foreach(l, &p->readers) {
         struct proc_reader *r = list_entry(l, struct proc_reader, link);
         keep_from = MIN(keep_from, r->offset);
     }
-    while (p->log_bytes > PROC_LOG_MAX && !list_empty(&p->log)) {
+    while (p->log_bytes > target && !list_empty(&p->log)) {
         struct log_rec *h = list_entry(p->log.next, struct log_rec, link);
         if (h->offset + h->len > keep_from)
             break;
@@ -126,7 +128,7 @@ log_trim(struct proc *p)
         p->log_bytes -= h->len;
         free(h);
     }
-    bool full = p->log_bytes >= PROC_LOG_MAX;
+    bool full = p->log_bytes > target;
     if (full != p->reading_paused && p->state != PROC_EXITED)
         set_reading(p, !full);
 }
@@ -772,7 +774,7 @@ proc_reader_consume(struct proc_reader *r, size_t n)
     if (r->offset < start)
         r->offset = start;
     r->offset = MIN(r->offset + n, p->log_end);
-    if (p->reading_paused || p->log_bytes > PROC_LOG_MAX)
+    if (p->reading_paused)
         log_trim(p);
 }
 
