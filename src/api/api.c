@@ -503,11 +503,11 @@ readyz(struct api *a, struct http_req *req)
     (void)json_set(o, "draining", json_boolean(a->draining));
     json_t *miss = json_array();
     if (a->missing[0]) {
-        /* one entry per comma-separated item */
+        /* one entry per ';'-separated item */
         char tmp[sizeof(a->missing)];
         memcpy(tmp, a->missing, sizeof(tmp));
         char *save = NULL;
-        for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        for (char *t = strtok_r(tmp, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
             while (*t == ' ')
                 t++;
             (void)json_array_append_new(miss, json_string(t));

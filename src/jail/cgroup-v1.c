@@ -73,7 +73,7 @@ cgroup_v1_setup(struct cgroup_host *h, struct err *err)
             if (required) {
                 size_t n = strlen(missing);
                 (void)snprintf(missing + n, sizeof(missing) - n, "%scgroup %s controller",
-                        n ? ", " : "", ctrl_names[c]);
+                        n ? "; " : "", ctrl_names[c]);
             }
             continue;
         }
@@ -84,7 +84,7 @@ cgroup_v1_setup(struct cgroup_host *h, struct err *err)
             if (required) {
                 size_t k = strlen(missing);
                 (void)snprintf(missing + k, sizeof(missing) - k,
-                        "%swritable cgroup %s hierarchy (%s)", k ? ", " : "", ctrl_names[c],
+                        "%swritable cgroup %s hierarchy (%s)", k ? "; " : "", ctrl_names[c],
                         strerror(errno));
             }
             continue;

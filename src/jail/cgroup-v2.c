@@ -19,8 +19,37 @@
 #include "../util/parse.h"
 #include "cgroup-internal.h"
 
-#define V2_MOUNT       "/sys/fs/cgroup"
 #define V2_CONTROLLERS "+memory +pids +cpu"
+
+/* Finds the cgroup2 mount point (/sys/fs/cgroup on pure v2 hosts,
+ * /sys/fs/cgroup/unified on hybrid ones). */
+static int
+find_v2_mount(char *out, size_t outsz)
+{
+    struct buf b;
+    buf_init(&b, 1024 * 1024);
+    int r = read_file_at(AT_FDCWD, "/proc/self/mountinfo", b.max, &b);
+    if (r < 0) {
+        buf_done(&b);
+        return r;
+    }
+    r = -ENOENT;
+    for (char *line = b.data; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        char *dash = strstr(line, " - ");
+        char mp[512], fstype[32];
+        if (dash && sscanf(line, "%*s %*s %*s %*s %511s", mp) == 1 &&
+                sscanf(dash + 3, "%31s", fstype) == 1 && !strcmp(fstype, "cgroup2")) {
+            r = (size_t)snprintf(out, outsz, "%s", mp) < outsz ? 0 : -ENAMETOOLONG;
+            break;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    buf_done(&b);
+    return r;
+}
 
 static int
 own_cgroup(char *out, size_t outsz)
@@ -58,15 +87,32 @@ enable_controllers(const char *dir)
 int
 cgroup_v2_setup(struct cgroup_host *h, struct err *err)
 {
-    char own[256], base[512], path[600];
+    char own[256], base[512], path[600], mnt[256];
     int r;
+    struct buf ctl;
 
+    r = find_v2_mount(mnt, sizeof(mnt));
+    if (r < 0) {
+        (void)snprintf(h->missing, sizeof(h->missing), "a cgroup v2 mount");
+        return err_setx(err, -r, "no cgroup2 file system is mounted");
+    }
+    buf_init(&ctl, 4096);
+    (void)snprintf(path, sizeof(path), "%s/cgroup.controllers", mnt);
+    r = read_file_at(AT_FDCWD, path, 4096, &ctl);
+    bool have = r >= 0 && strstr(ctl.data, "memory") && strstr(ctl.data, "pids") &&
+            strstr(ctl.data, "cpu");
+    buf_done(&ctl);
+    if (!have) {
+        (void)snprintf(h->missing, sizeof(h->missing),
+                "cgroup v2 memory, pids and cpu controllers (not enabled at '%.160s')", mnt);
+        return err_set(err, ENOENT, "%s", h->missing);
+    }
     r = own_cgroup(own, sizeof(own));
     if (r < 0)
         return err_setx(err, -r, "cannot find our own cgroup in /proc/self/cgroup");
     if (!strcmp(own, "/"))
         own[0] = '\0';
-    (void)snprintf(base, sizeof(base), "%s%s", V2_MOUNT, own);
+    (void)snprintf(base, sizeof(base), "%s%s", mnt, own);
 
     if (own[0]) {
         r = enable_controllers(base);

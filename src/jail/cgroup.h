@@ -50,7 +50,7 @@ int cgroup_host_open(const char *force, const char *instance, struct cgroup_host
 struct cgroup_host *cgroup_host_free(struct cgroup_host *h);
 enum cgroup_version cgroup_host_version(const struct cgroup_host *h);
 const char *cgroup_version_name(enum cgroup_version v);
-/* Appends a comma-separated list of what is missing for limits (empty = ok). */
+/* Appends a ';'-separated list of what is missing for limits (empty = ok). */
 int cgroup_host_missing(const struct cgroup_host *h, struct buf *out);
 /* Kills and removes every sandbox group left below our instance directory by
  * an earlier run. Returns the number of groups removed. */

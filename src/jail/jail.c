@@ -167,7 +167,7 @@ static void
 add_missing(struct jail_host *h, const char *what)
 {
     size_t n = strlen(h->missing);
-    (void)snprintf(h->missing + n, sizeof(h->missing) - n, "%s%s", n ? ", " : "", what);
+    (void)snprintf(h->missing + n, sizeof(h->missing) - n, "%s%s", n ? "; " : "", what);
 }
 
 static void
@@ -225,6 +225,11 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
     h->sandboxes_fd = open(h->sandboxes_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (h->sandboxes_fd < 0) {
         r = err_setx(err, errno, "cannot open '%s'", h->sandboxes_dir);
+        goto fail;
+    }
+    if (h->mode == JAIL_UID &&
+            (chmod(h->state_dir, 0711) < 0 || fchmod(h->sandboxes_fd, 0711) < 0)) {
+        r = err_setx(err, errno, "cannot make '%s' searchable for uid mode", h->sandboxes_dir);
         goto fail;
     }
     h->null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -626,6 +631,11 @@ prepare_dirs(struct jail *j, struct err *err)
     if (mkdirat(h->sandboxes_fd, j->id, 0700) < 0)
         return err_setx(err, errno, "cannot create '%s/%s'", h->sandboxes_dir, j->id);
     j->have_dir = true;
+    /* uid mode has no mount namespace: the sandbox's uid itself walks the
+     * host path to its workspace, so the directories above it must be
+     * searchable (not listable). The workspace stays 0700 to its owner. */
+    if (h->mode == JAIL_UID && fchmodat(h->sandboxes_fd, j->id, 0711, 0) < 0)
+        return err_setx(err, errno, "cannot chmod '%s/%s'", h->sandboxes_dir, j->id);
     (void)snprintf(j->ws_path, sizeof(j->ws_path), "%s/%s/home", h->sandboxes_dir, j->id);
     _cleanup_close_ int dfd = openat(h->sandboxes_fd, j->id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)

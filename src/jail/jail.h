@@ -56,7 +56,7 @@ struct jail_host;
  * reports it, see jail_host_missing()); bad configuration is. */
 int jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct err *err);
 struct jail_host *jail_host_free(struct jail_host *h);
-/* Appends, comma-separated, what the configured mode needs and lacks. */
+/* Appends, ';'-separated, what the configured mode needs and lacks. */
 int jail_host_missing(struct jail_host *h, struct buf *out);
 /* Removes sandboxes an earlier run left behind; returns how many. */
 int jail_host_reclaim(struct jail_host *h, struct err *err);

@@ -1,0 +1,217 @@
+// lifecycle.test.mjs - abxd's own life: API key, state lock, readiness,
+// SIGTERM drain, a crash taking every sandbox with it and the next start
+// reclaiming what was left, and the weaker isolation modes.
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, statSync, readFileSync, existsSync, chmodSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startAbxd, createSandbox, killSandbox, exec, sh, api, hostPids, sleep, isRoot, abxdBin } from './lib.mjs';
+
+const skip = !isRoot && 'needs root';
+
+function instanceCgroups(stateDir) {
+  // Every abx-<hash> instance directory that lists a group from this state dir.
+  const out = [];
+  for (const root of ['/sys/fs/cgroup/memory', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/cpu', '/sys/fs/cgroup']) {
+    if (!existsSync(root)) continue;
+    for (const inst of readdirSync(root).filter((x) => x.startsWith('abx-'))) {
+      const p = join(root, inst);
+      for (const g of readdirSync(p)) if (statSync(join(p, g)).isDirectory()) out.push(join(p, g));
+    }
+  }
+  return out;
+}
+
+// Live processes (zombies waiting for whoever adopted them are not running).
+function procsOfUidRange(lo) {
+  return hostPids()
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f.length >= 2 && Number(f[1]) >= lo && Number(f[1]) < lo + 65536 && !f.includes('<defunct>'));
+}
+
+async function sandboxRootUid(d, id) {
+  await sh(d, id, 'touch /home/user/.uidprobe', { user: 'root' });
+  for (const j of readdirSync(join(d.stateDir, 'sandboxes'))) {
+    const p = join(d.stateDir, 'sandboxes', j, 'home', '.uidprobe');
+    if (existsSync(p)) return { uid: statSync(p).uid, jail: j };
+  }
+  throw new Error('probe not found');
+}
+
+describe('lifecycle', { skip }, () => {
+  test('an API key is generated once, stored 0600 and reused', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'abx-key-'));
+    try {
+      const d = await startAbxd({ stateDir, noKey: true });
+      const keyFile = join(stateDir, 'api-key');
+      assert.equal(statSync(keyFile).mode & 0o777, 0o600);
+      const key = readFileSync(keyFile, 'utf8').trim();
+      assert.match(key, /^abx_[0-9a-f]{40}$/);
+      assert.match(d.log, new RegExp(`stored it in ${stateDir}/api-key`));
+      assert.equal((await api(d, 'GET', '/v1/sandboxes', undefined, { key })).status, 200);
+      await d.stop({ keepState: true });
+      const d2 = await startAbxd({ stateDir, noKey: true });
+      assert.equal((await api(d2, 'GET', '/v1/sandboxes', undefined, { key })).status, 200);
+      assert.match(d2.log, /API key read from/);
+      await d2.stop({ keepState: true });
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
+  test('one state directory, one abxd', async () => {
+    const d = await startAbxd();
+    try {
+      const r = spawnSync(abxdBin, ['--listen', '127.0.0.1:0', '--state-dir', d.stateDir], { env: { ABX_API_KEY: 'x'.repeat(20) }, encoding: 'utf8', timeout: 10000 });
+      assert.notEqual(r.status, 0);
+      assert.match(r.stderr, /in use by another abxd/);
+    } finally {
+      await d.stop();
+    }
+  });
+
+  test('bad configuration is refused with a message', () => {
+    for (const [env, re] of [
+      [{ ABX_ISOLATION: 'chroot' }, /ABX_ISOLATION/],
+      [{ ABX_MEMORY_MB: 'lots' }, /ABX_MEMORY_MB/],
+      [{ ABX_LISTEN: 'nowhere' }, /listen address/],
+      [{ ABX_CGROUP: 'v3' }, /ABX_CGROUP/],
+    ]) {
+      const r = spawnSync(abxdBin, ['--state-dir', '/tmp/abx-never'], { env: { ...env, ABX_API_KEY: 'x'.repeat(20) }, encoding: 'utf8', timeout: 10000 });
+      assert.equal(r.status, 2, JSON.stringify(env));
+      assert.match(r.stderr, re);
+    }
+    const h = spawnSync(abxdBin, ['--help'], { encoding: 'utf8' });
+    assert.equal(h.status, 0);
+    assert.match(h.stdout, /--state-dir/);
+  });
+
+  test('readiness fails and names what is missing', async () => {
+    const d = await startAbxd({ env: { ABX_CGROUP: 'v2' } });
+    try {
+      const r = await api(d, 'GET', '/readyz', undefined, { auth: false });
+      if (existsSync('/sys/fs/cgroup/cgroup.controllers') && /memory/.test(readFileSync('/sys/fs/cgroup/cgroup.controllers', 'utf8'))) {
+        assert.equal(r.status, 200, 'a pure v2 host has what v2 needs');
+        return;
+      }
+      assert.equal(r.status, 503);
+      assert.equal(r.json.ready, false);
+      assert.ok(r.json.missing.some((m) => /cgroup v2/.test(m)), JSON.stringify(r.json.missing));
+      const c = await api(d, 'POST', '/v1/sandboxes', {});
+      assert.equal(c.status, 503);
+      assert.match(c.json.message, /isolation is not available/);
+    } finally {
+      await d.stop();
+    }
+  });
+
+  test('without root, the default isolation is not ready and says why', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'abx-nonroot-'));
+    chmodSync(stateDir, 0o777);
+    const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', abxdBin, '--listen', '127.0.0.1:0', '--state-dir', join(stateDir, 'nb')], {
+      env: { ABX_API_KEY: 'y'.repeat(20), PATH: process.env.PATH },
+      encoding: 'utf8',
+      timeout: 3000,
+      killSignal: 'SIGTERM',
+    });
+    rmSync(stateDir, { recursive: true, force: true });
+    assert.match(r.stderr, /root privileges \(abxd runs as uid 65534\)/);
+    assert.match(r.stderr, /NOT READY/);
+  });
+
+  test('SIGTERM drains and kills every sandbox, leaving nothing', async () => {
+    const d = await startAbxd({ env: { ABX_POOL: '0' } });
+    const id = (await createSandbox(d)).id;
+    const { uid } = await sandboxRootUid(d, id);
+    await api(d, 'POST', `/v1/sandboxes/${id}/exec`, { argv: ['sleep', '300'], background: true });
+    await sleep(100);
+    assert.ok(procsOfUidRange(uid).length >= 1);
+    const before = instanceCgroups(d.stateDir).length;
+    const res = await d.stop({ keepState: true });
+    assert.equal(res.code, 0);
+    assert.match(d.log, /SIGTERM: draining and killing 1 sandboxes/);
+    assert.deepEqual(procsOfUidRange(uid), []);
+    assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')), []);
+    assert.ok(instanceCgroups(d.stateDir).length < before);
+    rmSync(d.stateDir, { recursive: true, force: true });
+  });
+
+  test('if abxd dies its sandboxes die with it, and the next start reclaims the rest', async () => {
+    const d = await startAbxd({ env: { ABX_POOL: '0' } });
+    const ids = [(await createSandbox(d)).id, (await createSandbox(d)).id];
+    const uids = [];
+    const jails = [];
+    for (const id of ids) {
+      const p = await sandboxRootUid(d, id);
+      uids.push(p.uid);
+      jails.push(p.jail);
+      await api(d, 'POST', `/v1/sandboxes/${id}/exec`, { argv: ['sh', '-c', 'sleep 300 & sleep 300 & wait'], background: true });
+    }
+    await sleep(200);
+    for (const u of uids) assert.ok(procsOfUidRange(u).length >= 2);
+    d.proc.kill('SIGKILL');
+    await d.exited;
+    await sleep(500);
+    for (const u of uids) assert.deepEqual(procsOfUidRange(u), [], 'every sandbox process died with abxd');
+    assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')).sort(), [...jails].sort(), 'directories are left on disk');
+    const d2 = await startAbxd({ stateDir: d.stateDir, env: { ABX_POOL: '0' } });
+    try {
+      assert.match(d2.log, /reclaimed \d+ sandbox\(es\) left by an earlier run/);
+      assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')), []);
+      const leftover = instanceCgroups(d.stateDir).filter((p) => jails.some((j) => p.endsWith('/' + j)));
+      assert.deepEqual(leftover, []);
+      const again = await createSandbox(d2);
+      assert.equal((await exec(d2, again.id, ['true'])).code, 0);
+    } finally {
+      await d2.stop();
+    }
+  });
+
+  test("'uid' isolation: pooled uid and cgroup, no namespaces", async () => {
+    const d = await startAbxd({ env: { ABX_ISOLATION: 'uid', ABX_POOL: '0' } });
+    try {
+      assert.match(d.log, /isolation mode 'uid' was asked for/);
+      const sb = await createSandbox(d, { pids: 16 });
+      const r = await sh(d, sb.id, 'id -u; echo $HOME; pwd; grep -E "^(NoNewPrivs|Seccomp)" /proc/self/status');
+      const [uid, home, cwd] = r.out.split('\n');
+      assert.ok(Number(uid) >= 0x40000000 + 1000, uid);
+      assert.equal(home, cwd);
+      assert.match(r.out, /NoNewPrivs:\s+1/);
+      assert.match(r.out, /Seccomp:\s+2/);
+      const put = await api(d, 'PUT', `/v1/sandboxes/${sb.id}/files/f.txt`, 'hello');
+      assert.equal(put.status, 201);
+      assert.equal((await exec(d, sb.id, ['cat', 'f.txt'])).out, 'hello');
+      const w = await sh(d, sb.id, 'cat /etc/shadow 2>&1; touch /usr/x 2>&1; echo done');
+      assert.match(w.out, /Permission denied[\s\S]*Permission denied/);
+      await api(d, 'POST', `/v1/sandboxes/${sb.id}/exec`, { argv: ['sleep', '300'], background: true });
+      await sleep(100);
+      assert.ok(procsOfUidRange(Number(uid) - 1000).length >= 1);
+      await killSandbox(d, sb.id);
+      assert.deepEqual(procsOfUidRange(Number(uid) - 1000), []);
+      assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')), []);
+    } finally {
+      await d.stop();
+    }
+  });
+
+  test("'none' isolation runs processes as abxd's own user", async () => {
+    const d = await startAbxd({ env: { ABX_ISOLATION: 'none', ABX_POOL: '0' } });
+    try {
+      const sb = await createSandbox(d);
+      const r = await exec(d, sb.id, ['id', '-u']);
+      assert.equal(r.out, '0\n');
+      await api(d, 'POST', `/v1/sandboxes/${sb.id}/exec`, { argv: ['sh', '-c', 'sleep 3071 & sleep 3071 & wait'], background: true });
+      await sleep(200);
+      assert.match(hostPids(), /sleep 3071/);
+      await killSandbox(d, sb.id);
+      await sleep(200);
+      assert.doesNotMatch(hostPids(), /sleep 3071/, 'its process groups were killed');
+      assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')), []);
+    } finally {
+      await d.stop();
+    }
+  });
+});
