@@ -306,10 +306,21 @@ main(int argc, char **argv)
     }
     (void)raise_nofile();
     signal(SIGPIPE, SIG_IGN);
+    /* Block the signals we read from a signalfd before any thread exists,
+     * so no thread can take them with their default action. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
     if (lock_state(&d.cfg, &statefd) < 0 || load_api_key(&d.cfg, statefd) < 0)
         return 1;
 
+    if (loop_new(&d.loop) < 0 || loop_timer_new(d.loop, on_sweep, &d, &d.sweep) < 0 ||
+            loop_timer_new(d.loop, on_shutdown_timeout, &d, &d.shutdown_timer) < 0)
+        return log_err("out of memory"), 1;
     struct jail_host_config jc = {
+            .loop = d.loop,
             .mode = d.cfg.isolation,
             .state_dir = d.cfg.state_dir,
             .cgroup = d.cfg.cgroup,
@@ -335,9 +346,6 @@ main(int argc, char **argv)
         log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns'",
                 jail_mode_name(d.cfg.isolation));
 
-    if (loop_new(&d.loop) < 0 || loop_timer_new(d.loop, on_sweep, &d, &d.sweep) < 0 ||
-            loop_timer_new(d.loop, on_shutdown_timeout, &d, &d.shutdown_timer) < 0)
-        return log_err("out of memory"), 1;
     struct sandbox_host_config shc = {
             .pool_size = missing.len ? 0 : d.cfg.pool,
             .pool_limits = {d.cfg.memory_bytes, d.cfg.cpu_millis, d.cfg.pids},
@@ -405,11 +413,6 @@ main(int argc, char **argv)
         return 1;
     }
 
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
     d.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (d.sig_fd < 0 || loop_io_add(d.loop, d.sig_fd, EPOLLIN, on_signal, &d, &d.sig_io) < 0)
         return log_err("cannot watch signals"), 1;
@@ -423,6 +426,7 @@ main(int argc, char **argv)
     loop_io_free(d.sig_io);
     safe_close(d.sig_fd);
     http_server_free(d.http);
+    jail_host_flush(d.jh); /* deliver pending teardowns before their owners go */
     api_free(d.api);
     sandbox_host_free(d.sh);
     jail_host_free(d.jh);

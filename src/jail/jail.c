@@ -35,6 +35,7 @@
 #include "../util/fd.h"
 #include "../util/parse.h"
 #include "../util/timeutil.h"
+#include "../util/workq.h"
 #include "child.h"
 #include "proto.h"
 #include "rootfs.h"
@@ -65,6 +66,7 @@ struct jail_host {
     struct buf bpf;
     int init_fd;
     int null_fd;
+    struct workq *wq; /* deletes workspaces off the loop thread */
     uint64_t root_bytes, tmp_bytes, shm_bytes;
     char missing[1024];
 };
@@ -241,6 +243,11 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
     if (r < 0)
         goto fail;
     h->init_fd = r;
+    r = workq_new(c->loop, 1, &h->wq);
+    if (r < 0) {
+        r = err_setx(err, -r, "cannot start the teardown worker");
+        goto fail;
+    }
 
     if (h->mode == JAIL_NONE)
         goto done;
@@ -293,11 +300,19 @@ fail:
     return r;
 }
 
+void
+jail_host_flush(struct jail_host *h)
+{
+    workq_free(h->wq);
+    h->wq = NULL;
+}
+
 struct jail_host *
 jail_host_free(struct jail_host *h)
 {
     if (!h)
         return NULL;
+    jail_host_flush(h);
     safe_close(h->sandboxes_fd);
     safe_close(h->init_fd);
     safe_close(h->null_fd);
@@ -422,6 +437,23 @@ on_timer(struct loop_timer *t, void *ud)
     }
 }
 
+/* Runs on the worker thread: a workspace can hold millions of files. */
+static void
+rm_work(void *ud)
+{
+    struct jail *j = ud;
+    (void)rm_rf_at(j->host->sandboxes_fd, j->id);
+}
+
+static void
+rm_done(void *ud)
+{
+    struct jail *j = ud;
+    j->have_dir = false;
+    release_resources(j);
+    finish(j);
+}
+
 static void
 teardown(struct jail *j)
 {
@@ -434,8 +466,15 @@ teardown(struct jail *j)
         /* Anything still there is removed by the next start's reclaim. */
         j->have_cgroup = false;
     }
-    release_resources(j);
     loop_timer_disarm(j->timer);
+    if (j->have_dir && j->host->wq) {
+        /* Everything in the sandbox is dead, so nothing writes the tree
+         * any more; drop our handle on it and delete it off the loop. */
+        j->wsfd = safe_close(j->wsfd);
+        if (workq_submit(j->host->wq, rm_work, rm_done, j) == 0)
+            return;
+    }
+    release_resources(j);
     finish(j);
 }
 

@@ -38,6 +38,7 @@ enum jail_mode jail_mode_from_name(const char *s);
 #define JAIL_UID_RANGE 65536u /* host uids per sandbox: in-sandbox 0..65535 */
 
 struct jail_host_config {
+    struct loop *loop;        /* where teardown completions are delivered */
     enum jail_mode mode;
     const char *state_dir;    /* absolute; sandboxes live in state_dir/sandboxes */
     const char *cgroup;       /* "auto", "v1" or "v2" */
@@ -56,6 +57,10 @@ struct jail_host;
  * reports it, see jail_host_missing()); bad configuration is. */
 int jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct err *err);
 struct jail_host *jail_host_free(struct jail_host *h);
+/* Waits for background teardown work (deleting workspaces) and delivers its
+ * completions; afterwards teardown is synchronous. Call before freeing the
+ * owners of jails at shutdown. */
+void jail_host_flush(struct jail_host *h);
 /* Appends, ';'-separated, what the configured mode needs and lacks. */
 int jail_host_missing(struct jail_host *h, struct buf *out);
 /* Removes sandboxes an earlier run left behind; returns how many. */

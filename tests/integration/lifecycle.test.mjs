@@ -33,9 +33,10 @@ function procsOfUidRange(lo) {
 }
 
 async function sandboxRootUid(d, id) {
-  await sh(d, id, 'touch /home/user/.uidprobe', { user: 'root' });
+  const name = `.uidprobe-${id}`;
+  await sh(d, id, `touch /home/user/${name}`, { user: 'root' });
   for (const j of readdirSync(join(d.stateDir, 'sandboxes'))) {
-    const p = join(d.stateDir, 'sandboxes', j, 'home', '.uidprobe');
+    const p = join(d.stateDir, 'sandboxes', j, 'home', name);
     if (existsSync(p)) return { uid: statSync(p).uid, jail: j };
   }
   throw new Error('probe not found');
