@@ -909,11 +909,11 @@ jail_spawn(struct jail *j, uint64_t token, const struct jail_spawn *sp, struct e
         uid = (uint32_t)jail_user_uid(j);
         gid = (uint32_t)jail_user_gid(j);
     }
-    _cleanup_free_ char *b = malloc(PROTO_MAX_MSG);
-    if (!b)
-        return -ENOMEM;
+    /* One loop thread, so one encoding buffer: a 256 KiB malloc per spawn
+     * would be an mmap/munmap pair on the hot path. */
+    static char b[PROTO_MAX_MSG];
     struct proto_writer w;
-    proto_writer_init(&w, b, PROTO_MAX_MSG, PROTO_SPAWN);
+    proto_writer_init(&w, b, sizeof(b), PROTO_SPAWN);
     int r = proto_encode_spawn(&w, token, uid, gid, PROTO_SPAWN_SETSID, sp->cwd, sp->argv,
             sp->env);
     if (r < 0)

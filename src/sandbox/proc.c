@@ -63,7 +63,6 @@ struct proc {
     struct loop_timer *t_deadline, *t_idle, *t_grace;
     bool have_status, killing, timed_out, reading_paused;
     int status;
-    uint64_t oom_at_start;
     struct proc_result result;
 
     struct list log;
@@ -472,7 +471,6 @@ proc_started(struct proc *p, pid_t pid)
     p->pid = pid;
     p->state = PROC_RUNNING;
     p->started_mono = now_msec();
-    p->oom_at_start = p->owner->oom_kills ? p->owner->oom_kills(p->owner_ud) : 0;
     if (p->timeout_ms)
         (void)loop_timer_arm(p->t_deadline, p->started_mono + p->timeout_ms);
     if (p->idle_ms)
@@ -510,8 +508,8 @@ finish(struct proc *p)
     res->timed_out = p->timed_out;
     if (p->timed_out)
         res->exit_code = 124;
-    if (res->signal == SIGKILL && !p->timed_out && p->owner->oom_kills)
-        res->oom_killed = p->owner->oom_kills(p->owner_ud) > p->oom_at_start;
+    if (res->signal == SIGKILL && !p->timed_out && p->owner->oom_killed)
+        res->oom_killed = p->owner->oom_killed(p->owner_ud);
     res->duration_ms = now_msec() - p->started_mono;
     p->state = PROC_EXITED;
     p->ended_wall = wall_msec();

@@ -61,8 +61,9 @@ struct proc;
 struct proc_owner {
     /* Signals the process (group when group is true). */
     int (*signal)(void *ud, pid_t pid, int sig, bool group);
-    /* The sandbox's OOM-kill counter, to tell memory kills from others. */
-    uint64_t (*oom_kills)(void *ud);
+    /* Whether the OOM killer acted in the sandbox since the last call; asked
+     * only when a process died of SIGKILL, to tell memory kills apart. */
+    bool (*oom_killed)(void *ud);
     /* The process reached PROC_EXITED (called once; must not free it). */
     void (*finished)(void *ud, struct proc *p);
 };

@@ -72,6 +72,7 @@ struct sandbox {
     void *gone_ud;
     uint64_t t0;
     struct sandbox_timings timings;
+    uint64_t oom_seen; /* the cgroup's OOM-kill count when last looked at */
 };
 
 static const struct jail_callbacks sandbox_jail_cb;
@@ -579,14 +580,15 @@ owner_signal(void *ud, pid_t pid, int sig, bool group)
     return jail_signal(sb->jail, pid, sig, group);
 }
 
-static uint64_t
-owner_oom_kills(void *ud)
+static bool
+owner_oom_killed(void *ud)
 {
     struct sandbox *sb = ud;
     struct cgroup_stats st;
-    if (!sb->jail || jail_stats(sb->jail, &st) < 0)
-        return 0;
-    return st.oom_kills;
+    if (!sb->jail || jail_stats(sb->jail, &st) < 0 || st.oom_kills <= sb->oom_seen)
+        return false;
+    sb->oom_seen = st.oom_kills;
+    return true;
 }
 
 static void
@@ -611,7 +613,7 @@ owner_finished(void *ud, struct proc *p)
 
 static const struct proc_owner sandbox_proc_owner = {
         .signal = owner_signal,
-        .oom_kills = owner_oom_kills,
+        .oom_killed = owner_oom_killed,
         .finished = owner_finished,
 };
 

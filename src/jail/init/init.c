@@ -493,8 +493,9 @@ spawn_child(const struct proto_spawn *s, const int *fds, int nfds, int errpipe)
     sigset_t none;
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int sig = 1; sig < NSIG; sig++)
-        (void)signal(sig, SIG_DFL);
+    /* init changes no disposition but SIGPIPE's (handlers would be reset
+     * by exec anyway; an ignored signal would stay ignored). */
+    (void)signal(SIGPIPE, SIG_DFL);
 
     if (setsid() < 0)
         child_fail(errpipe, STEP_SETSID);
