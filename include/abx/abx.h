@@ -1,0 +1,406 @@
+/*
+ * abx.h - libabx, the C client of abxd's native wire (docs/api.md).
+ *
+ * Every route of the native wire has one function here; the `abx` CLI and the
+ * remote sandbox are built on nothing else. It is not a server, a connection
+ * pool or an event loop: each call is one blocking HTTP request on the
+ * client's own connection, which is kept alive and reused between calls.
+ *
+ * Returns. Functions return 0 (or a documented non-negative value) on success
+ * and a negative errno on failure. ret_ parameters belong to the caller and are
+ * written only on success. After a failure abx_client_error() says what went
+ * wrong (the server's "message" when it sent one), abx_client_http_status()
+ * gives the HTTP status (0 when no answer arrived) and abx_client_error_code()
+ * the server's "error" code ("" when none). The table:
+ *
+ *   HTTP answer                           errno
+ *   400 bad_request                       -EINVAL
+ *   400 path_escape                       -EXDEV
+ *   400 not_a_directory                   -ENOTDIR
+ *   401 unauthorized                      -EACCES
+ *   403 forbidden                         -EPERM
+ *   404 not_found                         -ENOENT
+ *   405 method_not_allowed, other 4xx     -EPROTO
+ *   409 is_a_directory                    -EISDIR
+ *   409 conflict                          -EBUSY; -EEXIST from abx_rename(), -ESRCH from
+ *                                         abx_process_signal(), -EPIPE from abx_process_stdin()
+ *   413 too_large                         -EFBIG
+ *   429 too_many_requests                 -EAGAIN
+ *   431 (headers too large)               -E2BIG
+ *   503 unavailable                       -EOPNOTSUPP (draining, or isolation missing)
+ *   507 insufficient_storage              -ENOSPC
+ *   500 and other 5xx                     -EIO
+ *   a malformed answer                    -EBADMSG; -EPROTO if a stream ends early
+ *   cannot connect                        -ECONNREFUSED
+ *   cannot resolve the host               -EHOSTUNREACH
+ *   connect timeout                       -ETIMEDOUT
+ *   connection lost                       -ECONNRESET
+ *   invalid argument (caught locally)     -EINVAL
+ *   out of memory                         -ENOMEM
+ *
+ * A callback that returns a negative value stops the transfer and the call
+ * returns that value.
+ *
+ * Threads. There is no global state apart from libcurl's global
+ * initialisation, which abx_client_new() performs once (thread-safely). A
+ * client is used by one thread at a time; use one client per thread. Callbacks
+ * run on the calling thread and must not call into the same client.
+ *
+ * Timeouts. Connecting is bounded (10 s by default). Plain requests are bounded
+ * in total (300 s by default); streams (exec, output, file transfers) have no
+ * total deadline - a long-running process is not an error - but TCP keep-alive
+ * detects a dead peer. See abx_client_set_timeouts().
+ *
+ * Memory. Result objects are heap-allocated and freed with their _free()
+ * function (which takes NULL and returns NULL); strings returned through
+ * `char **ret_` parameters are freed with free(). Every result object carries
+ * the raw JSON text of the object the server sent (`json`), so callers can see
+ * fields this header does not name.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Marks the exported symbols; libabx is built with -fvisibility=hidden. */
+#if defined(__GNUC__)
+#define ABX_PUBLIC __attribute__((visibility("default")))
+#else
+#define ABX_PUBLIC
+#endif
+
+#define ABX_DEFAULT_URL "http://127.0.0.1:8700"
+
+/* --- the client --- */
+
+struct abx_client;
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+ABX_PUBLIC const char *abx_version(void);
+
+/* Creates a client for the abxd at url ("http://host:port", optionally with a
+ * path prefix; a trailing '/' is ignored). api_key may be NULL: then requests
+ * carry no Authorization header and only abx_health()/abx_ready() succeed.
+ * Both strings are copied. -EINVAL for a url that is not http(s) or a key with
+ * control characters, -ENOMEM. */
+ABX_PUBLIC int abx_client_new(const char *url, const char *api_key, struct abx_client **ret);
+ABX_PUBLIC struct abx_client *abx_client_free(struct abx_client *c);
+
+/* connect_ms bounds connecting (0 = libcurl's default of 300 s); request_ms
+ * bounds a whole non-streaming request (0 = no limit). Defaults: 10 000 and
+ * 300 000. Streams are never bounded in total. */
+ABX_PUBLIC int abx_client_set_timeouts(struct abx_client *c, long connect_ms, long request_ms);
+
+/* The base URL the client talks to (without a trailing '/'). */
+ABX_PUBLIC const char *abx_client_url(const struct abx_client *c);
+
+/* What the last failed call reported: a one-line message ("" when the last
+ * call succeeded), the HTTP status (0 when no answer arrived) and the server's
+ * "error" code ("" when it sent none). Valid until the next call. */
+ABX_PUBLIC const char *abx_client_error(const struct abx_client *c);
+ABX_PUBLIC long abx_client_http_status(const struct abx_client *c);
+ABX_PUBLIC const char *abx_client_error_code(const struct abx_client *c);
+
+/* A borrowed key/value pair in a request (env, metadata). */
+struct abx_kv {
+    const char *key;
+    const char *value;
+};
+
+/* An owned key/value pair in a result. */
+struct abx_pair {
+    char *key;
+    char *value;
+};
+
+/* --- sandboxes --- */
+
+/* What to create. A zeroed struct (or NULL) asks for the server's defaults. */
+struct abx_sandbox_spec {
+    const char *template_name; /* NULL = "base" */
+    const struct abx_kv *env;  /* variables every exec sees */
+    size_t n_env;
+    const struct abx_kv *metadata; /* echoed back in the info */
+    size_t n_metadata;
+    double cpu;         /* cores, 0 = server default */
+    uint64_t memory_mb; /* MiB, 0 = server default */
+    uint64_t pids;      /* process/thread limit, 0 = server default */
+    bool has_timeout;   /* send timeout_s (else: server default) */
+    uint64_t timeout_s; /* lifetime in seconds, 0 = no deadline */
+};
+
+/* A resize of a running sandbox; zero fields are left as they are. */
+struct abx_sandbox_update {
+    double cpu;         /* cores, 0 = unchanged */
+    uint64_t memory_mb; /* MiB, 0 = unchanged */
+    uint64_t pids;      /* 0 = unchanged */
+    bool has_timeout;   /* set the remaining life to timeout_s from now */
+    uint64_t timeout_s; /* seconds, 0 = no deadline */
+};
+
+struct abx_sandbox_usage {
+    uint64_t memory_bytes;
+    uint64_t pids;
+    uint64_t cpu_usec;
+    uint64_t oom_kills;
+};
+
+struct abx_sandbox_info {
+    char *id;
+    char *template_name;
+    char *state;      /* "running", "creating" or "stopping" */
+    char *created_at; /* RFC 3339 */
+    char *end_at;     /* RFC 3339, NULL = no deadline */
+    char *isolation;  /* "ns", ... */
+    uint64_t timeout_s;
+    double cpu; /* cores */
+    uint64_t memory_mb;
+    uint64_t pids;
+    uint64_t processes; /* running processes */
+    struct abx_pair *metadata;
+    size_t n_metadata;
+    bool has_usage; /* usage is filled (abx_sandbox_get(), abx_sandbox_update()) */
+    struct abx_sandbox_usage usage;
+    char *json; /* the object as the server sent it */
+};
+
+struct abx_sandbox_list {
+    size_t n;
+    struct abx_sandbox_info **items;
+    char *json; /* the whole answer, {"sandboxes": [...]} */
+};
+
+/* POST /v1/sandboxes. spec may be NULL. ret (optional) receives the info. */
+ABX_PUBLIC int abx_sandbox_create(struct abx_client *c, const struct abx_sandbox_spec *spec,
+                                  struct abx_sandbox_info **ret);
+/* GET /v1/sandboxes. */
+ABX_PUBLIC int abx_sandbox_list(struct abx_client *c, struct abx_sandbox_list **ret);
+/* GET /v1/sandboxes/{id}, with usage. */
+ABX_PUBLIC int abx_sandbox_get(struct abx_client *c, const char *id, struct abx_sandbox_info **ret);
+/* PATCH /v1/sandboxes/{id}. -EINVAL when u changes nothing. ret is optional. */
+ABX_PUBLIC int abx_sandbox_update(struct abx_client *c, const char *id,
+                                  const struct abx_sandbox_update *u,
+                                  struct abx_sandbox_info **ret);
+/* DELETE /v1/sandboxes/{id}; returns once the sandbox is gone. */
+ABX_PUBLIC int abx_sandbox_kill(struct abx_client *c, const char *id);
+
+ABX_PUBLIC struct abx_sandbox_info *abx_sandbox_info_free(struct abx_sandbox_info *info);
+ABX_PUBLIC struct abx_sandbox_list *abx_sandbox_list_free(struct abx_sandbox_list *list);
+
+/* --- exec and processes --- */
+
+struct abx_exec_spec {
+    const char *const *argv;  /* NULL-terminated, at least one entry; required */
+    const struct abx_kv *env; /* merged over the sandbox's */
+    size_t n_env;
+    const char *cwd;        /* NULL = HOME; relative to HOME */
+    const char *user;       /* NULL = "user"; or "root" */
+    const void *stdin_data; /* written to stdin first (up to 1 MiB) */
+    size_t stdin_len;
+    bool stdin_open;       /* keep stdin open for abx_process_stdin() */
+    bool has_timeout;      /* send timeout_s (else: server default, 300 s) */
+    double timeout_s;      /* total deadline in seconds, 0 = none */
+    double idle_timeout_s; /* deadline without output in seconds, 0 = none */
+};
+
+enum abx_stream {
+    ABX_STREAM_STDOUT = 1,
+    ABX_STREAM_STDERR = 2,
+    /* Output older than what abxd keeps was asked for: len bytes are lost and
+     * output resumes at offset. data is NULL. */
+    ABX_STREAM_DROPPED = 3,
+};
+
+/* Called for each piece of output as it arrives. offset counts output bytes
+ * of both streams since the process started. Return 0 to go on, or a negative
+ * errno to stop (the call then returns it; the process runs on). */
+typedef int (*abx_output_fn)(enum abx_stream stream, const void *data, size_t len, uint64_t offset,
+                             void *userdata);
+
+/* Called once when the process has started, before any output. */
+typedef int (*abx_started_fn)(int pid, void *userdata);
+
+struct abx_exec_result {
+    int pid;
+    int exit_code; /* 124 deadline, 127 not found, 126 not executable, 128+N signal N */
+    bool timed_out;
+    bool oom_killed;
+    int signal; /* the signal that killed it, 0 = none */
+    uint64_t duration_ms;
+    uint64_t output_end; /* offset after the last output byte */
+    char *json;          /* the result line as the server sent it */
+};
+
+/* Frees what r holds (not r itself) and zeroes it. NULL is fine. */
+ABX_PUBLIC void abx_exec_result_done(struct abx_exec_result *r);
+
+/* POST /v1/sandboxes/{id}/exec in the foreground: the output is parsed as it
+ * streams and handed to output (NULL discards it); started (optional) gets
+ * the pid first. Blocks until the process has ended; a non-zero exit is a
+ * result, not an error. ret (optional) receives the result; release it with
+ * abx_exec_result_done(). */
+ABX_PUBLIC int abx_exec(struct abx_client *c, const char *id, const struct abx_exec_spec *spec,
+                        abx_started_fn started, abx_output_fn output, void *userdata,
+                        struct abx_exec_result *ret);
+
+struct abx_process_info {
+    int pid;
+    char **argv; /* NULL-terminated */
+    size_t argc;
+    char *cwd;
+    char *user; /* "user" or "root" */
+    bool background;
+    bool running;  /* state "running"; else "exited" */
+    int exit_code; /* -1 while running */
+    int signal;    /* 0 = none */
+    bool timed_out;
+    bool oom_killed;
+    char *started_at;      /* RFC 3339 */
+    char *ended_at;        /* RFC 3339, NULL while running */
+    int64_t duration_ms;   /* -1 while running */
+    uint64_t output_start; /* oldest output offset still kept */
+    uint64_t output_end;   /* offset after the last byte */
+    bool stdin_open;
+    char *json;
+};
+
+struct abx_process_list {
+    size_t n;
+    struct abx_process_info **items;
+    char *json; /* the whole answer, {"processes": [...]} */
+};
+
+/* The same request with "background": true. Returns the pid (> 0); ret
+ * (optional) receives the process. */
+ABX_PUBLIC int abx_exec_background(struct abx_client *c, const char *id,
+                                   const struct abx_exec_spec *spec, struct abx_process_info **ret);
+
+/* GET .../processes and .../processes/{pid}. */
+ABX_PUBLIC int abx_process_list(struct abx_client *c, const char *id,
+                                struct abx_process_list **ret);
+ABX_PUBLIC int abx_process_get(struct abx_client *c, const char *id, int pid,
+                               struct abx_process_info **ret);
+
+/* GET .../processes/{pid}/output?offset=N[&follow=1]: the output from byte
+ * offset on, handed to output as it streams. With follow it waits for the
+ * process to end. Returns 1 when the stream ended with the process's result
+ * (then ret, optional, receives it), 0 when it ended without (not following
+ * and still running). */
+ABX_PUBLIC int abx_process_output(struct abx_client *c, const char *id, int pid, uint64_t offset,
+                                  bool follow, abx_output_fn output, void *userdata,
+                                  struct abx_exec_result *ret);
+
+/* POST .../signal. signal is a name ("TERM", "SIGKILL") or a number ("9");
+ * group signals the whole process group. -ESRCH when the process has exited. */
+ABX_PUBLIC int abx_process_signal(struct abx_client *c, const char *id, int pid, const char *signal,
+                                  bool group);
+
+/* POST .../stdin: returns once the bytes are in the process's pipe (len up to
+ * 1 MiB); close closes stdin after them. -EPIPE when stdin is closed, -EFBIG
+ * when more than 1 MiB would be waiting. */
+ABX_PUBLIC int abx_process_stdin(struct abx_client *c, const char *id, int pid, const void *data,
+                                 size_t len, bool close);
+/* POST .../close-stdin: closes stdin after what is queued. */
+ABX_PUBLIC int abx_process_close_stdin(struct abx_client *c, const char *id, int pid);
+
+ABX_PUBLIC struct abx_process_info *abx_process_info_free(struct abx_process_info *p);
+ABX_PUBLIC struct abx_process_list *abx_process_list_free(struct abx_process_list *list);
+
+/* --- files --- */
+
+/* Paths are POSIX and '/'-rooted at the workspace; a missing leading '/' is
+ * added. They are percent-encoded on the wire. */
+
+enum abx_file_type {
+    ABX_FILE_UNKNOWN = 0, /* a type this library does not know */
+    ABX_FILE_REGULAR,
+    ABX_FILE_DIRECTORY,
+    ABX_FILE_SYMLINK,
+    ABX_FILE_OTHER,
+};
+
+/* A walk entry, or the stat abx_file_upload() and abx_rename() answer with. */
+struct abx_file_info {
+    char *path; /* '/'-rooted */
+    enum abx_file_type type;
+    char *type_name; /* "file", "dir", "symlink", "other" */
+    uint64_t size;   /* bytes */
+    uint32_t mode;   /* permission bits */
+    char *version;   /* opaque change stamp; compare for equality only */
+    char *target;    /* a symlink's target, else NULL */
+    char *json;
+};
+
+struct abx_walk_list {
+    size_t n;
+    struct abx_file_info **items;
+    char *json; /* the whole answer, {"entries": [...]} */
+};
+
+/* PUT .../files/{path} streamed from fd (read from its current position to
+ * EOF; borrowed, not closed). The body carries a Content-Length when fd is a
+ * regular file and is chunked otherwise, so pipes work. Returns 1 when the
+ * file was created, 0 when it was replaced. ret is optional. */
+ABX_PUBLIC int abx_file_upload(struct abx_client *c, const char *id, const char *path, int fd,
+                               struct abx_file_info **ret);
+/* The same from memory. */
+ABX_PUBLIC int abx_file_put(struct abx_client *c, const char *id, const char *path,
+                            const void *data, size_t len, struct abx_file_info **ret);
+/* GET .../files/{path} streamed to fd (borrowed; written from its current
+ * position). ret_bytes (optional) receives the number of bytes written. On a
+ * failure after the first byte, fd holds a prefix of the file. */
+ABX_PUBLIC int abx_file_download(struct abx_client *c, const char *id, const char *path, int fd,
+                                 uint64_t *ret_bytes);
+/* HEAD .../files/{path}: 1 when it exists (ret_type, optional, says what it
+ * is), 0 when it does not; -ENOENT when the sandbox does not exist. */
+ABX_PUBLIC int abx_file_exists(struct abx_client *c, const char *id, const char *path,
+                               enum abx_file_type *ret_type);
+/* DELETE .../files/{path}: a file or symlink; -EISDIR for a directory. */
+ABX_PUBLIC int abx_file_delete(struct abx_client *c, const char *id, const char *path);
+/* GET .../walk?path=P: everything below path (NULL = "/"), sorted by path. */
+ABX_PUBLIC int abx_walk(struct abx_client *c, const char *id, const char *path,
+                        struct abx_walk_list **ret);
+/* POST .../mkdir: creates path and its parents. 1 when created, 0 when it
+ * existed. */
+ABX_PUBLIC int abx_mkdir(struct abx_client *c, const char *id, const char *path);
+/* POST .../rmdir: removes the directory and everything below it. */
+ABX_PUBLIC int abx_rmdir(struct abx_client *c, const char *id, const char *path);
+/* POST .../rename. -EEXIST when to exists and overwrite is false. ret
+ * (optional) receives the stat of to. */
+ABX_PUBLIC int abx_rename(struct abx_client *c, const char *id, const char *from, const char *to,
+                          bool overwrite, struct abx_file_info **ret);
+
+ABX_PUBLIC struct abx_file_info *abx_file_info_free(struct abx_file_info *f);
+ABX_PUBLIC struct abx_walk_list *abx_walk_list_free(struct abx_walk_list *list);
+
+/* --- operations --- */
+
+/* GET /healthz. ret_json (optional) receives the answer. No key needed. */
+ABX_PUBLIC int abx_health(struct abx_client *c, char **ret_json);
+struct abx_readiness {
+    bool ready;
+    char *isolation; /* "ns", ... */
+    char *cgroup;    /* "v1", "v2" */
+    bool draining;
+    char **missing; /* what the configured isolation lacks; NULL-terminated */
+    size_t n_missing;
+    char *json;
+};
+
+/* GET /readyz: 1 when ready, 0 when abxd answers 503 (then ret, optional,
+ * says why). No key needed. */
+ABX_PUBLIC int abx_ready(struct abx_client *c, struct abx_readiness **ret);
+ABX_PUBLIC struct abx_readiness *abx_readiness_free(struct abx_readiness *r);
+/* POST /drain: returns the number of sandboxes still running (>= 0). */
+ABX_PUBLIC int abx_drain(struct abx_client *c, char **ret_json);
+/* GET /metrics: the Prometheus text. */
+ABX_PUBLIC int abx_metrics(struct abx_client *c, char **ret_text);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,362 @@
+/*
+ * abx.c - the abx command: verb dispatch, usage, and error reporting.
+ *
+ * `abx VERB [OPTIONS] ARGS...` drives one abxd (ABX_URL, ABX_API_KEY) through
+ * libabx. Data goes to stdout, one-line errors to stderr; exit 0 on success,
+ * 1 when the API or the transport failed, 2 for a wrong command line (exec
+ * exits with the command's own code). The verbs live in cmd-*.c.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "util/parse.h"
+
+static const struct verb verbs[] = {
+        {"create", "[OPTIONS]", "create a sandbox and print its id",
+         "      --memory-mb N     memory limit in MiB, /tmp included\n"
+         "      --cpu X           cores (fractions allowed, e.g. 0.5)\n"
+         "      --pids N          process and thread limit\n"
+         "      --timeout S       kill the sandbox S seconds after creation (0 = never;\n"
+         "                        units s, m, h allowed)\n"
+         "      --env K=V         a variable every exec sees (repeatable)\n"
+         "      --meta K=V        a metadata entry (repeatable)\n"
+         "      --template NAME   the template (default: base)\n"
+         "      --json            print the sandbox as JSON instead of its id\n",
+         cmd_create},
+        {"ls", "[--json]", "list sandboxes", "      --json            print the server's JSON\n",
+         cmd_ls},
+        {"info", "ID [--json]", "show a sandbox with its usage",
+         "      --json            print the server's JSON\n", cmd_info},
+        {"update", "ID [OPTIONS]", "resize a running sandbox or reset its deadline",
+         "      --memory-mb N     memory limit in MiB\n"
+         "      --cpu X           cores\n"
+         "      --pids N          process and thread limit\n"
+         "      --timeout S       remaining life from now (0 = no deadline)\n"
+         "      --json            print the updated sandbox as JSON\n",
+         cmd_update},
+        {"kill", "ID...", "kill sandboxes and remove them", "", cmd_kill},
+        {"exec", "ID [OPTIONS] [--] CMD [ARGS...]",
+         "run a command, stream its output, exit with its exit code",
+         "      --cwd DIR         working directory (absolute, or relative to HOME)\n"
+         "      --env K=V         an environment variable (repeatable)\n"
+         "      --user USER       'user' (default) or 'root'\n"
+         "      --timeout S       total deadline (0 = none; exit 124 when reached)\n"
+         "      --idle-timeout S  deadline without any output (0 = none)\n"
+         "  -i, --stdin           forward our stdin to the command\n"
+         "  -d, --background      start it and print its pid instead of waiting\n"
+         "      --json            print the server's NDJSON (or, with -d, the process)\n"
+         "Signals abx gets (INT, TERM, HUP, QUIT) are forwarded to the command;\n"
+         "a third one ends abx at once.\n",
+         cmd_exec},
+        {"ps", "ID [--json]", "list a sandbox's processes",
+         "      --json            print the server's JSON\n", cmd_ps},
+        {"logs", "ID PID [OPTIONS]", "print a process's output",
+         "      --offset N        start at output byte N (default 0)\n"
+         "  -f, --follow          wait for more output until the process ends\n",
+         cmd_logs},
+        {"signal", "ID PID SIGNAL", "send a signal (TERM, KILL, INT, 9, ...) to a process",
+         "      --no-group        signal only the process, not its process group\n", cmd_signal},
+        {"cp", "SRC DST", "copy a file into or out of a sandbox",
+         "One of SRC and DST is ID:PATH, the other a local path or '-' (stdin or\n"
+         "stdout). A DST that is a directory, or ends in '/', gets SRC's name.\n"
+         "Files are streamed, never held in memory whole.\n",
+         cmd_cp},
+        {"files", "ID [PATH] [--json]", "list everything below PATH (default /)",
+         "      --json            print the server's JSON\n", cmd_files},
+        {"rm", "[-r] ID PATH", "remove a file (with -r, also a directory tree)",
+         "  -r, --recursive       remove directories and everything below them\n", cmd_rm},
+        {"mkdir", "ID PATH", "create a directory and its parents", "", cmd_mkdir},
+        {"mv", "ID FROM TO [--overwrite]", "rename a file or directory",
+         "      --overwrite       replace TO if it exists\n", cmd_mv},
+        {"cat", "ID PATH", "print a file", "", cmd_cat},
+        {"health", "[--json]", "check that abxd serves",
+         "      --json            print the server's JSON\n", cmd_health},
+        {"ready", "[--json]", "check that abxd is ready; exit 1 when not",
+         "      --json            print the server's JSON\n", cmd_ready},
+        {"drain", "[--json]", "stop abxd from taking new sandboxes",
+         "      --json            print the server's JSON\n", cmd_drain},
+        {"metrics", "", "print abxd's Prometheus metrics", "", cmd_metrics},
+};
+
+static void
+print_verb_usage(FILE *f, const struct verb *v)
+{
+    fprintf(f, "Usage: abx %s %s\n", v->name, v->synopsis);
+}
+
+static void
+print_verb_help(FILE *f, const struct verb *v)
+{
+    print_verb_usage(f, v);
+    fprintf(f, "\n%c%s.\n\nOptions:\n%s  -h, --help            show this help\n",
+            v->summary[0] >= 'a' && v->summary[0] <= 'z' ? v->summary[0] - 'a' + 'A'
+                                                         : v->summary[0],
+            v->summary + 1, v->help);
+}
+
+static void
+print_main_help(FILE *f)
+{
+    fprintf(f, "Usage: abx VERB [OPTIONS] [ARGS...]\n\n"
+               "Drive an abxd sandbox host. The host is ABX_URL (default " ABX_DEFAULT_URL
+               "),\nthe key ABX_API_KEY.\n\nVerbs:\n");
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
+    fprintf(f, "\n'abx VERB --help' describes a verb. Exit status: 0 success, 1 failure,\n"
+               "2 usage error; exec exits with the command's own status.\n");
+}
+
+__attribute__((format(printf, 3, 0))) static void
+vreport(struct cli *cli, const char *prefix, const char *fmt, va_list ap)
+{
+    char msg[1024];
+
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    fflush(stdout);
+    fprintf(stderr, "abx%s%s: %s%s\n", cli->verb ? " " : "", cli->verb ? cli->verb->name : "",
+            prefix, msg);
+}
+
+int
+cli_usage(struct cli *cli, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(cli, "", fmt, ap);
+    va_end(ap);
+    if (cli->verb) {
+        print_verb_usage(stderr, cli->verb);
+        fprintf(stderr, "Try 'abx %s --help' for the options.\n", cli->verb->name);
+    }
+    return EXIT_USAGE;
+}
+
+int
+cli_error(struct cli *cli, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(cli, "", fmt, ap);
+    va_end(ap);
+    return EXIT_FAIL;
+}
+
+void
+cli_warn(struct cli *cli, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(cli, "warning: ", fmt, ap);
+    va_end(ap);
+}
+
+int
+cli_fail(struct cli *cli, int r, const char *fmt, ...)
+{
+    char what[512];
+    const char *msg = cli->client ? abx_client_error(cli->client) : "";
+    char tmp[128];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (!msg[0])
+        msg = strerror_r(-r, tmp, sizeof(tmp));
+    if (r == -EACCES && !cli->key)
+        return cli_error(cli, "%s: %s (ABX_API_KEY is not set)", what, msg);
+    return cli_error(cli, "%s: %s", what, msg);
+}
+
+int
+cli_client(struct cli *cli, struct abx_client **ret)
+{
+    int r;
+
+    if (!cli->client) {
+        r = abx_client_new(cli->url, cli->key, &cli->client);
+        if (r == -EINVAL)
+            return cli_error(cli, "ABX_URL '%s' is not an http:// or https:// URL%s", cli->url,
+                             cli->key ? " (or ABX_API_KEY has control characters)" : "");
+        if (r < 0)
+            return cli_error(cli, "cannot set up the client: %s", strerror(-r));
+    }
+    *ret = cli->client;
+    return 0;
+}
+
+int
+cli_print_line(struct cli *cli, const char *s)
+{
+    if (fputs(s, stdout) == EOF || putchar('\n') == EOF)
+        return cli_error(cli, "cannot write to standard output: %s", strerror(errno));
+    return 0;
+}
+
+int
+cli_flush(struct cli *cli)
+{
+    if (fflush(stdout) == EOF || ferror(stdout))
+        return cli_error(cli, "cannot write to standard output: %s", strerror(errno));
+    return 0;
+}
+
+int
+cli_kv_add(struct cli *cli, struct cli_kv *l, const char *opt, const char *arg)
+{
+    const char *value;
+    char *key;
+    int r;
+
+    if (l->n >= CLI_KV_MAX)
+        return cli_usage(cli, "at most %d %s options", CLI_KV_MAX, opt);
+    r = cli_parse_kv(arg, &key, &value);
+    if (r == -ENOMEM)
+        return cli_error(cli, "out of memory");
+    if (r < 0)
+        return cli_usage(cli, "%s wants KEY=VALUE, not '%s'", opt, arg);
+    l->keys[l->n] = key;
+    l->items[l->n] = (struct abx_kv){key, value};
+    l->n++;
+    return 0;
+}
+
+void
+cli_kv_done(struct cli_kv *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->keys[i]);
+    l->n = 0;
+}
+
+int
+cli_opt_u64(struct cli *cli, const char *opt, const char *arg, uint64_t min, uint64_t *ret)
+{
+    uint64_t v;
+
+    if (parse_u64(arg, &v) < 0 || v > INT64_MAX)
+        return cli_usage(cli, "%s wants a whole number, not '%s'", opt, arg);
+    if (v < min)
+        return cli_usage(cli, "%s must be at least %llu", opt, (unsigned long long)min);
+    *ret = v;
+    return 0;
+}
+
+int
+cli_opt_decimal(struct cli *cli, const char *opt, const char *arg, double *ret)
+{
+    double v;
+
+    if (cli_parse_decimal(arg, &v) < 0)
+        return cli_usage(cli, "%s wants a number like 2 or 0.5, not '%s'", opt, arg);
+    *ret = v;
+    return 0;
+}
+
+int
+cli_opt_seconds(struct cli *cli, const char *opt, const char *arg, double *ret)
+{
+    double v;
+
+    if (cli_parse_seconds(arg, &v) < 0)
+        return cli_usage(cli, "%s wants seconds like 30, 1.5 or 5m, not '%s'", opt, arg);
+    *ret = v;
+    return 0;
+}
+
+int
+cli_getopt(struct cli *cli, int argc, char **argv, const char *shortopts,
+           const struct option *longopts)
+{
+    char opts[64];
+    int prev = optind ? optind : 1;
+    bool in_order = shortopts[0] == '+';
+    int c;
+
+    /* A leading ':' makes getopt tell a missing value (':') from an unknown
+     * option ('?'); a leading '+' stops at the first operand. */
+    if (snprintf(opts, sizeof(opts), "%s:%s", in_order ? "+" : "", shortopts + in_order) >=
+        (int)sizeof(opts)) {
+        (void)cli_error(cli, "internal error: option string too long");
+        return CLI_BAD;
+    }
+    c = getopt_long(argc, argv, opts, longopts, NULL);
+    if (c == 'h') {
+        print_verb_help(stdout, cli->verb);
+        return CLI_HELP;
+    }
+    if (c == '?' || c == ':') {
+        const char *bad = optind > prev && optind <= argc ? argv[optind - 1] : argv[prev];
+        if (c == ':') {
+            (void)cli_usage(cli, "option '%s' needs a value", bad);
+        } else if (optopt && !(bad[0] == '-' && bad[1] == '-')) {
+            (void)cli_usage(cli, "unknown option '-%c'", optopt);
+        } else {
+            (void)cli_usage(cli, "unknown option '%s'", bad);
+        }
+        return CLI_BAD;
+    }
+    return c;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct cli cli = {0};
+    int r;
+
+    cli.url = getenv("ABX_URL");
+    if (!cli.url || !*cli.url)
+        cli.url = ABX_DEFAULT_URL;
+    cli.key = getenv("ABX_API_KEY");
+    if (cli.key && !*cli.key)
+        cli.key = NULL;
+
+    if (argc < 2) {
+        print_main_help(stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "help")) {
+        if (argc > 2 && strcmp(name, "help") == 0) {
+            for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+                if (!strcmp(argv[2], verbs[i].name)) {
+                    print_verb_help(stdout, &verbs[i]);
+                    return 0;
+                }
+            fprintf(stderr, "abx: unknown verb '%s'\n", argv[2]);
+            print_main_help(stderr);
+            return EXIT_USAGE;
+        }
+        print_main_help(stdout);
+        return 0;
+    }
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) {
+        printf("abx %s\n", abx_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        if (strcmp(name, verbs[i].name) != 0)
+            continue;
+        cli.verb = &verbs[i];
+        opterr = 0;
+        optind = 0; /* re-initialise getopt for argv + 1 */
+        r = verbs[i].run(&cli, argc - 1, argv + 1);
+        if (r == CLI_HELP)
+            r = 0;
+        else if (r == CLI_BAD)
+            r = EXIT_USAGE;
+        if (r == 0)
+            r = cli_flush(&cli);
+        cli.client = abx_client_free(cli.client);
+        return r;
+    }
+    fprintf(stderr, "abx: unknown verb '%s'\n", name);
+    print_main_help(stderr);
+    return EXIT_USAGE;
+}
