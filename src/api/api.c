@@ -308,7 +308,7 @@ create_done(struct http_req *req, const char *body, size_t len)
         goto out;
     }
     if (a->draining) {
-        api_error_msg(req, 503, "unavailable", "abxd is draining and takes no new sandboxes");
+        api_error_msg(req, 503, "draining", "abxd is draining and takes no new sandboxes");
         goto out;
     }
     if (a->missing[0]) {

@@ -45,6 +45,8 @@ static const struct mapping table[] = {
 static void
 send_error(struct http_req *req, unsigned status, const char *code, const char *msg)
 {
+    /* Also as a header: a HEAD answer has no body to carry it. */
+    http_req_add_header(req, "X-Abx-Error", code);
     json_t *o = json_object();
     if (o) {
         (void)json_set(o, "error", json_string(code));

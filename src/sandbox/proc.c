@@ -447,8 +447,13 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
     if ((r = fd_set_nonblock(out_fd, true)) < 0 || (r = fd_set_nonblock(err_fd, true)) < 0 ||
             (r = fd_set_nonblock(in_fd, true)) < 0)
         goto fail;
-    if ((r = loop_io_add(loop, out_fd, EPOLLIN, on_stdout, p, &p->out_io)) < 0 ||
-            (r = loop_io_add(loop, err_fd, EPOLLIN, on_stderr, p, &p->err_io)) < 0 ||
+    /* Not read until the spawn is confirmed: output written between the
+     * exec and our hearing of it would otherwise reach the log before the
+     * caller could attach a reader, and be dropped past the cap. The
+     * process just blocks on its pipe for that moment. */
+    p->reading_paused = true;
+    if ((r = loop_io_add(loop, out_fd, 0, on_stdout, p, &p->out_io)) < 0 ||
+            (r = loop_io_add(loop, err_fd, 0, on_stderr, p, &p->err_io)) < 0 ||
             (r = loop_io_add(loop, in_fd, 0, on_stdin, p, &p->in_io)) < 0)
         goto fail;
     if (spec->stdin_len) {
@@ -471,6 +476,7 @@ proc_started(struct proc *p, pid_t pid)
     p->pid = pid;
     p->state = PROC_RUNNING;
     p->started_mono = now_msec();
+    set_reading(p, true);
     if (p->timeout_ms)
         (void)loop_timer_arm(p->t_deadline, p->started_mono + p->timeout_ms);
     if (p->idle_ms)

@@ -268,6 +268,21 @@ describe('exec', { skip }, () => {
     assert.equal(r.code, 0);
   });
 
+  test('a foreground exec never loses the start of a fast output', async () => {
+    // Output written between the exec and abxd hearing of it used to reach
+    // the log before the stream's reader was attached, and was dropped.
+    const noise = await api(d, 'POST', `/v1/sandboxes/${id}/exec`, { argv: ['sh', '-c', 'cat /dev/zero > /dev/null'], background: true, timeout_s: 60 });
+    try {
+      for (let i = 0; i < 6; i++) {
+        const r = await exec(d, id, ['head', '-c', '8000000', '/dev/zero']);
+        assert.ok(!r.lines.some((l) => l.dropped !== undefined), JSON.stringify(r.lines.find((l) => l.dropped !== undefined)));
+        assert.equal(r.stdout.length, 8000000);
+      }
+    } finally {
+      await api(d, 'POST', `/v1/sandboxes/${id}/processes/${noise.json.pid}/signal`, { signal: 'KILL' });
+    }
+  });
+
   test('without a reader the log keeps the last 1 MiB and says what was dropped', async () => {
     const bg = await api(d, 'POST', `/v1/sandboxes/${id}/exec`, { argv: ['sh', '-c', 'head -c 3000000 /dev/zero | tr "\\0" "y"'], background: true });
     await sleep(1500);
