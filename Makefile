@@ -16,7 +16,8 @@ all: bin/abxd bin/abx
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) $(MESON_OPTS)
 
-bin/abxd bin/abx: $(BUILD)/build.ninja FORCE
+# One recipe for both binaries (a grouped target): ninja runs once.
+bin/abxd bin/abx &: $(BUILD)/build.ninja FORCE
 	ninja -C $(BUILD)
 	@mkdir -p bin
 	install -m 0755 $(BUILD)/src/abxd bin/abxd

@@ -342,6 +342,9 @@ main(int argc, char **argv)
     else if (r > 0)
         log_notice("reclaimed %d sandbox(es) left by an earlier run", r);
     (void)jail_host_missing(d.jh, &missing);
+    if (d.cfg.isolation != JAIL_NONE && !jail_host_oom_protect(d.jh))
+        log_info("cannot lower oom_score_adj (no CAP_SYS_RESOURCE): sandbox inits are shielded "
+                 "from the OOM killer only by their processes' higher score");
     if (d.cfg.isolation != JAIL_NS)
         log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns'",
                 jail_mode_name(d.cfg.isolation));

@@ -21,6 +21,8 @@
 #include "api-internal.h"
 
 #define LINE_ROOM (API_LINE_CHUNK / 3 * 4 + 256) /* worst-case size of one output line */
+#define HOLD_MS   10                               /* see struct out_op */
+#define HOLD_BODY (256 * 1024)                     /* largest answer sent in one piece */
 
 /* --- JSON of a process --- */
 
@@ -66,6 +68,10 @@ proc_json(struct proc *p)
 
 /* --- output streams (exec and output routes) --- */
 
+/* An output stream. A foreground exec first holds its answer: a process
+ * that ends within HOLD_MS, before writing anything, is answered with the
+ * whole NDJSON body in one piece (one write, one segment, no chunking);
+ * otherwise the stream starts at the first output or after HOLD_MS. */
 struct out_op {
     struct api *api;
     struct http_req *req;
@@ -74,17 +80,40 @@ struct out_op {
     struct proc_reader *reader;
     bool follow;
     bool counted; /* counted in the entry's streams */
+    bool holding, check_queued;
+    struct loop_timer *hold;
+    json_t *first; /* the line to send before any output */
     struct buf line;
 };
+
+static int
+encode_line(struct buf *b, json_t *v)
+{
+    int r = json_dump_buf(v, b);
+    json_decref(v);
+    if (r < 0 || buf_putc(b, '\n') < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+static int
+encode_chunk(struct buf *b, const struct proc_chunk *c)
+{
+    int r = buf_puts(b, c->stream == PROC_STDOUT ? "{\"stdout\":\"" : "{\"stderr\":\"");
+    if (r == 0)
+        r = b64_encode(b, c->data, c->len);
+    if (r == 0)
+        r = buf_printf(b, "\",\"offset\":%llu}\n", (unsigned long long)c->offset);
+    return r;
+}
 
 static int
 write_line(struct out_op *op, json_t *v)
 {
     buf_reset(&op->line);
-    int r = json_dump_buf(v, &op->line);
-    json_decref(v);
-    if (r < 0 || buf_putc(&op->line, '\n') < 0)
-        return -ENOMEM;
+    int r = encode_line(&op->line, v);
+    if (r < 0)
+        return r;
     return http_stream_write(op->stream, op->line.data, op->line.len);
 }
 
@@ -92,11 +121,7 @@ static int
 write_chunk(struct out_op *op, const struct proc_chunk *c)
 {
     buf_reset(&op->line);
-    int r = buf_puts(&op->line, c->stream == PROC_STDOUT ? "{\"stdout\":\"" : "{\"stderr\":\"");
-    if (r == 0)
-        r = b64_encode(&op->line, c->data, c->len);
-    if (r == 0)
-        r = buf_printf(&op->line, "\",\"offset\":%llu}\n", (unsigned long long)c->offset);
+    int r = encode_chunk(&op->line, c);
     if (r < 0)
         return r;
     return http_stream_write(op->stream, op->line.data, op->line.len);
@@ -158,17 +183,26 @@ out_fill(struct http_stream *s, void *ud)
     }
 }
 
+static void hold_check(void *ud);
+
 static void
 out_wake(void *ud)
 {
     struct out_op *op = ud;
-    if (op->stream)
+    if (op->stream) {
         http_stream_wake(op->stream);
+    } else if (op->holding && !op->check_queued) {
+        /* Decide outside the process's own bookkeeping. */
+        if (loop_defer(op->api->loop, hold_check, op) == 0)
+            op->check_queued = true;
+    }
 }
 
 static void
 out_free(struct out_op *op)
 {
+    loop_timer_free(op->hold);
+    json_decref(op->first);
     if (op->counted) {
         struct entry *e = hashmap_get(op->api->map, op->id);
         if (e && e->streams > 0) {
@@ -195,11 +229,101 @@ static const struct http_stream_ops out_ops = {
         .closed = out_closed,
 };
 
+static int
+start_stream(struct out_op *op)
+{
+    op->holding = false;
+    loop_timer_disarm(op->hold);
+    int r = http_stream_start(op->req, 200, "application/x-ndjson", &out_ops, op, &op->stream);
+    if (r < 0)
+        return r;
+    if (op->first) {
+        json_t *f = op->first;
+        op->first = NULL;
+        (void)write_line(op, f);
+    }
+    return 0;
+}
+
+/* Answers a finished process in one piece when it fits; returns 1 if done. */
+static int
+answer_whole(struct out_op *op)
+{
+    struct buf b;
+    struct proc_chunk c;
+    int r = 0;
+
+    buf_init(&b, HOLD_BODY);
+    if (op->first)
+        r = encode_line(&b, json_incref(op->first));
+    while (r == 0) {
+        int k = proc_reader_peek(op->reader, API_LINE_CHUNK, &c);
+        if (k == -ENODATA) {
+            r = encode_line(&b, result_json(proc_reader_proc(op->reader)));
+            if (r == 0) {
+                http_respond(op->req, 200, "application/x-ndjson", b.data, b.len);
+                buf_done(&b);
+                return 1;
+            }
+            break;
+        }
+        if (k != 1)
+            break;
+        r = c.stream ? encode_chunk(&b, &c) : 0;
+        proc_reader_consume(op->reader, c.len);
+    }
+    /* Too big (or odd): rewind and stream it instead. */
+    buf_done(&b);
+    struct proc *p = proc_reader_proc(op->reader);
+    proc_reader_free(op->reader);
+    op->reader = NULL;
+    return p && proc_reader_new(p, 0, out_wake, op, &op->reader) == 0 ? 0 : -ENOMEM;
+}
+
+static void
+hold_decide(struct out_op *op, bool timed_out)
+{
+    if (!op->holding)
+        return;
+    struct proc *p = proc_reader_proc(op->reader);
+    if (!p || proc_get_state(p) == PROC_EXITED) {
+        int r = answer_whole(op);
+        if (r == 1) {
+            op->holding = false;
+            out_free(op); /* the request is answered; nothing else holds op */
+            return;
+        }
+    } else if (!timed_out) {
+        struct proc_chunk c;
+        if (proc_reader_peek(op->reader, 1, &c) != 1)
+            return; /* nothing yet: keep holding */
+    }
+    if (start_stream(op) < 0) {
+        api_error(op->req, -ENOMEM, NULL);
+        out_free(op);
+    }
+}
+
+static void
+hold_check(void *ud)
+{
+    struct out_op *op = ud;
+    op->check_queued = false;
+    hold_decide(op, false);
+}
+
+static void
+on_hold_timer(struct loop_timer *t, void *ud)
+{
+    (void)t;
+    hold_decide(ud, true);
+}
+
 /* Starts an NDJSON stream of p's output from offset. first (optional) is
- * written before any output. */
+ * written before any output. hold: a foreground exec (see struct out_op). */
 static void
 stream_output(struct api *a, struct http_req *req, struct entry *e, struct proc *p,
-        uint64_t offset, bool follow, json_t *first)
+        uint64_t offset, bool follow, json_t *first, bool hold)
 {
     struct out_op *op = calloc(1, sizeof(*op));
     int r;
@@ -213,24 +337,28 @@ stream_output(struct api *a, struct http_req *req, struct entry *e, struct proc 
     op->req = req;
     http_req_ref(req);
     op->follow = follow;
+    op->first = first;
     (void)snprintf(op->id, sizeof(op->id), "%s", e->id);
     buf_init(&op->line, LINE_ROOM * 2);
-    r = proc_reader_new(p, offset, out_wake, op, &op->reader);
-    if (r == 0)
-        r = http_stream_start(req, 200, "application/x-ndjson", &out_ops, op, &op->stream);
-    if (r < 0) {
-        json_decref(first);
-        api_error(req, r, NULL);
-        proc_reader_free(op->reader);
-        buf_done(&op->line);
-        http_req_unref(req);
-        free(op);
-        return;
-    }
     e->streams++;
     op->counted = true;
-    if (first)
-        (void)write_line(op, first);
+    r = proc_reader_new(p, offset, out_wake, op, &op->reader);
+    if (r == 0 && hold) {
+        op->holding = true;
+        r = loop_timer_new(a->loop, on_hold_timer, op, &op->hold);
+        if (r == 0)
+            r = loop_timer_arm(op->hold, now_msec() + HOLD_MS);
+        if (r == 0) {
+            hold_decide(op, false);
+            return;
+        }
+    }
+    if (r == 0)
+        r = start_stream(op);
+    if (r < 0) {
+        api_error(req, r, NULL);
+        out_free(op);
+    }
 }
 
 /* --- exec --- */
@@ -271,7 +399,7 @@ exec_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, v
         else {
             json_t *first = json_object();
             (void)json_set(first, "pid", json_integer(proc_pid(p)));
-            stream_output(a, req, e, p, 0, true, first);
+            stream_output(a, req, e, p, 0, true, first, true);
         }
     }
     http_req_unref(req);
@@ -437,7 +565,7 @@ output(struct api *a, struct http_req *req, struct entry *e, struct proc *p)
         api_error_msg(req, 400, "bad_request", "'follow' must be 1 or 0");
         return;
     }
-    stream_output(a, req, e, p, offset, follow, NULL);
+    stream_output(a, req, e, p, offset, follow, NULL, false);
 }
 
 static const struct {

@@ -744,6 +744,8 @@ http_server_new(struct loop *loop, const struct http_server_config *c, struct ht
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
             MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+            /* abxd ignores SIGPIPE; saying so lets MHD use sendfile(). */
+            MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1,
             MHD_OPTION_END);
     if (!s->mhd) {
         close(fd);

@@ -90,8 +90,13 @@ cgroup_host_free(struct cgroup_host *h)
 {
     if (!h)
         return NULL;
-    for (int i = 0; i < _CG_MAX; i++)
+    for (int i = 0; i < _CG_MAX; i++) {
         safe_close(h->inst[i]);
+        /* Our instance directory goes when it is empty (it is when every
+         * sandbox is gone); a non-empty one stays for the next reclaim. */
+        if (h->inst_path[i][0])
+            (void)rmdir(h->inst_path[i]);
+    }
     free(h);
     return NULL;
 }

@@ -1,10 +1,12 @@
 /*
  * child.c - post-clone, pre-exec code of a sandbox's first process.
  *
- * We are a copy of abxd's address space; anything we touch must be safe
- * after fork in a process that might have had other threads. So: raw
- * system calls, fixed arrays, and _exit on failure (abxd then sees the
- * control socket close before any READY and reports the create as failed).
+ * We share abxd's address space (CLONE_VM) while abxd's loop thread waits
+ * for our exec (CLONE_VFORK), and other abxd threads may run meanwhile. So:
+ * raw system calls, nothing written but our own stack, and _exit on failure
+ * (abxd then sees the control socket close before any READY and reports the
+ * create as failed). Sharing the memory spares copying abxd's page tables
+ * for a child that only execs.
  */
 #include "child.h"
 
@@ -18,11 +20,13 @@
 #define INIT_CTL_FD  3
 #define INIT_EXEC_FD 4
 
-void
-jail_child_exec(int ctlfd, int initfd, int nullfd)
+int
+jail_child_exec(void *args)
 {
     static char *const argv[] = {(char *)"abx-init", NULL};
     static char *const envp[] = {NULL};
+    const struct jail_child_args *a = args;
+    int ctlfd = a->ctlfd, initfd = a->initfd, nullfd = a->nullfd;
 
     /* Move everything out of the way of the target numbers first. */
     int c = (int)syscall(SYS_fcntl, ctlfd, F_DUPFD, 16);

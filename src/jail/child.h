@@ -3,8 +3,14 @@
  */
 #pragma once
 
-/* Places ctlfd at 3 and /dev/null at 0..2, closes every other descriptor,
- * arms the parent-death signal and execs the init image held in initfd.
- * System calls only: no allocation, no stdio, no errno-based libc helpers
- * that might take a lock another thread held at clone time. Never returns. */
-void jail_child_exec(int ctlfd, int initfd, int nullfd) __attribute__((noreturn));
+struct jail_child_args {
+    int ctlfd, initfd, nullfd;
+};
+
+/* The clone() entry point: places ctlfd at 3 and /dev/null at 0..2, closes
+ * every other descriptor, arms the parent-death signal and execs the init
+ * image held in initfd. It runs with CLONE_VM|CLONE_VFORK on a stack of its
+ * own, sharing abxd's memory until the exec: system calls only, no
+ * allocation, no stdio, no writes to anything but its stack. Never returns
+ * (the int is clone()'s signature). */
+int jail_child_exec(void *args);

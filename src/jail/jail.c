@@ -2,10 +2,10 @@
  * jail.c - sandbox creation, the control channel to init, and teardown.
  *
  * Creation: take a uid slot, make the state directory and workspace, make
- * the cgroup and set its limits, clone3() into new namespaces (straight into
- * the cgroup on v2), exec the embedded abx-init, attach it to the v1
- * cgroups, protect it from the OOM killer and send it its configuration.
- * init then reports NEED_MAP (we write its uid/gid maps) and READY.
+ * the cgroup and set its limits, clone() into a new pid namespace and exec
+ * the embedded abx-init, protect it from the OOM killer and send it its
+ * configuration. init joins its cgroups, makes its other namespaces and its
+ * root, then reports NEED_MAP (we write its uid/gid maps) and READY.
  *
  * Teardown: SIGKILL init (its pid namespace dies with it; uid mode kills
  * the cgroup instead), reap it through its pidfd, remove the cgroup
@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -67,6 +66,7 @@ struct jail_host {
     int init_fd;
     int null_fd;
     struct workq *wq; /* deletes workspaces off the loop thread */
+    bool oom_protect;  /* we may set oom_score_adj to -1000 */
     uint64_t root_bytes, tmp_bytes, shm_bytes;
     char missing[1024];
 };
@@ -252,6 +252,27 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
     if (h->mode == JAIL_NONE)
         goto done;
 
+    /* Lowering oom_score_adj needs CAP_SYS_RESOURCE, which some container
+     * runtimes withhold even from root: find out once, here. */
+    {
+        struct buf cur;
+        int64_t v = 0;
+        buf_init(&cur, 32);
+        if (read_file_at(AT_FDCWD, "/proc/self/oom_score_adj", 32, &cur) == 0) {
+            int32_t x;
+            while (cur.len && cur.data[cur.len - 1] == '\n')
+                cur.data[--cur.len] = '\0';
+            if (parse_i32(cur.data, &x) == 0)
+                v = x;
+        }
+        buf_done(&cur);
+        char lower[24], back[24];
+        (void)snprintf(lower, sizeof(lower), "%lld", (long long)(v > -1000 ? v - 1 : v));
+        (void)snprintf(back, sizeof(back), "%lld", (long long)v);
+        h->oom_protect = write_existing_at(AT_FDCWD, "/proc/self/oom_score_adj", lower) == 0;
+        (void)write_existing_at(AT_FDCWD, "/proc/self/oom_score_adj", back);
+    }
+
     if (geteuid() != 0) {
         char what[96];
         (void)snprintf(what, sizeof(what), "root privileges (abxd runs as uid %u)",
@@ -339,6 +360,12 @@ const char *
 jail_host_cgroup_name(const struct jail_host *h)
 {
     return h->cg ? cgroup_version_name(cgroup_host_version(h->cg)) : "none";
+}
+
+bool
+jail_host_oom_protect(const struct jail_host *h)
+{
+    return h->oom_protect;
 }
 
 uint32_t
@@ -718,7 +745,7 @@ send_config(struct jail *j, struct err *err)
             .bpf_len = (uint32_t)h->bpf.len,
     };
     char cgpaths[PROTO_MAX_CGROUPS][512];
-    if (j->have_cgroup && cgroup_host_version(h->cg) == CGROUP_V1) {
+    if (j->have_cgroup) {
         int n = cgroup_procs_paths(h->cg, j->id, cgpaths, PROTO_MAX_CGROUPS);
         if (n < 0)
             return err_setx(err, -n, "cannot name the cgroups of '%s'", j->id);
@@ -739,34 +766,26 @@ send_config(struct jail *j, struct err *err)
     return 0;
 }
 
+/* The stack the clone child runs on until it execs init. One is enough:
+ * only the loop thread clones, and CLONE_VFORK holds it until the exec. */
+static char child_stack[64 * 1024] __attribute__((aligned(16)));
+
 static int
 clone_init(struct jail *j, int child_end, struct err *err)
 {
     struct jail_host *h = j->host;
-    uint64_t flags = CLONE_PIDFD;
-    _cleanup_close_ int cgfd = -EBADF;
-
-    if (h->mode == JAIL_NS)
-        flags |= CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
-    if (j->have_cgroup && cgroup_host_version(h->cg) == CGROUP_V2) {
-        cgfd = cgroup_open_dir(h->cg, j->id);
-        if (cgfd < 0)
-            return err_setx(err, -cgfd, "cannot open the cgroup of '%s'", j->id);
-        flags |= CLONE_INTO_CGROUP;
-    }
+    struct jail_child_args args = {child_end, h->init_fd, h->null_fd};
+    int flags = CLONE_VM | CLONE_VFORK | CLONE_PIDFD | SIGCHLD;
     int pidfd = -1;
-    struct clone_args args = {
-            .flags = flags,
-            .pidfd = (uint64_t)(uintptr_t)&pidfd,
-            .exit_signal = SIGCHLD,
-            .cgroup = cgfd >= 0 ? (uint64_t)cgfd : 0,
-    };
-    long pid = syscall(SYS_clone3, &args, sizeof(args));
+
+    /* Only the pid namespace must exist at clone time (init is its pid 1);
+     * init makes the others itself, so their cost is not the loop's. */
+    if (h->mode == JAIL_NS)
+        flags |= CLONE_NEWPID;
+    pid_t pid = clone(jail_child_exec, child_stack + sizeof(child_stack), flags, &args, &pidfd);
     if (pid < 0)
         return err_setx(err, errno, "cannot clone the sandbox init");
-    if (pid == 0)
-        jail_child_exec(child_end, h->init_fd, h->null_fd);
-    j->pid = (pid_t)pid;
+    j->pid = pid;
     j->pidfd = pidfd;
     return 0;
 }
@@ -850,10 +869,12 @@ jail_create(struct jail_host *h, struct loop *loop, const char *id,
         r = err_setx(err, -r, "cannot watch the sandbox init");
         goto fail;
     }
+    /* The OOM killer must take a sandbox's processes, never its init (the
+     * whole sandbox would go). Needs CAP_SYS_RESOURCE; see jail_host_new. */
     (void)snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)j->pid);
-    if (h->mode != JAIL_NONE)
+    if (h->mode != JAIL_NONE && h->oom_protect)
         (void)write_existing_at(AT_FDCWD, path, "-1000");
-    /* On v1, init joins its cgroups itself (see proto.h). */
+    /* init joins its cgroups itself (see proto.h). */
     r = send_config(j, err);
     if (r >= 0)
         r = loop_io_add(loop, j->ctl, EPOLLIN, on_ctl, j, &j->ctl_io);

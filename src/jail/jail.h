@@ -68,6 +68,8 @@ int jail_host_reclaim(struct jail_host *h, struct err *err);
 enum jail_mode jail_host_mode(const struct jail_host *h);
 const char *jail_host_cgroup_name(const struct jail_host *h);
 uint32_t jail_host_uid_slots_used(const struct jail_host *h);
+/* Whether inits are shielded from the OOM killer (needs CAP_SYS_RESOURCE). */
+bool jail_host_oom_protect(const struct jail_host *h);
 
 struct jail;
 

@@ -108,9 +108,9 @@ struct proto_config {
     uint32_t bpf_len;              /* bytes */
     uint32_t nbinds;
     struct proto_bind binds[PROTO_MAX_BINDS];
-    /* cgroup.procs files init writes itself into before anything else (v1:
-     * attaching takes an RCU grace period, which abxd's loop must not wait
-     * for). Empty on v2, where clone3 places init directly. */
+    /* cgroup.procs files init writes itself into before anything else, so
+     * what it creates is charged to the sandbox (and because on v1 an attach
+     * waits for an RCU grace period, which abxd's loop must not). */
     uint32_t ncgroups;
     const char *cgroups[PROTO_MAX_CGROUPS];
 };

@@ -4,6 +4,7 @@
 #include "proc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -444,9 +445,12 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
             (r = loop_timer_new(loop, on_deadline, p, &p->t_idle)) < 0 ||
             (r = loop_timer_new(loop, on_grace, p, &p->t_grace)) < 0)
         goto fail;
-    if ((r = fd_set_nonblock(out_fd, true)) < 0 || (r = fd_set_nonblock(err_fd, true)) < 0 ||
-            (r = fd_set_nonblock(in_fd, true)) < 0)
+    /* Fresh pipe ends: O_NONBLOCK can be set without reading the flags. */
+    if (fcntl(out_fd, F_SETFL, O_NONBLOCK) < 0 || fcntl(err_fd, F_SETFL, O_NONBLOCK) < 0 ||
+            (in_fd >= 0 && fcntl(in_fd, F_SETFL, O_NONBLOCK) < 0)) {
+        r = -errno;
         goto fail;
+    }
     /* Not read until the spawn is confirmed: output written between the
      * exec and our hearing of it would otherwise reach the log before the
      * caller could attach a reader, and be dropped past the cap. The
@@ -454,7 +458,7 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
     p->reading_paused = true;
     if ((r = loop_io_add(loop, out_fd, 0, on_stdout, p, &p->out_io)) < 0 ||
             (r = loop_io_add(loop, err_fd, 0, on_stderr, p, &p->err_io)) < 0 ||
-            (r = loop_io_add(loop, in_fd, 0, on_stdin, p, &p->in_io)) < 0)
+            (in_fd >= 0 && (r = loop_io_add(loop, in_fd, 0, on_stdin, p, &p->in_io)) < 0))
         goto fail;
     if (spec->stdin_len) {
         r = proc_stdin_write(p, spec->stdin_data, spec->stdin_len, NULL, NULL);

@@ -81,8 +81,8 @@ struct proc_spec {
 };
 
 /* Creates a process in PROC_STARTING, taking ownership of the parent ends of
- * its pipes (out_fd and err_fd read ends, in_fd write end; non-blocking is
- * set here). */
+ * its pipes (out_fd and err_fd read ends, in_fd write end or -1 when it has
+ * no stdin to write; non-blocking is set here). */
 int proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd, int err_fd,
         const struct proc_owner *owner, void *owner_ud, struct proc **ret);
 /* Frees the process and its log; readers are detached (they see the end). */

@@ -17,7 +17,8 @@
 #include "../util/rand.h"
 #include "../util/timeutil.h"
 
-#define POOL_RETRY_MS 1000 /* after a pool jail failed to start */
+#define POOL_RETRY_MS  1000 /* after a pool jail failed to start */
+#define POOL_REFILL_MS 5    /* after handing one out: let the answer go first */
 
 struct pooled {
     struct list link;
@@ -34,6 +35,7 @@ struct sandbox_host {
     uint32_t pool_ready, pool_creating;
     bool draining;
     struct loop_timer *retry;
+    int null_fd; /* stdin of processes given none */
 };
 
 struct entry {
@@ -203,8 +205,10 @@ sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_h
     h->jh = jh;
     h->cfg = *c;
     list_init(&h->pool);
-    int r = loop_timer_new(loop, on_retry, h, &h->retry);
+    h->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int r = h->null_fd < 0 ? -errno : loop_timer_new(loop, on_retry, h, &h->retry);
     if (r < 0) {
+        safe_close(h->null_fd);
         free(h);
         return r;
     }
@@ -236,6 +240,7 @@ sandbox_host_free(struct sandbox_host *h)
         free(pj);
     }
     loop_timer_free(h->retry);
+    safe_close(h->null_fd);
     free(h);
     return NULL;
 }
@@ -450,7 +455,8 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
 
     j = pool_take(h);
     if (j) {
-        r = jail_set_limits(j, &spec->limits, err);
+        bool same = !memcmp(&spec->limits, &h->cfg.pool_limits, sizeof(spec->limits));
+        r = same ? 0 : jail_set_limits(j, &spec->limits, err);
         if (r < 0) {
             jail_set_callbacks(j, &discard_cb, NULL);
             jail_kill(j);
@@ -474,7 +480,10 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
         if (r < 0)
             goto fail;
     }
-    pool_refill(h);
+    /* Building the next warm jail costs the loop about a millisecond; do it
+     * after the answer to this create has gone out, not before. */
+    if (!loop_timer_armed(h->retry))
+        (void)loop_timer_arm(h->retry, now_msec() + POOL_REFILL_MS);
     *ret = sb;
     return 0;
 fail:
@@ -707,7 +716,10 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
     if (r < 0)
         return err_set(err, ENAMETOOLONG, "cwd is too long");
 
-    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(er, O_CLOEXEC) < 0) {
+    /* A process given no stdin reads /dev/null: no pipe to make and watch. */
+    bool want_stdin = x->stdin_len > 0 || x->stdin_open;
+    if ((want_stdin && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 ||
+            pipe2(er, O_CLOEXEC) < 0) {
         r = err_setx(err, errno, "cannot create pipes");
         goto fail;
     }
@@ -739,7 +751,7 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
             .cwd = cwd,
             .argv = x->argv,
             .env = env,
-            .fds = {in[0], out[1], er[1]},
+            .fds = {want_stdin ? in[0] : sb->host->null_fd, out[1], er[1]},
     };
     r = jail_spawn(sb->jail, pd->token, &js, err);
     if (r < 0)

@@ -1,8 +1,8 @@
 /*
  * init.c - abx-init: pid 1 of a sandbox, built as a small static binary.
  *
- * abxd clones us into fresh mount, pid, net, ipc and uts namespaces and
- * execs us while we are still host root. We then (ns mode) build the root
+ * abxd clones us into a fresh pid namespace and execs us while we are still
+ * host root. We then (ns mode) make mount, net, ipc and uts namespaces, build the root
  * file system, pivot into it, bring up loopback, enter a cgroup namespace,
  * and only then move into a new user namespace whose root abxd maps to the
  * sandbox's pooled uid range. The namespaces above stay owned by the host's
@@ -336,10 +336,28 @@ wait_mapped(void)
     }
 }
 
+static int
+last_cap(void)
+{
+    char b[16];
+    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, b, sizeof(b) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 63;
+    b[n] = '\0';
+    int v = 0;
+    for (char *p = b; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (*p - '0');
+    return v > 0 && v <= 63 ? v : 63;
+}
+
 static void
 drop_bounding_caps(void)
 {
-    for (int cap = 0; cap <= 63; cap++) {
+    int last = last_cap();
+    for (int cap = 0; cap <= last; cap++) {
         bool keep = false;
         for (size_t i = 0; i < sizeof(keep_caps) / sizeof(keep_caps[0]); i++)
             if (keep_caps[i] == cap)
@@ -363,6 +381,9 @@ setup(const struct proto_config *c)
         close(fd);
     }
     if (mode == PROTO_MODE_NS) {
+        /* abxd made only our pid namespace; the rest are ours to make, as
+         * host root, so they belong to the host's user namespace. */
+        CHECK(unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "namespaces");
         build_root(c);
         loopback_up();
         CHECK(sethostname(c->hostname, strlen(c->hostname)), "sethostname");
@@ -517,6 +538,14 @@ spawn_child(const struct proto_spawn *s, const int *fds, int nfds, int errpipe)
                 (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
     }
     if (mode != PROTO_MODE_NONE) {
+        /* The OOM killer should always pick a sandbox's processes before its
+         * init (whose death ends the sandbox), and untrusted code before the
+         * host's services. Raising the score needs no privilege. */
+        int ofd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (ofd >= 0) {
+            (void)!write(ofd, "300", 3);
+            close(ofd);
+        }
         gid_t g = s->gid;
         if (setgroups(1, &g) < 0)
             child_fail(errpipe, STEP_GROUPS);
