@@ -80,8 +80,9 @@ struct out_op {
     struct proc_reader *reader;
     bool follow;
     bool counted; /* counted in the entry's streams */
-    bool holding, check_queued;
-    struct loop_timer *hold;
+    bool holding;
+    uint64_t hold_until; /* monotonic ms */
+    struct loop_timer *hold; /* fires at hold_until, or at once when woken */
     json_t *first; /* the line to send before any output */
     struct buf line;
 };
@@ -183,19 +184,16 @@ out_fill(struct http_stream *s, void *ud)
     }
 }
 
-static void hold_check(void *ud);
-
 static void
 out_wake(void *ud)
 {
     struct out_op *op = ud;
-    if (op->stream) {
+    if (op->stream)
         http_stream_wake(op->stream);
-    } else if (op->holding && !op->check_queued) {
-        /* Decide outside the process's own bookkeeping. */
-        if (loop_defer(op->api->loop, hold_check, op) == 0)
-            op->check_queued = true;
-    }
+    else if (op->holding)
+        /* Decide outside the process's own bookkeeping, through the timer:
+         * unlike a deferred call it dies with op. */
+        (void)loop_timer_arm(op->hold, now_msec());
 }
 
 static void
@@ -295,8 +293,10 @@ hold_decide(struct out_op *op, bool timed_out)
         }
     } else if (!timed_out) {
         struct proc_chunk c;
-        if (proc_reader_peek(op->reader, 1, &c) != 1)
-            return; /* nothing yet: keep holding */
+        if (proc_reader_peek(op->reader, 1, &c) != 1) {
+            (void)loop_timer_arm(op->hold, op->hold_until); /* keep holding */
+            return;
+        }
     }
     if (start_stream(op) < 0) {
         api_error(op->req, -ENOMEM, NULL);
@@ -305,18 +305,12 @@ hold_decide(struct out_op *op, bool timed_out)
 }
 
 static void
-hold_check(void *ud)
-{
-    struct out_op *op = ud;
-    op->check_queued = false;
-    hold_decide(op, false);
-}
-
-static void
 on_hold_timer(struct loop_timer *t, void *ud)
 {
-    (void)t;
-    hold_decide(ud, true);
+    struct out_op *op = ud;
+    uint64_t now = now_msec();
+    hold_decide(op, now >= op->hold_until);
+    /* op may be gone now; if it still holds, t is its timer. */
 }
 
 /* Starts an NDJSON stream of p's output from offset. first (optional) is
@@ -345,9 +339,10 @@ stream_output(struct api *a, struct http_req *req, struct entry *e, struct proc 
     r = proc_reader_new(p, offset, out_wake, op, &op->reader);
     if (r == 0 && hold) {
         op->holding = true;
+        op->hold_until = now_msec() + HOLD_MS;
         r = loop_timer_new(a->loop, on_hold_timer, op, &op->hold);
         if (r == 0)
-            r = loop_timer_arm(op->hold, now_msec() + HOLD_MS);
+            r = loop_timer_arm(op->hold, op->hold_until);
         if (r == 0) {
             hold_decide(op, false);
             return;

@@ -329,6 +329,13 @@ loop_run_once(struct loop *l, int64_t timeout_ms)
 {
     struct epoll_event evs[LOOP_MAX_EVENTS];
 
+    /* The prepare hook runs first: it may do work (an HTTP server's run)
+     * that defers calls or arms timers, and those must shorten this wait. */
+    if (l->prepare) {
+        int64_t p = l->prepare(l->prepare_ud);
+        if (p >= 0 && (timeout_ms < 0 || p < timeout_ms))
+            timeout_ms = p;
+    }
     if (!list_empty(&l->defers))
         timeout_ms = 0;
     if (l->heap_len > 0) {
@@ -336,11 +343,6 @@ loop_run_once(struct loop *l, int64_t timeout_ms)
         int64_t d = l->heap[0]->when > now ? (int64_t)(l->heap[0]->when - now) : 0;
         if (timeout_ms < 0 || d < timeout_ms)
             timeout_ms = d;
-    }
-    if (l->prepare) {
-        int64_t p = l->prepare(l->prepare_ud);
-        if (p >= 0 && (timeout_ms < 0 || p < timeout_ms))
-            timeout_ms = p;
     }
     if (timeout_ms > 60000)
         timeout_ms = 60000;

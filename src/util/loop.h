@@ -20,7 +20,8 @@ struct loop_timer;
 typedef void (*loop_io_fn)(struct loop_io *io, uint32_t revents, void *userdata);
 typedef void (*loop_timer_fn)(struct loop_timer *t, void *userdata);
 typedef void (*loop_defer_fn)(void *userdata);
-/* Called before each wait; returns the longest wait in ms it allows, or -1. */
+/* Called before each wait, before deferred calls and timers are looked at
+ * (it may add both); returns the longest wait in ms it allows, or -1. */
 typedef int64_t (*loop_prepare_fn)(void *userdata);
 
 int loop_new(struct loop **ret);

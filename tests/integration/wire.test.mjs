@@ -262,6 +262,27 @@ describe('exec', { skip }, () => {
     assert.equal(missing.status, 404);
   });
 
+  test('many clients exec at once, quick and slow processes mixed', async () => {
+    // Quick processes are answered whole, slower ones streamed; the two
+    // paths race with each other here (a use-after-free once hid there).
+    const other = (await createSandbox(d)).id;
+    const runs = await Promise.all(
+      Array.from({ length: 16 }, async (_, c) => {
+        const sb = c % 2 ? id : other;
+        const codes = [];
+        for (let i = 0; i < 15; i++) {
+          const argv = i % 3 === 0 ? ['sh', '-c', `sleep 0.0${i % 9}; echo ${c}-${i}`] : ['true'];
+          const r = await exec(d, sb, argv);
+          codes.push(r.code);
+          if (i % 3 === 0) assert.equal(r.out, `${c}-${i}\n`);
+        }
+        return codes;
+      }),
+    );
+    assert.ok(runs.flat().every((x) => x === 0));
+    await killSandbox(d, other);
+  });
+
   test('a reader that keeps up gets all of a large output', async () => {
     const r = await sh(d, id, 'head -c 6000000 /dev/zero | tr "\\0" "x"');
     assert.equal(r.stdout.length, 6000000);
