@@ -1,0 +1,583 @@
+#!/usr/bin/env bash
+# bench/run.sh - `make bench`: every abx benchmark in one run, side by side.
+#
+# Builds the two C tools (bench/spawn-bench.c: fork+exec+wait baselines;
+# bench/abx-bench.c: abxd driven through libabx) against build/, starts its
+# own abxd (bin/abxd) on a free loopback port with a temporary state
+# directory and a generated ABX_API_KEY, runs the measurements, prints the
+# table and writes it into docs/performance.md between the BEGIN/END
+# markers. Whatever happens (failure, Ctrl-C, SIGTERM) it stops its abxd with
+# SIGTERM and removes its temporary directory and abxd's (empty) instance
+# cgroups. The tools land in build/bench/. Figures only: nothing here
+# passes or fails on a threshold; the exit status says whether every
+# measurement ran.
+#
+# Must run as root (namespaces, cgroups, drop_caches). Knobs, for quick
+# trials (the documented figures use the defaults):
+#   BENCH_EXEC_N (2000) BENCH_WARMUP (200) BENCH_LIFECYCLE_N (200)
+#   BENCH_LIVE (500) BENCH_THREADS (16) BENCH_SECONDS (10) BENCH_BIG_MIB (1024)
+#   BENCH_SETTLE_S (10) BENCH_DOC (docs/performance.md; "-" = do not write)
+#   BENCH_TMPDIR (/var/tmp: the files and the state directory share its disk)
+#   BENCH_QUICK=1 (small counts everywhere; does not write the document)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+BUILD=${BUILD:-build}
+CC=${CC:-cc}
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+    : "${BENCH_EXEC_N:=200}" "${BENCH_WARMUP:=20}" "${BENCH_LIFECYCLE_N:=20}" "${BENCH_LIVE:=50}"
+    : "${BENCH_SECONDS:=3}" "${BENCH_BIG_MIB:=128}" "${BENCH_SETTLE_S:=2}" "${BENCH_DOC:=-}"
+fi
+N_EXEC=${BENCH_EXEC_N:-2000}
+WARMUP=${BENCH_WARMUP:-200}
+N_LIFE=${BENCH_LIFECYCLE_N:-200}
+N_LIVE=${BENCH_LIVE:-500}
+THREADS=${BENCH_THREADS:-16}
+SECONDS_TP=${BENCH_SECONDS:-10}
+BIG_MIB=${BENCH_BIG_MIB:-1024}
+SMALL_MIB=64
+SETTLE_S=${BENCH_SETTLE_S:-10}
+DOC=${BENCH_DOC:-docs/performance.md}
+LIFE_WARMUP=10
+BWRAP_ARGS=(--unshare-all --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib
+    --symlink usr/lib64 /lib64 --proc /proc --dev /dev /bin/true)
+
+say() { printf 'bench: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (abxd needs namespaces and cgroups; drop_caches needs root)"
+[ -x bin/abxd ] || die "bin/abxd is missing: run 'make' first"
+LIBABX=$BUILD/src/client/libabx.a
+[ -f "$LIBABX" ] || die "$LIBABX is missing: run 'make' first"
+
+WORK=$(mktemp -d "${BENCH_TMPDIR:-/var/tmp}/abx-bench.XXXXXX")
+STATE=$WORK/state
+RESULTS=$WORK/results
+COMMANDS=$WORK/commands
+: >"$RESULTS"
+: >"$COMMANDS"
+ABXD_PID=
+INSTANCE_CGROUPS=
+PORT=
+URL=
+FAILED=0
+KEY=bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+export ABX_API_KEY=$KEY
+
+# --- cleanup: stop our abxd, remove what we made ---
+
+stop_abxd() {
+    [ -n "$ABXD_PID" ] || return 0
+    local pid=$ABXD_PID i
+    ABXD_PID=
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 600; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        say "abxd (pid $pid) did not stop within 60 s of SIGTERM; killing it"
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        # A new abxd on the same state directory reclaims what the old one
+        # left (cgroups, directories); then it stops cleanly.
+        ABX_POOL=0 bin/abxd --listen 127.0.0.1:0 --state-dir "$STATE" >>"$WORK/abxd-reclaim.log" 2>&1 &
+        pid=$!
+        sleep 3
+        kill -TERM "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}
+
+# abxd keeps one instance cgroup per controller (<hierarchy>/abx-<hash of
+# the state directory>) and leaves it when it exits; ours are empty by now.
+remove_instance_cgroups() {
+    local d
+    for d in $INSTANCE_CGROUPS; do
+        rmdir "$d" 2>/dev/null || true
+    done
+    INSTANCE_CGROUPS=
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_abxd
+    remove_instance_cgroups
+    if [ "$rc" -ne 0 ] && [ -f "$WORK/abxd.log" ]; then
+        say "abxd's log (last lines):"
+        tail -n 20 "$WORK/abxd.log" >&2 || true
+    fi
+    rm -rf --one-file-system "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- build the tools ---
+
+CFLAGS_BENCH=(-std=gnu17 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wpedantic -Werror -Wshadow
+    -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes -Wmissing-declarations -Wpointer-arith
+    -Wcast-qual -Wvla -Wimplicit-fallthrough -Wundef -Wnull-dereference
+    -Wno-missing-field-initializers -fstack-protector-strong -D_FORTIFY_SOURCE=2)
+if "$CC" --version 2>/dev/null | grep -qi gcc; then
+    CFLAGS_BENCH+=(-Wjump-misses-init -Wduplicated-cond -Wlogical-op)
+fi
+TOOLS=$BUILD/bench
+mkdir -p "$TOOLS"
+say "building $TOOLS/spawn-bench and $TOOLS/abx-bench"
+"$CC" "${CFLAGS_BENCH[@]}" -o "$TOOLS/spawn-bench" bench/spawn-bench.c bench/bench-util.c
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+"$CC" "${CFLAGS_BENCH[@]}" -Iinclude $(pkg-config --cflags libcurl jansson) \
+    -o "$TOOLS/abx-bench" bench/abx-bench.c bench/bench-util.c "$LIBABX" \
+    $(pkg-config --libs libcurl jansson) -lpthread -lm
+SPAWN=$TOOLS/spawn-bench
+ABXB=$TOOLS/abx-bench
+
+# --- helpers ---
+
+# Records a command as the document shows it (the URL and key are per run).
+note_cmd() {
+    local s="$*"
+    s=${s//$ROOT\//}
+    s=${s//$WORK/\$WORK}
+    printf '%s\n' "$s" >>"$COMMANDS"
+}
+
+# measure CMD...: runs a tool, keeps its name.key=value lines, echoes them.
+measure() {
+    local out=$WORK/out.tmp
+    note_cmd "$@"
+    if "$@" >"$out"; then
+        cat "$out" >>"$RESULTS"
+        cat "$out" >&2
+        return 0
+    fi
+    say "FAILED: $*"
+    FAILED=1
+    return 1
+}
+
+put() { printf '%s=%s\n' "$1" "$2" >>"$RESULTS"; }
+get() { local v; v=$(grep -m1 "^$1=" "$RESULTS" | cut -d= -f2-) || true; printf '%s' "${v:--}"; }
+
+ms() { # microseconds -> milliseconds with 2 decimals
+    local v=$1
+    [ "$v" != - ] || { printf -- '-'; return; }
+    awk -v v="$v" 'BEGIN { printf "%.2f", v / 1000 }'
+}
+ratio() {
+    if [ "$1" = - ] || [ "$2" = - ]; then printf -- '-'; return; fi
+    awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'
+}
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$ABXD_PID/status"; }
+
+# The /proc/meminfo fields the memory table shows, kB.
+MEM_FIELDS="MemAvailable AnonPages Shmem Slab SUnreclaim KernelStack PageTables Percpu"
+# meminfo_snapshot TAG: each field's median of 3 readings one second apart,
+# caches dropped before each, kept as mem.TAG.FIELD.
+meminfo_snapshot() {
+    local i
+    for i in 1 2 3; do
+        drop_caches
+        cp /proc/meminfo "$WORK/meminfo.$i"
+        [ "$i" -lt 3 ] && sleep 1
+    done
+    awk -v tag="$1" -v fields="$MEM_FIELDS" '
+        BEGIN { n = split(fields, f, " "); for (i = 1; i <= n; i++) want[f[i] ":"] = 1 }
+        want[$1] { k = substr($1, 1, length($1) - 1); v[k, ++c[k]] = $2 }
+        END {
+            for (i = 1; i <= n; i++) {
+                k = f[i]; a = v[k, 1]; b = v[k, 2]; d = v[k, 3]
+                if (a > b) { t = a; a = b; b = t }
+                if (b > d) { t = b; b = d; d = t }
+                if (a > b) { t = a; a = b; b = t }
+                printf "mem.%s.%s=%s\n", tag, k, b
+            }
+        }' "$WORK/meminfo.1" "$WORK/meminfo.2" "$WORK/meminfo.3" >>"$RESULTS"
+}
+
+# Sum of the proportional set size of abxd's children (the sandboxes' init), kB.
+init_pss() {
+    local sum=0 n=0 pid v
+    for pid in $(pgrep -P "$ABXD_PID" || true); do
+        v=$(awk '/^Pss:/ { print $2 }' "/proc/$pid/smaps_rollup" 2>/dev/null) || continue
+        [ -n "$v" ] || continue
+        sum=$((sum + v))
+        n=$((n + 1))
+    done
+    put init.pss_kib "$sum"
+    put init.processes "$n"
+}
+
+metric() {
+    curl -sf -H "Authorization: Bearer $KEY" "$URL/metrics" | awk -v k="abx_$1" '$1 == k { print $2 }'
+}
+
+wait_pool() { # wait_pool N: until abxd holds N warm sandboxes (at most 30 s)
+    local i
+    for ((i = 0; i < 300; i++)); do
+        [ "$(metric pool_ready)" -ge "$1" ] 2>/dev/null && return 0
+        sleep 0.1
+    done
+    say "the warm pool did not reach $1 in 30 s"
+}
+
+start_abxd() { # start_abxd POOL
+    local pool=$1 i
+    note_cmd "ABX_API_KEY=<generated> ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir \$WORK/state"
+    ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir "$STATE" >"$WORK/abxd.log" 2>&1 &
+    ABXD_PID=$!
+    PORT=
+    for ((i = 0; i < 300; i++)); do
+        PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$WORK/abxd.log")
+        [ -n "$PORT" ] && break
+        kill -0 "$ABXD_PID" 2>/dev/null || die "abxd exited at start: $(tail -n 5 "$WORK/abxd.log")"
+        sleep 0.1
+    done
+    [ -n "$PORT" ] || die "abxd did not start listening within 30 s"
+    URL=http://127.0.0.1:$PORT
+    export ABX_URL=$URL
+    curl -sf "$URL/readyz" >"$WORK/readyz.json" ||
+        die "abxd is not ready: $(curl -s "$URL/readyz") $(tail -n 5 "$WORK/abxd.log")"
+    if [ "$pool" -gt 0 ]; then wait_pool "$pool"; fi
+    if [ -z "$INSTANCE_CGROUPS" ]; then
+        INSTANCE_CGROUPS=$(find "/proc/$ABXD_PID/fd" -mindepth 1 -maxdepth 1 -printf '%l\n' 2>/dev/null |
+            grep -E '^/sys/fs/cgroup/.*/abx-[0-9a-f]{12}$' | sort -u | tr '\n' ' ') || true
+        say "abxd's instance cgroups (removed at the end): ${INSTANCE_CGROUPS:-none}"
+    fi
+    say "abxd pid $ABXD_PID on $URL (ABX_POOL=$pool)"
+}
+
+# --- the machine ---
+
+CPU_MODEL=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+CPU_FAM=$(awk -F': *' '/^cpu family/ { print $2; exit }' /proc/cpuinfo)
+CPU_MOD=$(awk -F': *' '/^model\t/ { print $2; exit }' /proc/cpuinfo)
+HYPER=$(lscpu 2>/dev/null | awk -F': *' '/^Hypervisor vendor/ { print $2 }')
+NCPU=$(nproc)
+MEM_GIB=$(awk '/^MemTotal:/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)
+KERNEL=$(uname -r)
+DEBIAN=$(cat /etc/debian_version 2>/dev/null || echo unknown)
+CONTAINER=$(systemd-detect-virt --container 2>/dev/null || true)
+[ -z "$CONTAINER" ] && [ -f /.dockerenv ] && CONTAINER=docker
+[ "$CONTAINER" = none ] && CONTAINER=
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(GIT_OPTIONAL_LOCKS=0 git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    COMMIT="$COMMIT with uncommitted changes"
+fi
+DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+say "$DATE on $CPU_MODEL x$NCPU, $MEM_GIB GiB, kernel $KERNEL, Debian $DEBIAN; load $LOAD_START"
+
+# --- 1a. baselines: fork+exec+wait of /bin/true and of bwrap ---
+
+say "1. fork+exec+wait baselines ($N_EXEC runs after $WARMUP)"
+measure "$SPAWN" -n "$N_EXEC" -w "$WARMUP" --name fork_true -- /bin/true || true
+if command -v bwrap >/dev/null; then
+    measure "$SPAWN" -n "$N_EXEC" -w "$WARMUP" --name bwrap_true -- "$(command -v bwrap)" \
+        "${BWRAP_ARGS[@]}" || true
+else
+    say "bwrap is not installed (make deps): skipped"
+fi
+
+start_abxd 2
+CGROUP=$(sed -n 's/.*"cgroup":"\([^"]*\)".*/\1/p' "$WORK/readyz.json")
+
+# --- context: GET /healthz with wrk ---
+
+if command -v wrk >/dev/null; then
+    say "context: wrk on /healthz"
+    note_cmd "wrk -t2 -c16 -d5s \$URL/healthz"
+    if wrk -t2 -c16 -d5s "$URL/healthz" >"$WORK/wrk.txt" 2>&1; then
+        put healthz.rps "$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' "$WORK/wrk.txt")"
+        put healthz.latency_avg "$(awk '$1 == "Latency" { print $2 }' "$WORK/wrk.txt")"
+    else
+        say "wrk failed"; FAILED=1
+    fi
+else
+    say "wrk is not installed (make deps): skipped"
+fi
+
+# --- 1b. exec of /bin/true over HTTP, one live sandbox ---
+
+say "1. abx_exec of /bin/true ($N_EXEC runs after $WARMUP)"
+note_cmd "$ABXB create"
+EXEC_ID=$("$ABXB" create) || die "cannot create a sandbox"
+measure "$ABXB" exec --id "$EXEC_ID" -n "$N_EXEC" -w "$WARMUP" --pid "$ABXD_PID" --name exec_1 || true
+
+say "1. fork+exec+wait of /bin/true inside the sandbox"
+note_cmd "bin/abx cp $SPAWN \$ID:/spawn-bench && bin/abx exec \$ID -- chmod 755 /home/user/spawn-bench"
+if bin/abx cp "$SPAWN" "$EXEC_ID:/spawn-bench" >/dev/null &&
+    bin/abx exec "$EXEC_ID" -- chmod 755 /home/user/spawn-bench; then
+    measure bin/abx exec "$EXEC_ID" -- /home/user/spawn-bench -n "$N_EXEC" -w "$WARMUP" \
+        --name sandbox_fork_true -- /bin/true || true
+else
+    say "cannot put spawn-bench into the sandbox"; FAILED=1
+fi
+
+# --- 5. throughput: 16 clients, each on its own sandbox ---
+
+say "5. throughput: $THREADS clients for $SECONDS_TP s"
+measure "$ABXB" throughput --threads "$THREADS" --seconds "$SECONDS_TP" --name tp || true
+
+# --- 6. file transfers and abxd's peak RSS ---
+
+say "6. upload and download of $SMALL_MIB MiB and $BIG_MIB MiB"
+FILE_ID=$("$ABXB" create) || die "cannot create a sandbox"
+for mib in "$SMALL_MIB" "$BIG_MIB"; do
+    head -c "$((mib * 1024 * 1024))" /dev/urandom >"$WORK/src.bin"
+    sync
+    measure "$ABXB" upload --id "$FILE_ID" --file "$WORK/src.bin" --pid "$ABXD_PID" \
+        --name "up_$mib" || true
+    measure "$ABXB" download --id "$FILE_ID" --file "$WORK/dst.bin" --pid "$ABXD_PID" \
+        --name "down_$mib" || true
+    if ! cmp -s "$WORK/src.bin" "$WORK/dst.bin"; then
+        say "the $mib MiB file came back different"; FAILED=1
+    fi
+    rm -f "$WORK/src.bin" "$WORK/dst.bin"
+done
+# The same big upload again, with execs running meanwhile: file bodies are
+# written on abxd's event loop, so this shows what a large upload does to
+# everyone else's latency.
+head -c "$((BIG_MIB * 1024 * 1024))" /dev/urandom >"$WORK/src.bin"
+sync
+say "exec latency while $BIG_MIB MiB are being uploaded"
+note_cmd "$ABXB upload --id \$ID --file \$WORK/src.bin --pid \$ABXD_PID --name up_during & $ABXB exec --id \$ID -n 300 -w 0 --name exec_during_upload"
+"$ABXB" upload --id "$FILE_ID" --file "$WORK/src.bin" --pid "$ABXD_PID" --path /again.bin \
+    --name up_during >"$WORK/up_during.txt" &
+UP_PID=$!
+sleep 0.2
+measure "$ABXB" exec --id "$EXEC_ID" -n 300 -w 0 --name exec_during_upload || true
+if wait "$UP_PID"; then cat "$WORK/up_during.txt" >>"$RESULTS"; else FAILED=1; fi
+rm -f "$WORK/src.bin"
+"$ABXB" kill --id "$FILE_ID" --name kill_file >/dev/null || FAILED=1
+
+# --- 3 and 4. memory per idle sandbox; exec latency with many live ---
+
+say "3. memory with $N_LIVE idle sandboxes"
+# Three snapshots: before creating them, with them, and after deleting
+# them; the baseline is the mean of the first and the last, so memory that
+# other work on the machine takes or frees meanwhile cancels out as far as
+# it drifts linearly.
+wait_pool 2
+sleep 2
+meminfo_snapshot before
+RSS0=$(rss_kb)
+measure "$ABXB" fill -n "$N_LIVE" --ids "$WORK/ids" --name fill || true
+wait_pool 2
+say "settling for $SETTLE_S s"
+sleep "$SETTLE_S"
+meminfo_snapshot with
+RSS1=$(rss_kb)
+LIVE=$(metric sandboxes)
+put mem.live "$LIVE"
+put mem.rss_before_kib "$RSS0"
+put mem.rss_with_kib "$RSS1"
+init_pss
+measure "$ABXB" usage --ids "$WORK/ids" --name usage || true
+
+say "4. abx_exec of /bin/true with $LIVE live sandboxes"
+measure "$ABXB" exec --id "$EXEC_ID" -n "$N_EXEC" -w "$WARMUP" --pid "$ABXD_PID" --name exec_many || true
+measure "$ABXB" kill --ids "$WORK/ids" --name kill_many || true
+wait_pool 2
+sleep "$SETTLE_S"
+meminfo_snapshot after
+"$ABXB" kill --id "$EXEC_ID" --name kill_exec >/dev/null || FAILED=1
+
+# --- 2. create -> first exec -> delete ---
+
+say "2. lifecycle: $N_LIFE rounds each"
+wait_pool 2
+measure "$ABXB" lifecycle -n "$N_LIFE" -w "$LIFE_WARMUP" --wait-pool 2 --name life_pool2_paced || true
+measure "$ABXB" lifecycle -n "$N_LIFE" -w "$LIFE_WARMUP" --name life_pool2 || true
+stop_abxd
+start_abxd 8
+measure "$ABXB" lifecycle -n "$N_LIFE" -w "$LIFE_WARMUP" --name life_pool8 || true
+stop_abxd
+start_abxd 0
+measure "$ABXB" lifecycle -n "$N_LIFE" -w "$LIFE_WARMUP" --name life_cold || true
+stop_abxd
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- the table ---
+
+row_lat() { # row_lat LABEL NAME: p50/p90/p99/mean in ms
+    printf '| %s | %s | %s | %s | %s |\n' "$1" "$(ms "$(get "$2.p50_us")")" \
+        "$(ms "$(get "$2.p90_us")")" "$(ms "$(get "$2.p99_us")")" "$(ms "$(get "$2.mean_us")")"
+}
+row_life() { # row_life LABEL NAME
+    local n=$2
+    printf '| %s | %s/%s | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s |\n' "$1" \
+        "$(get "$n.from_pool")" "$(get "$n.create.n")" \
+        "$(ms "$(get "$n.create.p50_us")")" "$(ms "$(get "$n.create.p99_us")")" \
+        "$(ms "$(get "$n.server_total.p50_us")")" "$(ms "$(get "$n.server_total.p99_us")")" \
+        "$(ms "$(get "$n.first_exec.p50_us")")" "$(ms "$(get "$n.first_exec.p99_us")")" \
+        "$(ms "$(get "$n.delete.p50_us")")" "$(ms "$(get "$n.delete.p99_us")")" \
+        "$(ms "$(get "$n.round.p50_us")")" "$(ms "$(get "$n.round.p99_us")")"
+}
+sum() { # sum A B...: the figures added up, "-" if one is missing
+    local a
+    for a in "$@"; do
+        if [ "$a" = - ]; then printf -- '-'; return; fi
+    done
+    printf '%s\n' "$@" | awk '{ t += $1 } END { printf "%.0f", t }'
+}
+row_cpu_fork() { # row_cpu_fork LABEL NAME
+    local p c
+    p=$(get "$2.parent_cpu_us") c=$(get "$2.child_cpu_us")
+    printf '| %s | %s | | | %s | %s | | |\n' "$1" "$p" "$c" "$(sum "$p" "$c")"
+}
+row_cpu_exec() { # row_cpu_exec LABEL NAME
+    local cl ab in ch
+    cl=$(get "$2.client_cpu_us") ab=$(get "$2.abxd_cpu_us") in=$(get "$2.init_cpu_us")
+    ch=$(get "$2.child_cpu_us")
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$cl" "$ab" "$in" "$ch" \
+        "$(sum "$cl" "$ab" "$in" "$ch")" "$(get "$2.abxd_runq_wait_us")" "$(get "$2.init_runq_wait_us")"
+}
+per_sandbox() { # per_sandbox KIB_TOTAL: KiB per sandbox of this run
+    local n
+    n=$(get usage.sandboxes)
+    if [ "$1" = - ] || [ "$n" = - ]; then printf -- '-'; return; fi
+    awk -v t="$1" -v n="$n" 'BEGIN { if (n > 0) printf "%.0f", t / n; else printf "-" }'
+}
+# mem_row FIELD LABEL SIGN: what FIELD grew by (SIGN -1: shrank by) with the
+# sandboxes live, against before and after and the mean of both.
+mem_row() {
+    local b w a
+    b=$(get "mem.before.$1") w=$(get "mem.with.$1") a=$(get "mem.after.$1")
+    if [ "$b" = - ] || [ "$w" = - ] || [ "$a" = - ]; then
+        printf '| %s | - | - | - | - | - |\n' "$2"
+        return
+    fi
+    local d
+    d=$(awk -v b="$b" -v w="$w" -v a="$a" -v s="$3" 'BEGIN { printf "%d", s * (w - (b + a) / 2) }')
+    awk -v b="$b" -v w="$w" -v a="$a" -v s="$3" -v l="$2" -v d="$d" -v p="$(per_sandbox "$d")" \
+        'BEGIN { printf "| %s | %d | %d | %d | %d KiB | %s KiB |\n", l, b, w, a, d, p }'
+}
+table() {
+    local rss_delta cg_kib pss_per
+    rss_delta=$(awk -v a="$(get mem.rss_before_kib)" -v b="$(get mem.rss_with_kib)" \
+        'BEGIN { if (a != "-" && b != "-") printf "%d", b - a; else printf "-" }')
+    cg_kib=$(awk -v b="$(get usage.memory_bytes_sum)" 'BEGIN { if (b != "-") printf "%d", b / 1024; else printf "-" }')
+    pss_per=$(awk -v s="$(get init.pss_kib)" -v n="$(get init.processes)" \
+        'BEGIN { if (n > 0) printf "%.0f", s / n; else printf "-" }')
+    cat <<EOF
+Run: $DATE, commit $COMMIT.
+Machine: $CPU_MODEL (family $CPU_FAM, model $CPU_MOD${HYPER:+, $HYPER guest}${CONTAINER:+, in a $CONTAINER container}), $NCPU cores, $MEM_GIB GiB RAM, kernel $KERNEL, Debian $DEBIAN, cgroup ${CGROUP:-?}. Load average at start $LOAD_START, at end $LOAD_END (a shared machine: other work ran meanwhile).
+abxd: bin/abxd as built by \`make\` (Meson debugoptimized), defaults but ABX_POOL where noted; clients on the same machine over 127.0.0.1.
+
+**1. Exec of /bin/true** ($N_EXEC runs after $WARMUP warm-up each; ms)
+
+| what | p50 | p90 | p99 | mean |
+| --- | ---: | ---: | ---: | ---: |
+$(row_lat "fork+exec+wait of /bin/true" fork_true)
+$(row_lat "fork+exec+wait of bwrap --unshare-all ... /bin/true" bwrap_true)
+$(row_lat "fork+exec+wait of /bin/true inside a sandbox (spawn-bench run by abx exec)" sandbox_fork_true)
+$(row_lat "abx_exec /bin/true, 1 live sandbox (+2 warm)" exec_1)
+$(row_lat "abx_exec /bin/true, $(get mem.live) live sandboxes" exec_many)
+$(row_lat "abx_exec /bin/true while a $BIG_MIB MiB upload runs (300 runs)" exec_during_upload)
+
+Ratio abx_exec / fork+exec: p50 **$(ratio "$(get exec_1.p50_us)" "$(get fork_true.p50_us)")x**, p90 $(ratio "$(get exec_1.p90_us)" "$(get fork_true.p90_us)")x, p99 $(ratio "$(get exec_1.p99_us)" "$(get fork_true.p99_us)")x. Ratio bwrap / fork+exec p50: $(ratio "$(get bwrap_true.p50_us)" "$(get fork_true.p50_us)")x. With $(get mem.live) live against 1 live, exec p50: $(ratio "$(get exec_many.p50_us)" "$(get exec_1.p50_us)")x.
+
+CPU time per run, µs (the run-queue columns are time spent runnable but not running, per exec):
+
+| what | client / parent | abxd | sandbox init | the program, /bin/true | total | abxd run-queue wait | init run-queue wait |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+$(row_cpu_fork "fork+exec+wait on the host" fork_true)
+$(row_cpu_fork "fork+exec+wait inside a sandbox" sandbox_fork_true)
+$(row_cpu_exec "abx_exec, 1 live sandbox" exec_1)
+$(row_cpu_exec "abx_exec, $(get mem.live) live sandboxes" exec_many)
+
+**2. Create -> first exec (/bin/true) done -> delete** ($N_LIFE rounds after $LIFE_WARMUP; ms, p50 / p99)
+
+| abxd | from pool | create (client) | create \`timings.total_ms\` (server) | create -> exec done | delete | whole round |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: |
+$(row_life "ABX_POOL=2, each round waits for a full pool" life_pool2_paced)
+$(row_life "ABX_POOL=2, back to back" life_pool2)
+$(row_life "ABX_POOL=8, back to back" life_pool8)
+$(row_life "ABX_POOL=0 (cold)" life_cold)
+
+Cold create stages from \`timings\` (p50 / p99 ms): prepare $(ms "$(get life_cold.server_prepare.p50_us)") / $(ms "$(get life_cold.server_prepare.p99_us)"), clone $(ms "$(get life_cold.server_clone.p50_us)") / $(ms "$(get life_cold.server_clone.p99_us)"), init $(ms "$(get life_cold.server_init.p50_us)") / $(ms "$(get life_cold.server_init.p99_us)").
+
+**3. Memory per idle sandbox** ($(get usage.sandboxes) created one after another, $SETTLE_S s to settle; /proc/meminfo read with caches dropped, each figure the median of 3 readings; "grew by" is *with* minus the mean of *before* and *after deleting them*, so that drift from other work on the machine cancels out as far as it is linear)
+
+| /proc/meminfo field (kB) | before | with them | after deleting | grew by | per sandbox |
+| --- | ---: | ---: | ---: | ---: | ---: |
+$(mem_row MemAvailable "**MemAvailable** (shrank by)" -1)
+$(mem_row AnonPages "AnonPages" 1)
+$(mem_row Shmem "Shmem (tmpfs)" 1)
+$(mem_row Slab "Slab" 1)
+$(mem_row SUnreclaim "of which SUnreclaim" 1)
+$(mem_row KernelStack "KernelStack" 1)
+$(mem_row PageTables "PageTables" 1)
+$(mem_row Percpu "Percpu" 1)
+
+| other measure | total | per sandbox |
+| --- | ---: | ---: |
+| sandbox cgroups' memory.usage_in_bytes, sum of GET /v1/sandboxes/{id} usage.memory_bytes | $cg_kib KiB | **$(per_sandbox "$cg_kib") KiB** (min $(get usage.memory_bytes_min) B, max $(get usage.memory_bytes_max) B) |
+| abxd RSS growth (VmRSS $(get mem.rss_before_kib) -> $(get mem.rss_with_kib) KiB) | $rss_delta KiB | **$(per_sandbox "$rss_delta") KiB** |
+| PSS of abxd's children (the sandboxes' init, $(get init.processes) processes incl. the pool) | $(get init.pss_kib) KiB | $pss_per KiB per init |
+
+Creating them: p50 $(ms "$(get fill.p50_us)") ms, p99 $(ms "$(get fill.p99_us)") ms per create; deleting them: p50 $(ms "$(get kill_many.p50_us)") ms, p99 $(ms "$(get kill_many.p99_us)") ms per delete.
+
+**4. Exec with many live sandboxes**: see the last row of table 1.
+
+**5. Exec throughput**: $(get tp.threads) threads, each with its own abx_client and its own sandbox ($(get tp.sandboxes) sandboxes), /bin/true in a loop for $(get tp.seconds) s: **$(get tp.execs_per_s) execs/s** ($(get tp.execs) execs); latency under that load p50 $(ms "$(get tp.p50_us)") ms, p99 $(ms "$(get tp.p99_us)") ms.
+
+**6. Files** (a local file on the same disk as the sandbox's workspace; abxd's VmHWM reset before each transfer)
+
+| file | direction | MiB/s | abxd RSS before | abxd peak RSS |
+| --- | --- | ---: | ---: | ---: |
+| $SMALL_MIB MiB | upload | $(get "up_$SMALL_MIB.mib_per_s") | $(get "up_$SMALL_MIB.abxd_rss_before_kib") KiB | $(get "up_$SMALL_MIB.abxd_peak_rss_kib") KiB |
+| $SMALL_MIB MiB | download | $(get "down_$SMALL_MIB.mib_per_s") | $(get "down_$SMALL_MIB.abxd_rss_before_kib") KiB | $(get "down_$SMALL_MIB.abxd_peak_rss_kib") KiB |
+| $BIG_MIB MiB | upload | $(get "up_$BIG_MIB.mib_per_s") | $(get "up_$BIG_MIB.abxd_rss_before_kib") KiB | $(get "up_$BIG_MIB.abxd_peak_rss_kib") KiB |
+| $BIG_MIB MiB | download | $(get "down_$BIG_MIB.mib_per_s") | $(get "down_$BIG_MIB.abxd_rss_before_kib") KiB | $(get "down_$BIG_MIB.abxd_peak_rss_kib") KiB |
+| $BIG_MIB MiB, execs running meanwhile | upload | $(get up_during.mib_per_s) | $(get up_during.abxd_rss_before_kib) KiB | $(get up_during.abxd_peak_rss_kib) KiB |
+
+**Context**: GET /healthz with wrk (2 threads, 16 connections, 5 s): $(get healthz.rps) requests/s (mean latency $(get healthz.latency_avg)).
+
+<details><summary>Commands, in the order they ran</summary>
+
+\`\`\`
+$(cat "$COMMANDS")
+\`\`\`
+</details>
+
+<details><summary>Raw figures (name.key=value; latencies in µs)</summary>
+
+\`\`\`
+$(cat "$RESULTS")
+\`\`\`
+</details>
+EOF
+}
+
+table >"$WORK/table.md"
+printf '\n' >&2
+cat "$WORK/table.md"
+
+if [ "$FAILED" -ne 0 ]; then
+    say "some measurements failed (see above); $DOC was not updated"
+    exit 1
+fi
+if [ "$DOC" != - ]; then
+    BEGIN='<!-- BEGIN make bench: generated by bench/run.sh, do not edit by hand -->'
+    END='<!-- END make bench -->'
+    if [ ! -f "$DOC" ] || ! grep -qF "$BEGIN" "$DOC"; then
+        { printf '# Performance\n\n%s\n%s\n' "$BEGIN" "$END"; } >"$DOC.tmp"
+        [ -f "$DOC" ] && { printf '\n'; cat "$DOC"; } >>"$DOC.tmp"
+        mv "$DOC.tmp" "$DOC"
+    fi
+    awk -v b="$BEGIN" -v e="$END" -v t="$WORK/table.md" '
+        $0 == b { print; while ((getline l < t) > 0) print l; skip = 1; next }
+        $0 == e { skip = 0 }
+        !skip { print }' "$DOC" >"$DOC.tmp"
+    mv "$DOC.tmp" "$DOC"
+    say "wrote the figures into $DOC"
+fi
