@@ -244,7 +244,7 @@ cgroup_host_reclaim(struct cgroup_host *h, struct err *err)
     for (int c = 0; c < _CG_MAX; c++) {
         if (h->inst[c] < 0)
             continue;
-        int dfd = fcntl(h->inst[c], F_DUPFD_CLOEXEC, 3);
+        int dfd = openat(h->inst[c], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
             return err_setx(err, errno, "cannot scan cgroup '%s'", h->inst_path[c]);
         DIR *d = fdopendir(dfd);
@@ -257,13 +257,14 @@ cgroup_host_reclaim(struct cgroup_host *h, struct err *err)
             if (de->d_type != DT_DIR || !valid_name(de->d_name))
                 continue;
             (void)h->ops->kill_all(h, de->d_name);
-            for (int tries = 0; tries < 100; tries++) {
-                int r = h->ops->destroy(h, de->d_name);
-                if (r != -EBUSY)
-                    break;
-                (void)usleep(10000);
+            int r = -EBUSY;
+            for (int tries = 0; tries < 100 && r == -EBUSY; tries++) {
+                r = h->ops->destroy(h, de->d_name);
+                if (r == -EBUSY)
+                    (void)usleep(10000);
             }
-            removed++;
+            if (r == 0)
+                removed++;
         }
         closedir(d);
     }

@@ -89,7 +89,7 @@ proto_reader_init(struct proto_reader *r, const void *buf, size_t n)
         return -EBADMSG;
     }
     memcpy(&h, buf, sizeof(h));
-    if (h.len != n) {
+    if (h.len != n || h.type > 0x7fffffffu) {
         r->bad = true;
         return -EBADMSG;
     }

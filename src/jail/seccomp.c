@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -125,9 +126,16 @@ seccomp_build_bpf(struct buf *out, struct err *err)
             return err_setx(err, -r, "seccomp: socket rule");
     }
 
-    r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 0);
-    if (r < 0)
-        return err_setx(err, -r, "seccomp: ioctl rule");
+    /* ioctl, except TIOCSTI. The kernel reads the request as an unsigned
+     * int, so "not TIOCSTI" is: some bit of the low 32 differs from it -
+     * one rule per bit (rules for a syscall are OR'ed). */
+    for (unsigned bit = 0; bit < 32; bit++) {
+        uint64_t m = 1ULL << bit;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                SCMP_A1(SCMP_CMP_MASKED_EQ, m, (uint64_t)TIOCSTI & m ? 0 : m));
+        if (r < 0)
+            return err_setx(err, -r, "seccomp: ioctl rule");
+    }
 
     _cleanup_close_ int mfd = memfd_create("abx-seccomp", MFD_CLOEXEC);
     if (mfd < 0)

@@ -549,7 +549,8 @@ files_walk(int root, const char *rel, files_walk_fn fn, void *ud, struct err *er
     else if (r < 0)
         r = fail(err, r, rel, "list");
     if (r == 0) {
-        qsort(ws.items, ws.n, sizeof(*ws.items), cmp_items);
+        if (ws.n)
+            qsort(ws.items, ws.n, sizeof(*ws.items), cmp_items);
         for (size_t i = 0; i < ws.n && r == 0; i++) {
             struct files_entry e = {ws.items[i].path, ws.items[i].st, ws.items[i].target};
             r = fn(&e, ud);

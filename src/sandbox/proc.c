@@ -102,10 +102,17 @@ static void
 set_reading(struct proc *p, bool on)
 {
     p->reading_paused = !on;
+    /* Paused watchers are edge-triggered: epoll reports EPOLLHUP whatever
+     * events are asked for, and level-triggered it would do so forever. */
     if (p->out_io)
-        (void)loop_io_set_events(p->out_io, on ? EPOLLIN : 0);
+        (void)loop_io_set_events(p->out_io, on ? EPOLLIN : EPOLLET);
     if (p->err_io)
-        (void)loop_io_set_events(p->err_io, on ? EPOLLIN : 0);
+        (void)loop_io_set_events(p->err_io, on ? EPOLLIN : EPOLLET);
+    /* Blocked on a full pipe because of us is not idle. */
+    if (!on)
+        loop_timer_disarm(p->t_idle);
+    else if (p->idle_ms && p->state == PROC_RUNNING && !p->killing && !p->have_status)
+        (void)loop_timer_arm(p->t_idle, now_msec() + p->idle_ms);
 }
 
 /* Keeps at most PROC_LOG_MAX bytes with room for one more read: drops the
@@ -129,7 +136,7 @@ log_trim(struct proc *p)
         free(h);
     }
     bool full = p->log_bytes > target;
-    if (full != p->reading_paused && p->state != PROC_EXITED)
+    if (full != p->reading_paused && p->state == PROC_RUNNING)
         set_reading(p, !full);
 }
 
@@ -214,7 +221,7 @@ static void
 on_output(struct proc *p, enum proc_stream s)
 {
     bool got = pump(p, s, READS_PER_WAKE);
-    if (got && p->idle_ms && p->state == PROC_RUNNING && !p->killing)
+    if (got && p->idle_ms && p->state == PROC_RUNNING && !p->killing && !p->reading_paused)
         (void)loop_timer_arm(p->t_idle, now_msec() + p->idle_ms);
     if (got)
         wake_readers(p);
@@ -456,8 +463,8 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
      * caller could attach a reader, and be dropped past the cap. The
      * process just blocks on its pipe for that moment. */
     p->reading_paused = true;
-    if ((r = loop_io_add(loop, out_fd, 0, on_stdout, p, &p->out_io)) < 0 ||
-            (r = loop_io_add(loop, err_fd, 0, on_stderr, p, &p->err_io)) < 0 ||
+    if ((r = loop_io_add(loop, out_fd, EPOLLET, on_stdout, p, &p->out_io)) < 0 ||
+            (r = loop_io_add(loop, err_fd, EPOLLET, on_stderr, p, &p->err_io)) < 0 ||
             (in_fd >= 0 && (r = loop_io_add(loop, in_fd, 0, on_stdin, p, &p->in_io)) < 0))
         goto fail;
     if (spec->stdin_len) {

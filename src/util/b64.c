@@ -72,7 +72,7 @@ b64_decode(struct buf *out, const char *s, size_t len)
         return -EINVAL;
     if (len % 4 == 1)
         return -EINVAL;
-    int r = buf_reserve(out, len / 4 * 3 + 2);
+    int r = buf_reserve(out, len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0));
     if (r < 0)
         return r;
     uint8_t *o = (uint8_t *)out->data + out->len;
@@ -81,8 +81,10 @@ b64_decode(struct buf *out, const char *s, size_t len)
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
         int v = b64_value(s[i]);
-        if (v < 0)
+        if (v < 0) {
+            out->data[out->len] = '\0';
             return -EINVAL;
+        }
         acc = acc << 6 | (uint32_t)v;
         bits += 6;
         if (bits >= 8) {
@@ -91,8 +93,10 @@ b64_decode(struct buf *out, const char *s, size_t len)
             acc &= (1u << bits) - 1;
         }
     }
-    if (acc != 0) /* non-canonical: leftover bits must be zero */
+    if (acc != 0) { /* non-canonical: leftover bits must be zero */
+        out->data[out->len] = '\0';
         return -EINVAL;
+    }
     out->len += n;
     out->data[out->len] = '\0';
     return 0;

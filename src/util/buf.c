@@ -39,6 +39,8 @@ buf_reserve(struct buf *b, size_t extra)
 {
     if (extra > b->max || b->len > b->max - extra)
         return -EFBIG;
+    if (b->len + extra == SIZE_MAX)
+        return -ENOMEM; /* no room for the NUL */
     size_t need = b->len + extra + 1;
     if (need <= b->cap)
         return 0;

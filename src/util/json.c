@@ -32,10 +32,32 @@ json_depth_ok(json_t *v, int depth)
     return 1;
 }
 
+static json_malloc_t inner_malloc;
+static json_free_t inner_free;
+static _Thread_local bool alloc_failed;
+
+static void *
+flagging_malloc(size_t n)
+{
+    void *p = inner_malloc(n);
+    if (!p)
+        alloc_failed = true;
+    return p;
+}
+
 int
 json_parse(const char *data, size_t len, json_t **ret, struct err *err)
 {
     json_error_t je;
+
+    json_malloc_t m;
+    json_free_t f;
+    json_get_alloc_funcs(&m, &f);
+    if (m != flagging_malloc) {
+        inner_malloc = m;
+        inner_free = f;
+        json_set_alloc_funcs(flagging_malloc, f);
+    }
 
     if (len == 0)
         return err_set(err, EINVAL, "request body is empty; expected a JSON object");
@@ -63,7 +85,12 @@ json_parse(const char *data, size_t len, json_t **ret, struct err *err)
         } else if (c == ']' || c == '}')
             depth--;
     }
+    alloc_failed = false;
     json_t *v = json_loadb(data, len, JSON_REJECT_DUPLICATES, &je);
+    if (alloc_failed) {
+        json_decref(v);
+        return err_set(err, ENOMEM, "out of memory parsing JSON");
+    }
     if (!v)
         return err_set(err, EINVAL, "invalid JSON at line %d column %d: %s", je.line, je.column,
                 je.text);

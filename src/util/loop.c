@@ -29,6 +29,7 @@ struct loop_io {
 
 struct loop_timer {
     struct loop *loop;
+    uint64_t pass;
     uint64_t when;
     size_t heap_idx; /* SIZE_MAX when not armed */
     loop_timer_fn fn;
@@ -49,6 +50,7 @@ struct loop {
     size_t heap_len, heap_cap;
     struct list defers;
     struct loop_io *graveyard;
+    uint64_t pass;
     loop_prepare_fn prepare;
     void *prepare_ud;
 };
@@ -241,6 +243,7 @@ loop_timer_arm(struct loop_timer *t, uint64_t when_msec)
         l->heap_cap = cap;
     }
     t->when = when_msec;
+    t->pass = l->pass;
     t->heap_idx = l->heap_len;
     l->heap[l->heap_len++] = t;
     heap_up(l, t->heap_idx);
@@ -317,7 +320,8 @@ static void
 run_timers(struct loop *l)
 {
     uint64_t now = now_msec();
-    while (l->heap_len > 0 && l->heap[0]->when <= now) {
+    l->pass++;
+    while (l->heap_len > 0 && l->heap[0]->when <= now && l->heap[0]->pass != l->pass) {
         struct loop_timer *t = l->heap[0];
         loop_timer_disarm(t);
         t->fn(t, t->userdata);

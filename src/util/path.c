@@ -105,6 +105,18 @@ path_have_openat2(void)
 }
 
 /* Fallback: walk with O_PATH|O_NOFOLLOW; any symlink is refused. */
+/* Whether name in dir is a symlink: tells "a symlink was refused" (ELOOP)
+ * from "a file sits where a directory should" (ENOTDIR) after a failure. */
+static bool
+is_symlink_at(int dir, const char *name)
+{
+    int saved = errno;
+    struct stat st;
+    bool r = fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+    errno = saved;
+    return r;
+}
+
 static int
 open_walk(int rootfd, const char *rel, int flags, mode_t mode)
 {
@@ -124,15 +136,18 @@ open_walk(int rootfd, const char *rel, int flags, mode_t mode)
             return -ENAMETOOLONG;
         memcpy(comp, p, n);
         comp[n] = '\0';
+        if (n == 0 || !strcmp(comp, ".."))
+            return -EXDEV;
         if (!slash) {
             int fd = openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
             if (fd < 0)
-                return -errno;
+                return (errno == ENOTDIR || errno == ELOOP) && is_symlink_at(cur, comp) ? -ELOOP
+                                                                                      : -errno;
             return fd;
         }
         int nfd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (nfd < 0)
-            return errno == ENOTDIR ? -ELOOP : -errno;
+            return errno == ENOTDIR && is_symlink_at(cur, comp) ? -ELOOP : -errno;
         safe_close(cur);
         cur = nfd;
         p = slash + 1;
@@ -145,7 +160,7 @@ path_open(int rootfd, const char *rel, int flags, mode_t mode)
     if (path_have_openat2()) {
         struct open_how how = {
                 .flags = (uint64_t)(flags | O_CLOEXEC),
-                .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+                .mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0,
                 .resolve = RESOLVE_CONFINED,
         };
         long fd;

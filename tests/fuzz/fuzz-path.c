@@ -1,8 +1,11 @@
 /*
  * fuzz-path.c - path_normalize() on arbitrary bytes: never crashes, and
  * whatever it accepts is normalized (no "..", no empty or "." components,
- * no control characters) and stable under a second pass.
+ * no control characters, components and the whole within their limits),
+ * stable under a second pass, and split by path_split() into a parent and
+ * a name that join back into it.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +32,36 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (const char *c = out; *c;) {
             const char *e = strchr(c, '/');
             size_t n = e ? (size_t)(e - c) : strlen(c);
-            if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+            if (n == 0 || n > PATH_NAME_MAX || (n == 1 && c[0] == '.') ||
+                (n == 2 && c[0] == '.' && c[1] == '.'))
                 abort();
             c += n + (e ? 1 : 0);
         }
     }
     for (const char *c = out; *c; c++)
-        if ((unsigned char)*c < 0x20)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
             abort();
+    if (strlen(out) > PATH_MAX_LEN)
+        abort();
     if (path_normalize(out, strlen(out), again, sizeof(again)) < 0 || strcmp(out, again) != 0)
         abort();
+    if (path_is_root(out)) {
+        if (path_split(out, again, again, sizeof(again)) != -EINVAL)
+            abort();
+        return 0;
+    }
+    char parent[PATH_MAX_LEN + 64], name[PATH_MAX_LEN + 64];
+    if (path_split(out, parent, name, sizeof(parent)) != 0)
+        abort();
+    if (strchr(name, '/') || strlen(name) == 0 || strlen(name) > PATH_NAME_MAX)
+        abort();
+    if (path_is_root(parent)) {
+        if (strcmp(name, out) != 0)
+            abort();
+    } else {
+        size_t pl = strlen(parent);
+        if (strncmp(out, parent, pl) != 0 || out[pl] != '/' || strcmp(out + pl + 1, name) != 0)
+            abort();
+    }
     return 0;
 }
