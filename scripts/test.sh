@@ -52,6 +52,21 @@ node_suite() {
     printf '%s: %s passed, %s failed (log: %s)\n' "$label" "${p:-0}" "${f:-0}" "$log"
 }
 
+note "PostgreSQL (for the store and workspace tests)"
+# The store suite runs against SQLite and this server; ABX_TEST_PG_REQUIRED
+# makes a missing server a failure rather than a skip.
+PGDIR=$(mktemp -d /tmp/abx-test-pg.XXXXXX)
+export ABX_TEST_PG_REQUIRED=1
+if url=$(scripts/pg.sh start "$PGDIR" 2>"$LOGDIR/pg.log"); then
+    export ABX_TEST_PG_URL=$url
+    PASS=$((PASS + 1))
+    echo "started $url"
+else
+    bad "postgresql"
+    cat "$LOGDIR/pg.log"
+fi
+trap 'scripts/pg.sh stop "$PGDIR" >/dev/null 2>&1 || true' EXIT
+
 note "build (gcc, -Werror)"
 if [ ! -f build/build.ninja ]; then
     meson setup build --buildtype=debugoptimized -Dwerror=true || exit 1

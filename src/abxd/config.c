@@ -30,7 +30,10 @@ config_usage(const char *prog)
            "ABX_CPU, ABX_PIDS, ABX_TIMEOUT_S, ABX_MAX_TIMEOUT_S, ABX_IDLE_TIMEOUT_S,\n"
            "ABX_EXEC_TIMEOUT_S, ABX_MAX_SANDBOXES, ABX_MAX_FILE_MB, ABX_TMP_MB,\n"
            "ABX_ROOTFS_MB, ABX_SHM_MB, ABX_UID_BASE, ABX_UID_SLOTS, ABX_UID_LOCK,\n"
-           "ABX_LOG_LEVEL (debug|info|warn|error). See docs/api.md.\n",
+           "ABX_LOG_LEVEL (debug|info|warn|error).\n"
+           "Workspaces: ABX_STORE (a directory or postgres:// URL, default <state>/store),\n"
+           "ABX_STORE_WORKERS, ABX_MIRROR_WINDOW_S, ABX_WS_IDLE_S, ABX_SYNC_IGNORE,\n"
+           "ABX_SYNC_MAX_FILE_MB. See docs/api.md and docs/store.md.\n",
             prog, DEFAULT_LISTEN);
 }
 
@@ -109,6 +112,10 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     c->root_bytes = 64ull << 20;
     c->tmp_bytes = 256ull << 20;
     c->shm_bytes = 64ull << 20;
+    c->store_workers = 4;
+    c->mirror_window_s = 30;
+    c->ws_idle_s = 1800;
+    c->sync_max_file_bytes = 10ull << 20;
 
     if ((r = set_listen(c, (s = getenv("ABX_LISTEN")) && *s ? s : DEFAULT_LISTEN, err)) < 0)
         return r;
@@ -161,6 +168,23 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     if ((r = env_u64("ABX_SHM_MB", 1, 1ull << 30, &mb, err)) < 0)
         return r;
     c->shm_bytes = mb << 20;
+    if ((s = getenv("ABX_STORE")) && *s &&
+            (r = set_string(c->store, sizeof(c->store), s, "ABX_STORE", err)) < 0)
+        return r;
+    if ((s = getenv("ABX_SYNC_IGNORE"))) {
+        if ((r = set_string(c->sync_ignore, sizeof(c->sync_ignore), s, "ABX_SYNC_IGNORE", err)) <
+                0)
+            return r;
+        c->sync_ignore_set = true;
+    }
+    if ((r = env_u32("ABX_STORE_WORKERS", 1, 64, &c->store_workers, err)) < 0 ||
+            (r = env_u64("ABX_MIRROR_WINDOW_S", 1, 86400, &c->mirror_window_s, err)) < 0 ||
+            (r = env_u64("ABX_WS_IDLE_S", 0, 365 * 86400ull, &c->ws_idle_s, err)) < 0)
+        return r;
+    mb = c->sync_max_file_bytes >> 20;
+    if ((r = env_u64("ABX_SYNC_MAX_FILE_MB", 0, 1ull << 30, &mb, err)) < 0)
+        return r;
+    c->sync_max_file_bytes = mb << 20;
     if ((s = getenv("ABX_CPU")) && *s) {
         char *end = NULL;
         errno = 0;

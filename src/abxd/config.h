@@ -27,6 +27,13 @@ struct config {
     uint32_t max_sandboxes;
     uint64_t max_file_bytes;
     uint64_t root_bytes, tmp_bytes, shm_bytes;
+    char store[4096];        /* "" = <state>/store (SQLite); or postgres://... */
+    uint32_t store_workers;
+    uint64_t mirror_window_s;
+    uint64_t ws_idle_s;      /* warm workspace untouched this long is closed; 0 = never */
+    char sync_ignore[4096];  /* replaces the default rules when sync_ignore_set */
+    bool sync_ignore_set;
+    uint64_t sync_max_file_bytes;
     bool show_help, show_version;
 };
 

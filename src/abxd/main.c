@@ -26,17 +26,20 @@
 #include "../http/server.h"
 #include "../jail/jail.h"
 #include "../sandbox/sandbox.h"
+#include "../sync/sync.h"
 #include "../util/buf.h"
 #include "../util/cleanup.h"
 #include "../util/fd.h"
 #include "../util/log.h"
 #include "../util/rand.h"
 #include "../util/timeutil.h"
+#include "../workspace/workspace.h"
 #include "config.h"
 
 #define SWEEP_MS_MAX      10000 /* idle sweeps run at most this far apart */
 #define SHUTDOWN_GRACE_MS 15000
 #define PROBE_TIMEOUT_MS  15000
+#define GC_LEASE_MS       (10 * 60 * 1000)
 
 struct daemon {
     struct config cfg;
@@ -44,6 +47,9 @@ struct daemon {
     struct jail_host *jh;
     struct sandbox_host *sh;
     struct api *api;
+    struct workspaces *ws;
+    struct sync_ignore ignore;
+    char holder[128];
     struct http_server *http;
     struct loop_io *sig_io;
     int sig_fd;
@@ -209,15 +215,28 @@ on_shutdown_timeout(struct loop_timer *t, void *ud)
 }
 
 static void
+workspaces_drained(void *ud)
+{
+    struct daemon *d = ud;
+    log_info("warm workspaces are mirrored and closed; killing %u sandboxes",
+            api_sandbox_count(d->api));
+    api_kill_all(d->api, all_gone, d);
+}
+
+static void
 begin_shutdown(struct daemon *d, const char *why)
 {
     if (d->stopping)
         return;
     d->stopping = true;
-    log_info("%s: draining and killing %u sandboxes", why, api_sandbox_count(d->api));
+    log_info("%s: draining (%u warm workspaces, %u sandboxes)", why,
+            d->ws ? workspaces_warm_count(d->ws) : 0, api_sandbox_count(d->api));
     api_drain(d->api);
     (void)loop_timer_arm(d->shutdown_timer, now_msec() + SHUTDOWN_GRACE_MS);
-    api_kill_all(d->api, all_gone, d);
+    if (d->ws)
+        workspaces_drain(d->ws, workspaces_drained, d);
+    else
+        api_kill_all(d->api, all_gone, d);
 }
 
 static void
@@ -239,6 +258,12 @@ static uint64_t
 sweep_interval(const struct config *c)
 {
     uint64_t ms = c->idle_timeout_s * 1000u / 2;
+    /* Mirrors are due every window; sweep often enough to keep it. */
+    uint64_t w = c->mirror_window_s * 1000u / 4;
+    if (w < ms)
+        ms = w;
+    if (c->ws_idle_s && c->ws_idle_s * 1000u / 2 < ms)
+        ms = c->ws_idle_s * 1000u / 2;
     return ms < 500 ? 500 : ms > SWEEP_MS_MAX ? SWEEP_MS_MAX : ms;
 }
 
@@ -247,7 +272,60 @@ on_sweep(struct loop_timer *t, void *ud)
 {
     struct daemon *d = ud;
     (void)api_sweep_idle(d->api);
+    if (d->ws && !d->stopping)
+        workspaces_sweep(d->ws);
     (void)loop_timer_arm(t, now_msec() + sweep_interval(&d->cfg));
+}
+
+static const char *
+hostname_or(const char *dflt)
+{
+    static char name[65];
+    if (gethostname(name, sizeof(name) - 1) < 0 || !name[0])
+        return dflt;
+    return name;
+}
+
+/* Opens the store (SQLite under the state directory unless ABX_STORE
+ * names another place) and the workspace lifecycle on top of it. */
+static int
+start_workspaces(struct daemon *d, int statefd)
+{
+    struct err err = {0};
+    char store[4096 + 16], tmp[4096 + 16];
+    int r;
+
+    if (mkdirat(statefd, "tmp", 0700) < 0 && errno != EEXIST)
+        return log_err_errno(-errno, "cannot create %s/tmp", d->cfg.state_dir);
+    (void)snprintf(tmp, sizeof(tmp), "%s/tmp", d->cfg.state_dir);
+    if (d->cfg.store[0])
+        (void)snprintf(store, sizeof(store), "%s", d->cfg.store);
+    else
+        (void)snprintf(store, sizeof(store), "%s/store", d->cfg.state_dir);
+    if ((r = sync_ignore_default(&d->ignore)) < 0)
+        return log_err("out of memory"), r;
+    d->ignore.max_file_bytes = d->cfg.sync_max_file_bytes;
+    if (d->cfg.sync_ignore_set &&
+            (r = sync_ignore_parse(&d->ignore, d->cfg.sync_ignore, &err)) < 0)
+        return log_err("ABX_SYNC_IGNORE: %s", err.msg), r;
+    struct workspaces_config wc = {
+            .store = store,
+            .tmp_dir = tmp,
+            .workers = d->cfg.store_workers,
+            .mirror_window_ms = d->cfg.mirror_window_s * 1000u,
+            .idle_ms = d->cfg.ws_idle_s * 1000u,
+            .ignore = &d->ignore,
+            .default_limits = {d->cfg.memory_bytes, d->cfg.cpu_millis, d->cfg.pids},
+            .max_file_bytes = d->cfg.max_file_bytes,
+            .holder = d->holder,
+    };
+    r = workspaces_new(d->loop, d->sh, &wc, &d->ws, &err);
+    if (r < 0)
+        return log_err("cannot open the workspace store: %s", err.msg), r;
+    log_info("workspace store: %s (%s)",
+            strncmp(store, "postgres", 8) ? store : "postgres://...",
+            workspaces_store_kind(d->ws));
+    return 0;
 }
 
 static int
@@ -380,7 +458,10 @@ main(int argc, char **argv)
     struct sysinfo si;
     (void)sysinfo(&si);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    (void)snprintf(d.holder, sizeof(d.holder), "abxd-%.64s-%d", hostname_or(""), (int)getpid());
     struct api_config ac = {
+            .gc_holder = d.holder,
+            .gc_lease_ms = GC_LEASE_MS,
             .api_key = d.cfg.api_key,
             .isolation = jail_mode_name(d.cfg.isolation),
             .cgroup = jail_host_cgroup_name(d.jh),
@@ -399,6 +480,9 @@ main(int argc, char **argv)
     if (api_new(d.loop, d.sh, &ac, &d.api) < 0)
         return log_err("out of memory"), 1;
     api_set_missing(d.api, missing.data);
+    if (start_workspaces(&d, statefd) < 0)
+        return 1;
+    api_set_workspaces(d.api, d.ws);
 
     struct http_server_config hc = {
             .host = d.cfg.listen_host,
@@ -431,6 +515,8 @@ main(int argc, char **argv)
     http_server_free(d.http);
     jail_host_flush(d.jh); /* deliver pending teardowns before their owners go */
     api_free(d.api);
+    workspaces_free(d.ws);
+    sync_ignore_done(&d.ignore);
     sandbox_host_free(d.sh);
     jail_host_free(d.jh);
     loop_timer_free(d.sweep);

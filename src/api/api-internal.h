@@ -8,6 +8,7 @@
 #include "../util/err.h"
 #include "../util/hashmap.h"
 #include "../util/list.h"
+#include "../workspace/workspace.h"
 #include "api.h"
 
 #define API_JSON_MAX      (1024 * 1024)     /* bytes of a JSON request body */
@@ -51,6 +52,7 @@ struct entry {
 struct api {
     struct loop *loop;
     struct sandbox_host *sh;
+    struct workspaces *ws; /* NULL when workspaces are not configured */
     struct api_config cfg;
     char *api_key;
     struct hashmap *map;
@@ -69,10 +71,13 @@ struct rq {
     struct api *api;
     char id[API_ID_LEN + 8];
     long pid;
+    bool workspace; /* id names a workspace, not a sandbox */
     void *op; /* route-specific state (exec, stdin...) with its own lifetime */
 };
 
 struct rq *api_rq(struct api *a, struct http_req *req, const char *id);
+/* Splits path on '/' (in place) into at most max segments; -1 if more. */
+int api_split(char *path, char **seg, int max);
 
 /* errors.c */
 void api_error(struct http_req *req, int r, const struct err *err);
@@ -86,6 +91,32 @@ struct entry *api_find(struct api *a, struct http_req *req, const char *id);
 json_t *api_entry_json(struct api *a, struct entry *e, bool with_usage);
 void api_touch(struct entry *e);
 
+/* Who an output stream belongs to: it keeps that sandbox (or workspace)
+ * from counting as idle while attached. */
+struct out_owner {
+    enum { OWNER_SANDBOX, OWNER_WORKSPACE } kind;
+    char id[72];
+};
+void api_stream_attached(struct api *a, const struct out_owner *o, bool attached);
+
+/* An exec request decoded once; freed by the caller after api_exec_run(). */
+struct exec_req;
+int api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **ret,
+        struct err *err);
+void api_exec_req_free(struct exec_req *q);
+/* Starts q in sb and answers req (NDJSON stream, or 201 when background). */
+void api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
+        const struct out_owner *owner, const struct exec_req *q);
+
+/* workspaces.c: path is what follows "/v1/workspaces" ("" or "/..."). */
+void wire_workspaces(struct api *a, struct http_req *req, const char *path);
+/* workspaces.c: what is "check" or "gc" (/v1/store/...). */
+void wire_store(struct api *a, struct http_req *req, const char *what);
+
+/* wire-sandboxes.c: seg[0] is "processes"; serves a sandbox or a warm
+ * workspace's sandbox (404 when cold). */
+void api_processes(struct api *a, struct http_req *req, const struct out_owner *o, char **seg,
+        int n);
 /* wire-sandboxes.c */
 void wire_sandboxes(struct api *a, struct http_req *req, char **seg, int nseg);
 /* wire-files.c */

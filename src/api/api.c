@@ -129,6 +129,24 @@ api_touch(struct entry *e)
     e->last_active_ms = now_msec();
 }
 
+void
+api_stream_attached(struct api *a, const struct out_owner *o, bool attached)
+{
+    if (o->kind == OWNER_WORKSPACE) {
+        if (a->ws)
+            workspaces_stream_attached(a->ws, o->id, attached);
+        return;
+    }
+    struct entry *e = hashmap_get(a->map, o->id);
+    if (!e)
+        return;
+    if (attached)
+        e->streams++;
+    else if (e->streams > 0)
+        e->streams--;
+    api_touch(e);
+}
+
 static json_t *
 time_json(uint64_t wall_ms)
 {
@@ -612,8 +630,8 @@ method_not_allowed(struct http_req *req, const char *allow)
             http_req_method(req), http_req_path(req), allow);
 }
 
-static int
-split(char *path, char **seg, int max)
+int
+api_split(char *path, char **seg, int max)
 {
     int n = 0;
     char *save = NULL;
@@ -673,6 +691,14 @@ api_begin(struct http_req *req, void *ud)
             method_not_allowed(req, "GET");
         return;
     }
+    if (!strncmp(path, "/v1/workspaces", 14) && (path[14] == '\0' || path[14] == '/')) {
+        wire_workspaces(a, req, path + 14);
+        return;
+    }
+    if (!strncmp(path, "/v1/store/", 10)) {
+        wire_store(a, req, path + 10);
+        return;
+    }
     /* /v1/sandboxes/{id}/files/{path...} keeps its tail verbatim. */
     const char *files_prefix = NULL;
     if (!strncmp(path, "/v1/sandboxes/", 14)) {
@@ -700,7 +726,7 @@ api_begin(struct http_req *req, void *ud)
         return;
     }
     strcpy(copy, path);
-    int n = split(copy, seg, API_MAX_SEGMENTS);
+    int n = api_split(copy, seg, API_MAX_SEGMENTS);
     if (n >= 2 && !strcmp(seg[0], "v1") && !strcmp(seg[1], "sandboxes")) {
         if (n == 2) {
             if (is(req, "POST")) {
@@ -736,6 +762,12 @@ api_begin(struct http_req *req, void *ud)
 }
 
 /* --- lifecycle --- */
+
+void
+api_set_workspaces(struct api *a, struct workspaces *ws)
+{
+    a->ws = ws;
+}
 
 int
 api_new(struct loop *loop, struct sandbox_host *sh, const struct api_config *c, struct api **ret)

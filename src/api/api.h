@@ -14,6 +14,7 @@
 
 #include "../http/server.h"
 #include "../sandbox/sandbox.h"
+#include "../workspace/workspace.h"
 #include "../util/buf.h"
 #include "../util/loop.h"
 
@@ -34,11 +35,16 @@ struct api_config {
     unsigned host_cpus;
     uint64_t host_memory_bytes;
     uint64_t max_file_bytes;
+    const char *gc_holder;            /* this process's name for the store's GC lease */
+    uint64_t gc_lease_ms;             /* how long one collection may hold it */
 };
 
 int api_new(struct loop *loop, struct sandbox_host *sh, const struct api_config *c,
         struct api **ret);
 void api_free(struct api *a);
+/* Serves /v1/workspaces and /v1/store from ws (owned by the caller, which
+ * frees it after api_free). Without it those routes answer 404. */
+void api_set_workspaces(struct api *a, struct workspaces *ws);
 
 /* The http server's begin() callback; ud is the api. */
 void api_begin(struct http_req *req, void *ud);

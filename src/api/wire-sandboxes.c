@@ -75,7 +75,7 @@ proc_json(struct proc *p)
 struct out_op {
     struct api *api;
     struct http_req *req;
-    char id[API_ID_LEN + 8];
+    struct out_owner owner;
     struct http_stream *stream;
     struct proc_reader *reader;
     bool follow;
@@ -201,13 +201,8 @@ out_free(struct out_op *op)
 {
     loop_timer_free(op->hold);
     json_decref(op->first);
-    if (op->counted) {
-        struct entry *e = hashmap_get(op->api->map, op->id);
-        if (e && e->streams > 0) {
-            e->streams--;
-            api_touch(e);
-        }
-    }
+    if (op->counted)
+        api_stream_attached(op->api, &op->owner, false);
     proc_reader_free(op->reader);
     http_stream_release(op->stream);
     buf_done(&op->line);
@@ -316,7 +311,7 @@ on_hold_timer(struct loop_timer *t, void *ud)
 /* Starts an NDJSON stream of p's output from offset. first (optional) is
  * written before any output. hold: a foreground exec (see struct out_op). */
 static void
-stream_output(struct api *a, struct http_req *req, struct entry *e, struct proc *p,
+stream_output(struct api *a, struct http_req *req, const struct out_owner *owner, struct proc *p,
         uint64_t offset, bool follow, json_t *first, bool hold)
 {
     struct out_op *op = calloc(1, sizeof(*op));
@@ -332,9 +327,9 @@ stream_output(struct api *a, struct http_req *req, struct entry *e, struct proc 
     http_req_ref(req);
     op->follow = follow;
     op->first = first;
-    (void)snprintf(op->id, sizeof(op->id), "%s", e->id);
+    op->owner = *owner;
     buf_init(&op->line, LINE_ROOM * 2);
-    e->streams++;
+    api_stream_attached(a, owner, true);
     op->counted = true;
     r = proc_reader_new(p, offset, out_wake, op, &op->reader);
     if (r == 0 && hold) {
@@ -358,11 +353,27 @@ stream_output(struct api *a, struct http_req *req, struct entry *e, struct proc 
 
 /* --- exec --- */
 
-struct exec_op {
-    struct api *api;
-    struct http_req *req;
-    bool background;
+struct exec_req {
+    struct sandbox_exec x;
+    const char **av;
+    char **ev;
+    struct buf in;
+    json_t *j;
 };
+
+void
+api_exec_req_free(struct exec_req *q)
+{
+    if (!q)
+        return;
+    for (size_t i = 0; q->ev && q->ev[i]; i++)
+        free(q->ev[i]);
+    free(q->ev);
+    free(q->av);
+    buf_done(&q->in);
+    json_decref(q->j);
+    free(q);
+}
 
 static int
 decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err)
@@ -374,6 +385,102 @@ decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err)
     return r;
 }
 
+int
+api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **ret,
+        struct err *err)
+{
+    static const char *const allowed[] = {"argv", "env", "cwd", "user", "stdin", "stdin_open",
+            "timeout_s", "idle_timeout_s", "background", NULL};
+    json_t *argv = NULL, *env = NULL;
+    const char *cwd = NULL, *user = "user", *stdin_b64 = NULL;
+    size_t n, k = 0;
+    int r;
+    struct exec_req *q = calloc(1, sizeof(*q));
+
+    if (!q)
+        return -ENOMEM;
+    buf_init(&q->in, PROC_STDIN_MAX);
+    q->x.timeout_ms = a->cfg.exec_timeout_ms;
+    if ((r = json_parse(body, len, &q->j, err)) < 0 ||
+            (r = json_check_object(q->j, allowed, err)) < 0 ||
+            (r = json_get_str_array(q->j, "argv", true, 1, API_ARGV_MAX, API_ARGV_BYTES, &argv,
+                     err)) < 0 ||
+            (r = json_get_str_map(q->j, "env", SANDBOX_ENV_MAX / 2, API_ENV_BYTES, &env, err)) <
+                    0 ||
+            (r = json_get_str(q->j, "cwd", false, &cwd, err)) < 0 ||
+            (r = json_get_str(q->j, "user", false, &user, err)) < 0 ||
+            (r = json_get_str(q->j, "stdin", false, &stdin_b64, err)) < 0 ||
+            (r = json_get_bool(q->j, "stdin_open", false, &q->x.stdin_open, err)) < 0 ||
+            (r = json_get_bool(q->j, "background", false, &q->x.background, err)) < 0 ||
+            (r = decode_seconds(q->j, "timeout_s", &q->x.timeout_ms, err)) < 0 ||
+            (r = decode_seconds(q->j, "idle_timeout_s", &q->x.idle_timeout_ms, err)) < 0)
+        goto fail;
+    if (!json_string_value(json_array_get(argv, 0))[0]) {
+        r = err_set(err, EINVAL, "'argv[0]' must not be empty");
+        goto fail;
+    }
+    if (!strcmp(user, "root")) {
+        q->x.root = true;
+    } else if (strcmp(user, "user") != 0) {
+        r = err_set(err, EINVAL, "'user' must be \"user\" or \"root\", not '%.32s'", user);
+        goto fail;
+    }
+    if (cwd && strlen(cwd) > 4096) {
+        r = err_set(err, EINVAL, "'cwd' is longer than 4096 bytes");
+        goto fail;
+    }
+    if (stdin_b64 && (r = b64_decode(&q->in, stdin_b64, strlen(stdin_b64))) < 0) {
+        if (r == -EFBIG)
+            r = err_set(err, EFBIG, "'stdin' is larger than %d bytes", PROC_STDIN_MAX);
+        else
+            r = err_set(err, EINVAL, "'stdin' is not valid base64");
+        goto fail;
+    }
+    n = json_array_size(argv);
+    q->av = calloc(n + 1, sizeof(char *));
+    q->ev = calloc((env ? json_object_size(env) : 0) + 1, sizeof(char *));
+    if (!q->av || !q->ev) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    for (size_t i = 0; i < n; i++)
+        q->av[i] = json_string_value(json_array_get(argv, i));
+    if (env) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(env, key, v)
+        {
+            if (!*key || strchr(key, '=')) {
+                r = err_set(err, EINVAL, "'env' key '%.64s' is not a valid variable name", key);
+                goto fail;
+            }
+            if (asprintf(&q->ev[k], "%s=%s", key, json_string_value(v)) < 0) {
+                q->ev[k] = NULL;
+                r = -ENOMEM;
+                goto fail;
+            }
+            k++;
+        }
+    }
+    q->x.argv = q->av;
+    q->x.env = (const char *const *)q->ev;
+    q->x.cwd = cwd;
+    q->x.stdin_data = q->in.data;
+    q->x.stdin_len = q->in.len;
+    *ret = q;
+    return 0;
+fail:
+    api_exec_req_free(q);
+    return r;
+}
+
+struct exec_op {
+    struct api *api;
+    struct http_req *req;
+    struct out_owner owner;
+    bool background;
+};
+
 static void
 exec_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *ud)
 {
@@ -381,6 +488,7 @@ exec_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, v
     struct api *a = x->api;
     struct http_req *req = x->req;
 
+    (void)sb;
     if (r < 0) {
         a->m.exec_failures++;
         if (!http_req_closed(req)) {
@@ -388,17 +496,42 @@ exec_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, v
             api_error(req, r == -ENOENT || r == -ENOTDIR ? -EINVAL : r, err);
         }
     } else if (!http_req_closed(req)) {
-        struct entry *e = hashmap_get(a->map, sandbox_id(sb));
-        if (x->background || !e)
+        if (x->background) {
             api_json(req, 201, proc_json(p));
-        else {
+        } else {
             json_t *first = json_object();
             (void)json_set(first, "pid", json_integer(proc_pid(p)));
-            stream_output(a, req, e, p, 0, true, first, true);
+            stream_output(a, req, &x->owner, p, 0, true, first, true);
         }
     }
     http_req_unref(req);
     free(x);
+}
+
+void
+api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
+        const struct out_owner *owner, const struct exec_req *q)
+{
+    struct err err = {0};
+    struct exec_op *op = calloc(1, sizeof(*op));
+    if (!op) {
+        api_error(req, -ENOMEM, NULL);
+        return;
+    }
+    op->api = a;
+    op->req = req;
+    op->owner = *owner;
+    op->background = q->x.background;
+    http_req_ref(req);
+    int r = sandbox_exec(sb, &q->x, exec_started, op, &err);
+    if (r < 0) {
+        http_req_unref(req);
+        free(op);
+        a->m.exec_failures++;
+        api_error(req, r, &err);
+        return;
+    }
+    a->m.execs++;
 }
 
 static void
@@ -406,139 +539,71 @@ exec_done(struct http_req *req, const char *body, size_t len)
 {
     struct rq *q = http_req_userdata(req);
     struct api *a = q->api;
-    static const char *const allowed[] = {"argv", "env", "cwd", "user", "stdin", "stdin_open",
-            "timeout_s", "idle_timeout_s", "background", NULL};
     struct err err = {0};
-    json_t *j = NULL, *argv = NULL, *env = NULL;
-    const char *cwd = NULL, *user = "user", *stdin_b64 = NULL;
-    const char **av = NULL, **ev = NULL;
-    struct buf in;
-    struct sandbox_exec x = {0};
-    struct exec_op *op = NULL;
-    size_t n, k = 0;
-    int r;
+    struct exec_req *x = NULL;
 
-    buf_init(&in, PROC_STDIN_MAX);
-    x.timeout_ms = a->cfg.exec_timeout_ms;
     struct entry *e = api_find(a, req, q->id);
     if (!e)
-        goto out;
-    if ((r = json_parse(body, len, &j, &err)) < 0 ||
-            (r = json_check_object(j, allowed, &err)) < 0 ||
-            (r = json_get_str_array(j, "argv", true, 1, API_ARGV_MAX, API_ARGV_BYTES, &argv,
-                     &err)) < 0 ||
-            (r = json_get_str_map(j, "env", SANDBOX_ENV_MAX / 2, API_ENV_BYTES, &env, &err)) < 0 ||
-            (r = json_get_str(j, "cwd", false, &cwd, &err)) < 0 ||
-            (r = json_get_str(j, "user", false, &user, &err)) < 0 ||
-            (r = json_get_str(j, "stdin", false, &stdin_b64, &err)) < 0 ||
-            (r = json_get_bool(j, "stdin_open", false, &x.stdin_open, &err)) < 0 ||
-            (r = json_get_bool(j, "background", false, &x.background, &err)) < 0 ||
-            (r = decode_seconds(j, "timeout_s", &x.timeout_ms, &err)) < 0 ||
-            (r = decode_seconds(j, "idle_timeout_s", &x.idle_timeout_ms, &err)) < 0)
-        goto fail;
-    if (!json_string_value(json_array_get(argv, 0))[0]) {
-        r = err_set(&err, EINVAL, "'argv[0]' must not be empty");
-        goto fail;
-    }
-    if (!strcmp(user, "root"))
-        x.root = true;
-    else if (strcmp(user, "user") != 0) {
-        r = err_set(&err, EINVAL, "'user' must be \"user\" or \"root\", not '%.32s'", user);
-        goto fail;
-    }
-    if (cwd && strlen(cwd) > 4096) {
-        r = err_set(&err, EINVAL, "'cwd' is longer than 4096 bytes");
-        goto fail;
-    }
-    if (stdin_b64 && (r = b64_decode(&in, stdin_b64, strlen(stdin_b64))) < 0) {
-        if (r == -EFBIG)
-            r = err_set(&err, EFBIG, "'stdin' is larger than %d bytes", PROC_STDIN_MAX);
-        else
-            r = err_set(&err, EINVAL, "'stdin' is not valid base64");
-        goto fail;
-    }
-    n = json_array_size(argv);
-    av = calloc(n + 1, sizeof(char *));
-    ev = calloc((env ? json_object_size(env) : 0) + 1, sizeof(char *));
-    if (!av || !ev) {
-        r = -ENOMEM;
-        goto fail;
-    }
-    for (size_t i = 0; i < n; i++)
-        av[i] = json_string_value(json_array_get(argv, i));
-    if (env) {
-        const char *key;
-        json_t *v;
-        json_object_foreach(env, key, v)
-        {
-            if (!*key || strchr(key, '=')) {
-                r = err_set(&err, EINVAL, "'env' key '%.64s' is not a valid variable name", key);
-                goto fail;
-            }
-            char *kv = NULL;
-            if (asprintf(&kv, "%s=%s", key, json_string_value(v)) < 0) {
-                r = -ENOMEM;
-                goto fail;
-            }
-            ev[k++] = kv;
-        }
-    }
-    x.argv = av;
-    x.env = ev;
-    x.cwd = cwd;
-    x.stdin_data = in.data;
-    x.stdin_len = in.len;
-    op = calloc(1, sizeof(*op));
-    if (!op) {
-        r = -ENOMEM;
-        goto fail;
-    }
-    op->api = a;
-    op->req = req;
-    op->background = x.background;
-    http_req_ref(req);
-    r = sandbox_exec(e->sb, &x, exec_started, op, &err);
+        return;
+    int r = api_exec_decode(a, body, len, &x, &err);
     if (r < 0) {
-        http_req_unref(req);
-        free(op);
-        a->m.exec_failures++;
-        goto fail;
+        api_error(req, r, &err);
+        return;
     }
-    a->m.execs++;
-    goto out;
-fail:
-    api_error(req, r, &err);
-out:
-    for (size_t i = 0; ev && ev[i]; i++)
-        free((char *)(uintptr_t)ev[i]);
-    free(ev);
-    free(av);
-    buf_done(&in);
-    json_decref(j);
+    struct out_owner owner = {.kind = OWNER_SANDBOX};
+    (void)snprintf(owner.id, sizeof(owner.id), "%s", e->id);
+    api_exec_run(a, req, e->sb, &owner, x);
+    api_exec_req_free(x);
 }
 
 /* --- processes --- */
 
-static struct proc *
-find_proc(struct http_req *req, struct entry *e, const char *pidstr)
+/* The live sandbox of a sandbox entry or a warm workspace; answers 404
+ * and returns NULL when there is none. */
+static struct sandbox *
+owner_sandbox(struct api *a, struct http_req *req, const struct out_owner *o)
 {
-    int32_t pid;
-    if (parse_i32(pidstr, &pid) < 0 || pid <= 0) {
+    if (o->kind == OWNER_SANDBOX) {
+        struct entry *e = api_find(a, req, o->id);
+        return e ? e->sb : NULL;
+    }
+    struct sandbox *sb = a->ws ? workspaces_peek(a->ws, o->id) : NULL;
+    if (!sb)
+        api_error_msg(req, 404, "not_found",
+                "workspace '%s' is not warm: it has no processes (exec wakes it)", o->id);
+    return sb;
+}
+
+static struct proc *
+find_proc(struct http_req *req, struct sandbox *sb, const struct out_owner *o, long pidnum,
+        const char *pidstr)
+{
+    int32_t pid = (int32_t)pidnum;
+    if (pidstr && (parse_i32(pidstr, &pid) < 0 || pid <= 0)) {
         api_error_msg(req, 400, "bad_request", "'%.32s' is not a process id", pidstr);
         return NULL;
     }
-    struct proc *p = sandbox_proc_find(e->sb, pid);
+    struct proc *p = sandbox_proc_find(sb, pid);
     if (!p)
-        api_error_msg(req, 404, "not_found", "no process %d in sandbox '%s'", pid, e->id);
+        api_error_msg(req, 404, "not_found", "no process %d in %s '%s'", pid,
+                o->kind == OWNER_SANDBOX ? "sandbox" : "workspace", o->id);
     return p;
 }
 
-static void
-list_procs(struct api *a, struct http_req *req, struct entry *e)
+/* The owner a request's rq names (set when the route was matched). */
+static struct out_owner
+rq_owner(const struct rq *q)
 {
-    (void)a;
+    struct out_owner o = {.kind = q->workspace ? OWNER_WORKSPACE : OWNER_SANDBOX};
+    (void)snprintf(o.id, sizeof(o.id), "%s", q->id);
+    return o;
+}
+
+static void
+list_procs(struct http_req *req, struct sandbox *sb)
+{
     json_t *arr = json_array();
-    for (struct proc *p = sandbox_proc_next(e->sb, NULL); p; p = sandbox_proc_next(e->sb, p))
+    for (struct proc *p = sandbox_proc_next(sb, NULL); p; p = sandbox_proc_next(sb, p))
         (void)json_array_append_new(arr, proc_json(p));
     json_t *o = json_object();
     (void)json_set(o, "processes", arr);
@@ -546,7 +611,7 @@ list_procs(struct api *a, struct http_req *req, struct entry *e)
 }
 
 static void
-output(struct api *a, struct http_req *req, struct entry *e, struct proc *p)
+output(struct api *a, struct http_req *req, const struct out_owner *owner, struct proc *p)
 {
     uint64_t offset = 0;
     bool follow = false;
@@ -560,7 +625,7 @@ output(struct api *a, struct http_req *req, struct entry *e, struct proc *p)
         api_error_msg(req, 400, "bad_request", "'follow' must be 1 or 0");
         return;
     }
-    stream_output(a, req, e, p, offset, follow, NULL, false);
+    stream_output(a, req, owner, p, offset, follow, NULL, false);
 }
 
 static const struct {
@@ -582,14 +647,11 @@ signal_done(struct http_req *req, const char *body, size_t len)
     json_t *j = NULL;
     bool group = true;
     int sig = 0, r;
-    char pid[24];
     json_t *s;
 
-    struct entry *e = api_find(q->api, req, q->id);
-    if (!e)
-        return;
-    (void)snprintf(pid, sizeof(pid), "%ld", q->pid);
-    struct proc *p = find_proc(req, e, pid);
+    struct out_owner o = rq_owner(q);
+    struct sandbox *sb = owner_sandbox(q->api, req, &o);
+    struct proc *p = sb ? find_proc(req, sb, &o, q->pid, NULL) : NULL;
     if (!p)
         return;
     if ((r = json_parse(body, len, &j, &err)) < 0 || (r = json_check_object(j, allowed, &err)) < 0 ||
@@ -654,14 +716,11 @@ stdin_done(struct http_req *req, const char *body, size_t len)
     struct proc *p = NULL;
     struct stdin_op *so = NULL;
     int r;
-    char pid[24];
 
     buf_init(&in, PROC_STDIN_MAX);
-    struct entry *e = api_find(q->api, req, q->id);
-    if (!e)
-        goto out;
-    (void)snprintf(pid, sizeof(pid), "%ld", q->pid);
-    p = find_proc(req, e, pid);
+    struct out_owner o = rq_owner(q);
+    struct sandbox *sb = owner_sandbox(q->api, req, &o);
+    p = sb ? find_proc(req, sb, &o, q->pid, NULL) : NULL;
     if (!p)
         goto out;
     if ((r = json_parse(body, len, &j, &err)) < 0 || (r = json_check_object(j, allowed, &err)) < 0 ||
@@ -702,14 +761,13 @@ out:
 }
 
 static void
-close_stdin(struct http_req *req, struct entry *e, struct proc *p)
+close_stdin(struct http_req *req, struct proc *p)
 {
-    (void)e;
     (void)proc_stdin_close(p);
     api_no_content(req);
 }
 
-/* --- routing below /v1/sandboxes/{id}/ --- */
+/* --- routing --- */
 
 static bool
 method(struct http_req *req, const char *m, const char *allow)
@@ -720,6 +778,51 @@ method(struct http_req *req, const char *m, const char *allow)
     api_error_msg(req, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)",
             http_req_method(req), allow);
     return false;
+}
+
+void
+api_processes(struct api *a, struct http_req *req, const struct out_owner *o, char **seg, int n)
+{
+    struct sandbox *sb = owner_sandbox(a, req, o);
+    if (!sb)
+        return;
+    if (n == 1) {
+        if (method(req, "GET", "GET"))
+            list_procs(req, sb);
+        return;
+    }
+    struct proc *p = find_proc(req, sb, o, 0, seg[1]);
+    if (!p)
+        return;
+    if (n == 2) {
+        if (method(req, "GET", "GET"))
+            api_json(req, 200, proc_json(p));
+        return;
+    }
+    const char *what = seg[2];
+    if (n == 3 && !strcmp(what, "output")) {
+        if (method(req, "GET", "GET"))
+            output(a, req, o, p);
+        return;
+    }
+    if (n == 3 && (!strcmp(what, "signal") || !strcmp(what, "stdin") ||
+                          !strcmp(what, "close-stdin"))) {
+        if (!method(req, "POST", "POST"))
+            return;
+        if (!strcmp(what, "close-stdin")) {
+            close_stdin(req, p);
+            return;
+        }
+        struct rq *q = api_rq(a, req, o->id);
+        if (!q)
+            return;
+        q->workspace = o->kind == OWNER_WORKSPACE;
+        q->pid = proc_pid(p);
+        http_req_read_body(req, API_JSON_MAX, !strcmp(what, "signal") ? signal_done : stdin_done);
+        return;
+    }
+    api_error_msg(req, 404, "not_found", "no route for %s %.200s", http_req_method(req),
+            http_req_path(req));
 }
 
 void
@@ -745,43 +848,10 @@ wire_sandboxes(struct api *a, struct http_req *req, char **seg, int n)
         return;
     }
     if (n >= 4 && !strcmp(op, "processes")) {
-        struct entry *e = api_find(a, req, id);
-        if (!e)
-            return;
-        if (n == 4) {
-            if (method(req, "GET", "GET"))
-                list_procs(a, req, e);
-            return;
-        }
-        struct proc *p = find_proc(req, e, seg[4]);
-        if (!p)
-            return;
-        if (n == 5) {
-            if (method(req, "GET", "GET"))
-                api_json(req, 200, proc_json(p));
-            return;
-        }
-        const char *what = seg[5];
-        if (n == 6 && !strcmp(what, "output")) {
-            if (method(req, "GET", "GET"))
-                output(a, req, e, p);
-            return;
-        }
-        if (n == 6 && (!strcmp(what, "signal") || !strcmp(what, "stdin") ||
-                              !strcmp(what, "close-stdin"))) {
-            if (!method(req, "POST", "POST"))
-                return;
-            if (!strcmp(what, "close-stdin")) {
-                close_stdin(req, e, p);
-                return;
-            }
-            struct rq *q = api_rq(a, req, id);
-            if (!q)
-                return;
-            q->pid = proc_pid(p);
-            http_req_read_body(req, API_JSON_MAX, !strcmp(what, "signal") ? signal_done : stdin_done);
-            return;
-        }
+        struct out_owner o = {.kind = OWNER_SANDBOX};
+        (void)snprintf(o.id, sizeof(o.id), "%s", id);
+        api_processes(a, req, &o, seg + 3, n - 3);
+        return;
     }
     api_error_msg(req, 404, "not_found", "no route for %s %.200s", http_req_method(req),
             http_req_path(req));

@@ -39,7 +39,7 @@ struct hdr {
     char *name, *value;
 };
 
-enum body_mode { BODY_NONE, BODY_BUFFER, BODY_STREAM };
+enum body_mode { BODY_NONE, BODY_BUFFER, BODY_STREAM, BODY_LATER };
 
 struct http_server {
     struct loop *loop;
@@ -224,6 +224,12 @@ http_req_stream_body(struct http_req *req, int (*chunk)(struct http_req *, const
     req->mode = BODY_STREAM;
     req->chunk = chunk;
     req->stream_done = done;
+}
+
+void
+http_req_answer_later(struct http_req *req)
+{
+    req->mode = BODY_LATER;
 }
 
 void
@@ -565,6 +571,8 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *m
             req->read_done(req, req->body.data, req->body.len);
         } else if (req->mode == BODY_STREAM) {
             req->stream_done(req);
+        } else if (req->mode == BODY_LATER) {
+            /* answered from the loop when the work is done */
         } else {
             /* A surface that picked no body mode and did not answer. */
             respond_error(req, 500, "internal", "request was not handled");

@@ -71,6 +71,10 @@ void http_req_stream_body(struct http_req *req,
         int (*chunk)(struct http_req *req, const char *data, size_t len),
         void (*done)(struct http_req *req));
 
+/* Takes no body (else 413) and answers later, from the loop: the request
+ * waits, suspended, for http_respond*() or http_stream_start(). */
+void http_req_answer_later(struct http_req *req);
+
 /* Adds a header to the response about to be sent. */
 void http_req_add_header(struct http_req *req, const char *name, const char *value);
 

@@ -55,6 +55,17 @@ hashmap_free(struct hashmap *m)
     free(m);
 }
 
+void
+hashmap_free_keys(struct hashmap *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slots[i].key)
+            free((char *)(uintptr_t)m->slots[i].key);
+    hashmap_free(m);
+}
+
 static int
 grow(struct hashmap *m)
 {

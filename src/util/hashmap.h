@@ -13,6 +13,8 @@ struct hashmap;
 
 int hashmap_new(struct hashmap **ret);
 void hashmap_free(struct hashmap *m);
+/* Frees every key (heap strings the map owns) and the map. NULL is ok. */
+void hashmap_free_keys(struct hashmap *m);
 /* -EEXIST when key is present, -ENOMEM. */
 int hashmap_put(struct hashmap *m, const char *key, void *value);
 void *hashmap_get(const struct hashmap *m, const char *key);

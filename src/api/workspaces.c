@@ -1,0 +1,1271 @@
+/*
+ * workspaces.c - /v1/workspaces: durable workspaces on the native wire, and
+ * the store's administrative routes (/v1/store/check, /v1/store/gc).
+ *
+ * Each request settles the workspace first (waits out a wake or a sleep in
+ * progress), then routes: warm to its sandbox, exactly like the sandbox
+ * routes, and cold to the store, on a worker thread. Only exec wakes a
+ * workspace. Uploads are staged (and hashed) as they arrive, because where
+ * they go is only known once the body is in; a warm upload is then copied
+ * into the sandbox, a cold one committed to the store. Writes and deletes
+ * may carry If-Match: a version we handed out (warm: the sandbox's 16-hex
+ * stamp), or a content hash (64 hex, good in both states), or "" for
+ * "must not exist"; a mismatch is 412.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+
+#include "../util/cleanup.h"
+#include "../util/json.h"
+#include "../util/log.h"
+#include "../util/parse.h"
+#include "../util/path.h"
+#include "../util/rand.h"
+#include "../util/timeutil.h"
+#include "api-internal.h"
+
+#define WS_ID_MAX 64
+
+static bool
+valid_ws_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > WS_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9') || id[i] == '-' ||
+                    id[i] == '_'))
+            return false;
+    return true;
+}
+
+static json_t *
+time_json(uint64_t ms)
+{
+    char b[40];
+    format_rfc3339(ms, b, sizeof(b));
+    return json_string(b);
+}
+
+static void
+slash_path(const char *rel, char *out, size_t n)
+{
+    (void)snprintf(out, n, "/%s", path_is_root(rel) ? "" : rel);
+}
+
+static json_t *
+store_entry_json(const struct store_entry *e)
+{
+    char p[4100];
+    json_t *o = json_object();
+    slash_path(e->path, p, sizeof(p));
+    (void)json_set(o, "path", json_string(p));
+    (void)json_set(o, "type", json_string(e->type == STORE_DIR ? "dir" : "file"));
+    (void)json_set(o, "size", json_integer((json_int_t)e->size));
+    (void)json_set(o, "mode", json_integer(e->mode));
+    if (e->type == STORE_FILE) {
+        (void)json_set(o, "version", json_string(e->hash));
+        (void)json_set(o, "hash", json_string(e->hash));
+    } else {
+        (void)json_set(o, "version", json_string(""));
+    }
+    return o;
+}
+
+static json_t *
+files_stat_json(const char *rel, const struct files_stat *st, const char *hash)
+{
+    char p[4100];
+    json_t *o = json_object();
+    slash_path(rel, p, sizeof(p));
+    (void)json_set(o, "path", json_string(p));
+    (void)json_set(o, "type", json_string(files_type_name(st->type)));
+    (void)json_set(o, "size", json_integer((json_int_t)st->size));
+    (void)json_set(o, "mode", json_integer(st->mode));
+    (void)json_set(o, "version", json_string(st->version));
+    if (hash)
+        (void)json_set(o, "hash", json_string(hash));
+    return o;
+}
+
+static json_t *
+report_json(const struct sync_report *rep)
+{
+    json_t *o = json_object();
+    (void)json_set(o, "files", json_integer(rep ? (json_int_t)rep->files : 0));
+    (void)json_set(o, "dirs", json_integer(rep ? (json_int_t)rep->dirs : 0));
+    (void)json_set(o, "deleted", json_integer(rep ? (json_int_t)rep->deleted : 0));
+    (void)json_set(o, "bytes", json_integer(rep ? (json_int_t)rep->bytes : 0));
+    (void)json_set(o, "unchanged", json_integer(rep ? (json_int_t)rep->unchanged : 0));
+    (void)json_set(o, "ignored", json_integer(rep ? (json_int_t)rep->ignored : 0));
+    uint64_t us = rep ? rep->duration_us : 0;
+    (void)json_set(o, "duration_ms", json_integer((json_int_t)((us + 500) / 1000)));
+    (void)json_set(o, "duration_us", json_integer((json_int_t)us));
+    return o;
+}
+
+/* The If-Match header without ETag quotes; NULL when absent. */
+static const char *
+if_match(struct http_req *req, char *buf, size_t n)
+{
+    const char *h = http_req_header(req, "If-Match");
+    if (!h)
+        return NULL;
+    size_t l = strlen(h);
+    if (l >= 2 && h[0] == '"' && h[l - 1] == '"') {
+        h++;
+        l -= 2;
+    }
+    if (l >= n)
+        l = n - 1;
+    memcpy(buf, h, l);
+    buf[l] = '\0';
+    return buf;
+}
+
+/* --- a generic asynchronous request: a store job answering req --- */
+
+struct wjob {
+    struct api *api;
+    struct http_req *req;
+    char ws[WS_ID_MAX + 1];
+    char rel[PATH_MAX_LEN + 2], rel2[PATH_MAX_LEN + 2];
+    char match[80];
+    bool has_match, overwrite, created;
+    int r;
+    struct err err;
+    json_t *out;              /* the answer (200 or status) */
+    unsigned status;
+    int fd;                   /* a file to stream back */
+    struct store_entry e;
+    struct store_ws meta;
+    struct store_usage usage;
+    struct store_writer *wr;  /* a staged upload */
+    int root_fd;              /* warm: the workspace root, duplicated */
+    uid_t uid;
+    gid_t gid;
+    bool head;
+    void (*run)(struct store *s, struct wjob *j);
+};
+
+static struct wjob *
+wjob_new(struct api *a, struct http_req *req, const char *ws)
+{
+    struct wjob *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    j->api = a;
+    j->req = req;
+    j->fd = -EBADF;
+    j->root_fd = -EBADF;
+    j->status = 200;
+    (void)snprintf(j->ws, sizeof(j->ws), "%s", ws);
+    http_req_ref(req);
+    return j;
+}
+
+static void
+wjob_free(struct wjob *j)
+{
+    safe_close(j->fd);
+    safe_close(j->root_fd);
+    store_writer_abort(j->wr);
+    json_decref(j->out);
+    http_req_unref(j->req);
+    free(j);
+}
+
+static void
+wjob_run(struct store *s, void *ud)
+{
+    struct wjob *j = ud;
+    j->run(s, j);
+}
+
+static void
+wjob_done(void *ud)
+{
+    struct wjob *j = ud;
+    if (j->r < 0) {
+        api_error(j->req, j->r, &j->err);
+    } else if (j->fd >= 0) {
+        char etag[80];
+        (void)snprintf(etag, sizeof(etag), "\"%s\"", j->e.hash);
+        http_req_add_header(j->req, "ETag", etag);
+        http_req_add_header(j->req, "X-Abx-Version", j->e.hash);
+        http_req_add_header(j->req, "X-Abx-Hash", j->e.hash);
+        http_req_add_header(j->req, "X-Abx-Type", "file");
+        http_req_add_header(j->req, "X-Abx-State", "cold");
+        http_respond_fd(j->req, 200, "application/octet-stream", j->fd, j->e.size);
+        j->fd = -EBADF;
+    } else if (j->status == 204) {
+        api_no_content(j->req);
+    } else {
+        api_json(j->req, j->status, j->out);
+        j->out = NULL;
+    }
+    wjob_free(j);
+}
+
+static void
+wjob_submit(struct wjob *j, void (*run)(struct store *, struct wjob *))
+{
+    j->run = run;
+    if (workspaces_run(j->api->ws, wjob_run, wjob_done, j) < 0) {
+        api_error(j->req, -ENOMEM, NULL);
+        wjob_free(j);
+    }
+}
+
+/* --- create, list, info, delete --- */
+
+/* A workspace's record with the resources its sandboxes get (the host's
+ * defaults where the record names none). */
+static json_t *
+ws_json(struct api *a, const struct store_ws *m, enum ws_state st)
+{
+    const struct api_config *c = &a->cfg;
+    uint32_t cpu = m->cpu_millis ? m->cpu_millis : c->default_cpu_millis;
+    uint64_t mem = m->memory_bytes ? m->memory_bytes : c->default_memory_bytes;
+    json_t *o = json_object();
+    (void)json_set(o, "id", json_string(m->id));
+    (void)json_set(o, "state", json_string(ws_state_name(st)));
+    (void)json_set(o, "template", json_string(m->template_name));
+    (void)json_set(o, "created_at", time_json(m->created_ms));
+    (void)json_set(o, "cpu", json_real(cpu / 1000.0));
+    (void)json_set(o, "memory_mb", json_integer((json_int_t)(mem >> 20)));
+    (void)json_set(o, "pids", json_integer(m->pids ? m->pids : c->default_pids));
+    return o;
+}
+
+static void
+run_create(struct store *s, struct wjob *j)
+{
+    j->r = store_ws_create(s, &j->meta, &j->err);
+    if (j->r == 0)
+        j->r = store_ws_get(s, j->meta.id, &j->meta, &j->err);
+    if (j->r < 0)
+        return;
+    j->status = 201;
+    j->out = ws_json(j->api, &j->meta, WS_COLD);
+}
+
+static void
+create_done(struct http_req *req, const char *body, size_t len)
+{
+    struct rq *q = http_req_userdata(req);
+    struct api *a = q->api;
+    static const char *const allowed[] = {"id", "template", "cpu", "memory_mb", "pids", NULL};
+    struct err err = {0};
+    json_t *j = NULL;
+    const char *id = NULL, *tmpl = "base";
+    double cpu = 0;
+    uint64_t mem = 0, pids = 0;
+    struct wjob *wj = NULL;
+    int r;
+
+    if (len == 0)
+        j = json_object();
+    else if ((r = json_parse(body, len, &j, &err)) < 0)
+        goto fail;
+    if ((r = json_check_object(j, allowed, &err)) < 0 ||
+            (r = json_get_str(j, "id", false, &id, &err)) < 0 ||
+            (r = json_get_str(j, "template", false, &tmpl, &err)) < 0 ||
+            (r = json_get_num(j, "cpu", false, 0.01, (double)a->cfg.host_cpus, &cpu, &err)) < 0 ||
+            (r = json_get_u64(j, "memory_mb", false, a->cfg.host_memory_bytes >> 20, &mem, &err)) <
+                    0 ||
+            (r = json_get_u64(j, "pids", false, 1u << 22, &pids, &err)) < 0)
+        goto fail;
+    if (id && !valid_ws_id(id)) {
+        r = err_set(&err, EINVAL, "'id' must be 1-64 of a-z, 0-9, '-' and '_'");
+        goto fail;
+    }
+    if (strcmp(tmpl, "base") != 0) {
+        api_error_msg(req, 404, "not_found", "no template '%.64s' (this host offers 'base')", tmpl);
+        json_decref(j);
+        return;
+    }
+    if (mem && mem < 16) {
+        r = err_set(&err, EINVAL, "'memory_mb' must be at least 16");
+        goto fail;
+    }
+    if (pids && pids < 8) {
+        r = err_set(&err, EINVAL, "'pids' must be at least 8");
+        goto fail;
+    }
+    wj = wjob_new(a, req, "");
+    if (!wj) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    if (id)
+        (void)snprintf(wj->meta.id, sizeof(wj->meta.id), "%s", id);
+    else
+        (void)rand_id(wj->meta.id, 20);
+    (void)snprintf(wj->meta.template_name, sizeof(wj->meta.template_name), "%s", tmpl);
+    wj->meta.cpu_millis = (uint32_t)(cpu * 1000.0 + 0.5);
+    wj->meta.memory_bytes = mem << 20;
+    wj->meta.pids = (uint32_t)pids;
+    json_decref(j);
+    wjob_submit(wj, run_create);
+    return;
+fail:
+    json_decref(j);
+    api_error(req, r, &err);
+}
+
+struct list_ctx {
+    json_t *arr;
+};
+
+static int
+list_one(const struct store_ws *w, void *ud)
+{
+    struct list_ctx *c = ud;
+    json_t *o = json_object();
+    (void)json_set(o, "id", json_string(w->id));
+    (void)json_set(o, "template", json_string(w->template_name));
+    (void)json_set(o, "created_at", time_json(w->created_ms));
+    return json_array_append_new(c->arr, o) < 0 ? -ENOMEM : 0;
+}
+
+static void
+run_list(struct store *s, struct wjob *j)
+{
+    struct list_ctx c = {json_array()};
+    j->r = store_ws_list(s, list_one, &c, &j->err);
+    j->out = c.arr;
+}
+
+static void
+list_done(void *ud)
+{
+    struct wjob *j = ud;
+    if (j->r == 0) {
+        size_t i;
+        json_t *o;
+        json_array_foreach(j->out, i, o)
+        {
+            const char *id = json_string_value(json_object_get(o, "id"));
+            (void)json_set(o, "state",
+                    json_string(ws_state_name(workspaces_state(j->api->ws, id ? id : ""))));
+        }
+        json_t *wrap = json_object();
+        (void)json_set(wrap, "workspaces", j->out);
+        j->out = wrap;
+    }
+    wjob_done(j);
+}
+
+static void
+run_info(struct store *s, struct wjob *j)
+{
+    j->r = store_ws_get(s, j->ws, &j->meta, &j->err);
+    if (j->r == 0)
+        j->r = store_usage(s, j->ws, &j->usage, &j->err);
+}
+
+static void
+info_done(void *ud)
+{
+    struct wjob *j = ud;
+    if (j->r == 0) {
+        json_t *o = ws_json(j->api, &j->meta, workspaces_state(j->api->ws, j->ws));
+        json_t *u = json_object();
+        (void)json_set(u, "bytes", json_integer((json_int_t)j->usage.bytes));
+        (void)json_set(u, "files", json_integer((json_int_t)j->usage.files));
+        (void)json_set(u, "dirs", json_integer((json_int_t)j->usage.dirs));
+        (void)json_set(o, "usage", u);
+        struct sandbox *sb = workspaces_peek(j->api->ws, j->ws);
+        (void)json_set(o, "processes",
+                json_integer(sb ? (json_int_t)sandbox_proc_count(sb, true) : 0));
+        j->out = o;
+    }
+    wjob_done(j);
+}
+
+static void
+run_delete(struct store *s, struct wjob *j)
+{
+    j->r = store_ws_delete(s, j->ws, &j->err);
+    j->status = 204;
+}
+
+static void
+delete_discarded(void *ud, int r, const struct err *err, const struct sync_report *rep)
+{
+    struct wjob *j = ud;
+    (void)r;
+    (void)err;
+    (void)rep;
+    wjob_submit(j, run_delete);
+}
+
+/* --- exec --- */
+
+struct ws_exec {
+    struct api *api;
+    struct http_req *req;
+    struct exec_req *x;
+    char ws[WS_ID_MAX + 1];
+};
+
+static void
+exec_ready(void *ud, int r, const struct err *err, struct sandbox *sb)
+{
+    struct ws_exec *e = ud;
+    if (r < 0) {
+        api_error(e->req, r, err);
+    } else if (!http_req_closed(e->req)) {
+        struct out_owner owner = {.kind = OWNER_WORKSPACE};
+        (void)snprintf(owner.id, sizeof(owner.id), "%s", e->ws);
+        api_exec_run(e->api, e->req, sb, &owner, e->x);
+    }
+    api_exec_req_free(e->x);
+    http_req_unref(e->req);
+    free(e);
+}
+
+static void
+exec_body(struct http_req *req, const char *body, size_t len)
+{
+    struct rq *q = http_req_userdata(req);
+    struct err err = {0};
+    struct exec_req *x = NULL;
+    int r = api_exec_decode(q->api, body, len, &x, &err);
+    if (r < 0) {
+        api_error(req, r, &err);
+        return;
+    }
+    struct ws_exec *e = calloc(1, sizeof(*e));
+    if (!e) {
+        api_exec_req_free(x);
+        api_error(req, -ENOMEM, NULL);
+        return;
+    }
+    e->api = q->api;
+    e->req = req;
+    e->x = x;
+    (void)snprintf(e->ws, sizeof(e->ws), "%s", q->id);
+    http_req_ref(req);
+    workspaces_ensure(q->api->ws, q->id, exec_ready, e);
+}
+
+/* --- warm preconditions (run on a worker: may hash a file) --- */
+
+static int
+warm_check(struct wjob *j, struct err *err)
+{
+    struct files_stat st;
+    if (!j->has_match)
+        return 0;
+    int r = files_stat(j->root_fd, j->rel, &st, NULL);
+    if (r == 0 && st.type == FILES_DIR)
+        return err_set(err, EISDIR, "'/%s' is a directory", j->rel);
+    if (!j->match[0])
+        return r == -ENOENT ? 0 : err_set(err, ESTALE, "'/%s' exists (expected none)", j->rel);
+    if (r < 0)
+        return err_set(err, ESTALE, "'/%s' does not exist", j->rel);
+    if (!strcmp(st.version, j->match))
+        return 0;
+    if (strlen(j->match) == STORE_HASH_LEN && st.type == FILES_FILE) {
+        _cleanup_close_ int fd = -EBADF;
+        struct files_stat st2;
+        char hash[STORE_HASH_LEN + 1];
+        if (files_open_read(j->root_fd, j->rel, &fd, &st2, NULL) == 0 &&
+                store_hash_fd(fd, hash, NULL) == 0 && !strcmp(hash, j->match))
+            return 0;
+    }
+    return err_set(err, ESTALE, "'/%s' changed since version '%.64s'", j->rel, j->match);
+}
+
+/* --- uploads --- */
+
+static void
+run_put_cold(struct store *s, struct wjob *j)
+{
+    struct store_entry prev;
+    struct err e = {0};
+    /* Only for the status code (201 new, 200 replaced); the write itself
+     * is atomic whatever happens in between. */
+    bool existed = store_stat(s, j->ws, j->rel, &prev, &e) == 0;
+    j->r = store_writer_commit(s, j->wr, j->ws, j->rel, 0644, j->has_match ? j->match : NULL,
+            &j->e, &j->err);
+    j->wr = NULL;
+    if (j->r < 0)
+        return;
+    j->status = existed ? 200 : 201;
+    j->out = store_entry_json(&j->e);
+}
+
+/* Copies the staged upload into the live sandbox, hashing it. */
+static void
+run_put_warm(struct store *s, struct wjob *j)
+{
+    char hex[STORE_HASH_LEN + 1];
+    struct files_stat st;
+    (void)s;
+
+    j->r = warm_check(j, &j->err);
+    if (j->r < 0)
+        return;
+    struct sync_sandbox sb = {j->root_fd, j->uid, j->gid};
+    j->r = sync_copy_in(&sb, j->rel, store_writer_fd(j->wr), NULL, hex, NULL, &st, &j->created,
+            &j->err);
+    if (j->r < 0)
+        return;
+    j->status = j->created ? 201 : 200;
+    j->out = files_stat_json(j->rel, &st, hex);
+}
+
+static void
+put_settled(void *ud, struct sandbox *sb)
+{
+    struct wjob *j = ud;
+    if (!sb) {
+        wjob_submit(j, run_put_cold);
+        return;
+    }
+    workspaces_touch(j->api->ws, j->ws);
+    j->root_fd = fcntl(sandbox_root_fd(sb), F_DUPFD_CLOEXEC, 3);
+    j->uid = jail_user_uid(sandbox_jail(sb));
+    j->gid = jail_user_gid(sandbox_jail(sb));
+    if (j->root_fd < 0) {
+        api_error(j->req, -errno, NULL);
+        wjob_free(j);
+        return;
+    }
+    wjob_submit(j, run_put_warm);
+}
+
+static void
+put_close(struct http_req *req, void *ud)
+{
+    (void)req;
+    struct wjob *j = ud;
+    if (j)
+        wjob_free(j); /* the request ended before the body did */
+}
+
+static int
+put_chunk(struct http_req *req, const char *data, size_t len)
+{
+    struct wjob *j = http_req_userdata(req);
+    int r = store_writer_write(j->wr, data, len, &j->err);
+    if (r < 0) {
+        api_error(req, r, &j->err);
+        return r;
+    }
+    return 0;
+}
+
+static void
+put_done(struct http_req *req)
+{
+    struct wjob *j = http_req_userdata(req);
+    /* The job now owns itself (and its reference to req). */
+    http_req_set_userdata(req, NULL, NULL);
+    workspaces_settle(j->api->ws, j->ws, put_settled, j);
+}
+
+static void
+put_begin(struct api *a, struct http_req *req, const char *ws, const char *rel)
+{
+    struct err err = {0};
+    const char *cl = http_req_header(req, "Content-Length");
+    uint64_t len;
+    if (cl && parse_u64(cl, &len) == 0 && len > a->cfg.max_file_bytes) {
+        api_error_msg(req, 413, "too_large", "files may be at most %llu bytes",
+                (unsigned long long)a->cfg.max_file_bytes);
+        return;
+    }
+    if (path_is_root(rel)) {
+        api_error_msg(req, 409, "is_a_directory", "'/' is the workspace directory");
+        return;
+    }
+    struct wjob *j = wjob_new(a, req, ws);
+    if (!j) {
+        api_error(req, -ENOMEM, NULL);
+        return;
+    }
+    (void)snprintf(j->rel, sizeof(j->rel), "%s", rel);
+    j->has_match = if_match(req, j->match, sizeof(j->match)) != NULL;
+    int r = store_writer_begin(workspaces_loop_store(a->ws), a->cfg.max_file_bytes, &j->wr, &err);
+    if (r < 0) {
+        wjob_free(j);
+        api_error(req, r, &err);
+        return;
+    }
+    http_req_set_userdata(req, j, put_close);
+    http_req_stream_body(req, put_chunk, put_done);
+}
+
+/* --- downloads and stat --- */
+
+static void
+run_get_cold(struct store *s, struct wjob *j)
+{
+    if (j->head) {
+        j->r = store_stat(s, j->ws, j->rel, &j->e, &j->err);
+        if (j->r == 0 && j->e.type == STORE_FILE)
+            j->r = store_read(s, j->ws, j->rel, &j->fd, &j->e, &j->err);
+        return;
+    }
+    j->r = store_read(s, j->ws, j->rel, &j->fd, &j->e, &j->err);
+}
+
+static void
+get_cold_done(void *ud)
+{
+    struct wjob *j = ud;
+    if (j->r == 0 && j->head && j->e.type == STORE_DIR) {
+        http_req_add_header(j->req, "X-Abx-Type", "dir");
+        http_req_add_header(j->req, "X-Abx-State", "cold");
+        http_respond(j->req, 200, NULL, "", 0);
+        wjob_free(j);
+        return;
+    }
+    wjob_done(j);
+}
+
+/* The cold file routes that are one store call each. */
+static void
+run_delete_cold(struct store *s, struct wjob *j)
+{
+    j->r = store_delete(s, j->ws, j->rel, j->has_match ? j->match : NULL, &j->err);
+    j->status = 204;
+}
+
+static void
+run_warm_delete(struct store *s, struct wjob *j)
+{
+    (void)s;
+    j->r = warm_check(j, &j->err);
+    if (j->r == 0)
+        j->r = files_delete(j->root_fd, j->rel, &j->err);
+    j->status = 204;
+}
+
+struct walk_acc {
+    json_t *arr;
+};
+
+static int
+walk_store_one(const struct store_entry *e, void *ud)
+{
+    struct walk_acc *w = ud;
+    return json_array_append_new(w->arr, store_entry_json(e)) < 0 ? -ENOMEM : 0;
+}
+
+static void
+run_walk_cold(struct store *s, struct wjob *j)
+{
+    struct walk_acc w = {json_array()};
+    j->r = store_walk(s, j->ws, j->rel, walk_store_one, &w, &j->err);
+    j->out = json_object();
+    (void)json_set(j->out, "entries", w.arr);
+    (void)json_set(j->out, "state", json_string("cold"));
+}
+
+static void
+run_manifest(struct store *s, struct wjob *j)
+{
+    struct walk_acc w = {json_array()};
+    j->r = store_ws_get(s, j->ws, &j->meta, &j->err);
+    if (j->r == 0)
+        j->r = store_walk(s, j->ws, ".", walk_store_one, &w, &j->err);
+    j->out = json_object();
+    (void)json_set(j->out, "entries", w.arr);
+}
+
+static void
+run_mkdir_cold(struct store *s, struct wjob *j)
+{
+    bool created = false;
+    struct store_entry e;
+    struct err e2 = {0};
+    j->r = store_mkdir(s, j->ws, j->rel, &created, &j->err);
+    /* As in a sandbox: a file at the path itself is a conflict; a file
+     * among its ancestors is not_a_directory. */
+    if (j->r == -ENOTDIR && store_stat(s, j->ws, j->rel, &e, &e2) == 0 && e.type == STORE_FILE) {
+        err_clear(&j->err);
+        j->r = err_set(&j->err, EEXIST, "'/%s' exists and is a file", j->rel);
+    }
+    j->status = created ? 201 : 200;
+    j->out = json_object();
+    char p[4100];
+    slash_path(j->rel, p, sizeof(p));
+    (void)json_set(j->out, "path", json_string(p));
+    (void)json_set(j->out, "created", json_boolean(created));
+}
+
+static void
+run_rmdir_cold(struct store *s, struct wjob *j)
+{
+    j->r = store_rmdir(s, j->ws, j->rel, &j->err);
+    j->status = 204;
+}
+
+static void
+run_rename_cold(struct store *s, struct wjob *j)
+{
+    j->r = store_rename(s, j->ws, j->rel, j->rel2, j->overwrite, &j->err);
+    if (j->r == 0)
+        j->r = store_stat(s, j->ws, j->rel2, &j->e, &j->err);
+    if (j->r == 0)
+        j->out = store_entry_json(&j->e);
+}
+
+/* Every file route: settled first, then warm inline or cold on a worker. */
+enum fop { FOP_GET, FOP_HEAD, FOP_DELETE, FOP_WALK, FOP_MKDIR, FOP_RMDIR, FOP_RENAME };
+
+struct fop_req {
+    struct wjob *j;
+    enum fop op;
+};
+
+static void
+walk_warm_collect(struct wjob *j, struct sandbox *sb);
+
+static int
+warm_walk_one(const struct files_entry *fe, void *ud)
+{
+    struct walk_acc *w = ud;
+    json_t *o = json_object();
+    (void)json_set(o, "path", json_string(fe->path));
+    (void)json_set(o, "type", json_string(files_type_name(fe->st.type)));
+    (void)json_set(o, "size", json_integer((json_int_t)fe->st.size));
+    (void)json_set(o, "mode", json_integer(fe->st.mode));
+    (void)json_set(o, "version", json_string(fe->st.version));
+    if (fe->target)
+        (void)json_set(o, "target", json_string(fe->target));
+    return json_array_append_new(w->arr, o) < 0 ? -ENOMEM : 0;
+}
+
+static void
+walk_warm_collect(struct wjob *j, struct sandbox *sb)
+{
+    struct walk_acc w = {json_array()};
+    struct err err = {0};
+    int r = sandbox_walk(sb, j->rel, warm_walk_one, &w, &err);
+    if (r < 0) {
+        json_decref(w.arr);
+        api_error(j->req, r, &err);
+        return;
+    }
+    json_t *o = json_object();
+    (void)json_set(o, "entries", w.arr);
+    (void)json_set(o, "state", json_string("warm"));
+    api_json(j->req, 200, o);
+}
+
+static void
+fop_settled(void *ud, struct sandbox *sb)
+{
+    struct fop_req *f = ud;
+    struct wjob *j = f->j;
+    enum fop op = f->op;
+    struct err err = {0};
+    int r = 0;
+
+    free(f);
+    if (!sb) {
+        static void (*const cold[])(struct store *, struct wjob *) = {
+                [FOP_GET] = run_get_cold,
+                [FOP_HEAD] = run_get_cold,
+                [FOP_DELETE] = run_delete_cold,
+                [FOP_WALK] = run_walk_cold,
+                [FOP_MKDIR] = run_mkdir_cold,
+                [FOP_RMDIR] = run_rmdir_cold,
+                [FOP_RENAME] = run_rename_cold,
+        };
+        j->head = op == FOP_HEAD;
+        j->run = cold[op];
+        if (workspaces_run(j->api->ws, wjob_run, op == FOP_GET || op == FOP_HEAD ? get_cold_done
+                                                                               : wjob_done,
+                    j) < 0) {
+            api_error(j->req, -ENOMEM, NULL);
+            wjob_free(j);
+        }
+        return;
+    }
+
+    workspaces_touch(j->api->ws, j->ws);
+    switch (op) {
+    case FOP_GET:
+    case FOP_HEAD: {
+        struct files_stat st;
+        int fd;
+        if (op == FOP_HEAD) {
+            r = sandbox_file_stat(sb, j->rel, &st, &err);
+            if (r == 0 && st.type != FILES_FILE) {
+                http_req_add_header(j->req, "X-Abx-Type", files_type_name(st.type));
+                http_req_add_header(j->req, "X-Abx-Version", st.version);
+                http_req_add_header(j->req, "X-Abx-State", "warm");
+                http_respond(j->req, 200, NULL, "", 0);
+                break;
+            }
+        }
+        if (r == 0)
+            r = sandbox_file_open_read(sb, j->rel, &fd, &st, &err);
+        if (r < 0)
+            break;
+        char etag[40];
+        (void)snprintf(etag, sizeof(etag), "\"%s\"", st.version);
+        http_req_add_header(j->req, "ETag", etag);
+        http_req_add_header(j->req, "X-Abx-Version", st.version);
+        http_req_add_header(j->req, "X-Abx-Type", "file");
+        http_req_add_header(j->req, "X-Abx-State", "warm");
+        http_respond_fd(j->req, 200, "application/octet-stream", fd, st.size);
+        break;
+    }
+    case FOP_DELETE:
+        if (j->has_match) {
+            /* A precondition may need hashing: do it off the loop. */
+            j->root_fd = fcntl(sandbox_root_fd(sb), F_DUPFD_CLOEXEC, 3);
+            j->run = run_warm_delete;
+            if (j->root_fd >= 0 && workspaces_run(j->api->ws, wjob_run, wjob_done, j) == 0)
+                return;
+            r = -ENOMEM;
+            break;
+        }
+        r = sandbox_file_delete(sb, j->rel, &err);
+        if (r == 0)
+            api_no_content(j->req);
+        break;
+    case FOP_WALK:
+        walk_warm_collect(j, sb);
+        break;
+    case FOP_MKDIR: {
+        bool created;
+        r = sandbox_mkdir(sb, j->rel, &created, &err);
+        if (r == 0) {
+            json_t *o = json_object();
+            char p[4100];
+            slash_path(j->rel, p, sizeof(p));
+            (void)json_set(o, "path", json_string(p));
+            (void)json_set(o, "created", json_boolean(created));
+            api_json(j->req, created ? 201 : 200, o);
+        }
+        break;
+    }
+    case FOP_RMDIR:
+        r = sandbox_rmdir(sb, j->rel, &err);
+        if (r == 0)
+            api_no_content(j->req);
+        break;
+    case FOP_RENAME: {
+        struct files_stat st;
+        r = sandbox_rename(sb, j->rel, j->rel2, j->overwrite, &err);
+        if (r == 0)
+            r = sandbox_file_stat(sb, j->rel2, &st, &err);
+        if (r == 0)
+            api_json(j->req, 200, files_stat_json(j->rel2, &st, NULL));
+        break;
+    }
+    }
+    if (r < 0)
+        api_error(j->req, r, &err);
+    wjob_free(j);
+}
+
+static void
+fop_start(struct api *a, struct http_req *req, const char *ws, enum fop op, const char *rel,
+        const char *rel2, bool overwrite)
+{
+    struct wjob *j = wjob_new(a, req, ws);
+    struct fop_req *f = calloc(1, sizeof(*f));
+    if (!j || !f) {
+        free(f);
+        if (j)
+            wjob_free(j);
+        api_error(req, -ENOMEM, NULL);
+        return;
+    }
+    (void)snprintf(j->rel, sizeof(j->rel), "%s", rel);
+    if (rel2)
+        (void)snprintf(j->rel2, sizeof(j->rel2), "%s", rel2);
+    j->overwrite = overwrite;
+    j->has_match = if_match(req, j->match, sizeof(j->match)) != NULL;
+    f->j = j;
+    f->op = op;
+    workspaces_settle(a->ws, ws, fop_settled, f);
+}
+
+static int
+norm(struct http_req *req, const char *raw, char *out, size_t n)
+{
+    int r = path_normalize(raw, strlen(raw), out, n);
+    if (r < 0)
+        api_error_msg(req, 400, "bad_request",
+                "path must be '/'-rooted in the workspace, without '..' or control characters");
+    return r;
+}
+
+static void
+dir_body(struct http_req *req, const char *body, size_t len, enum fop op)
+{
+    struct rq *q = http_req_userdata(req);
+    struct err err = {0};
+    json_t *j = NULL;
+    const char *p = NULL, *to = NULL;
+    bool overwrite = false;
+    char a[PATH_MAX_LEN + 2], b[PATH_MAX_LEN + 2] = "";
+    int r;
+
+    if ((r = json_parse(body, len, &j, &err)) < 0)
+        goto fail;
+    if (op == FOP_RENAME) {
+        static const char *const allowed[] = {"from", "to", "overwrite", NULL};
+        if ((r = json_check_object(j, allowed, &err)) < 0 ||
+                (r = json_get_str(j, "from", true, &p, &err)) < 0 ||
+                (r = json_get_str(j, "to", true, &to, &err)) < 0 ||
+                (r = json_get_bool(j, "overwrite", false, &overwrite, &err)) < 0)
+            goto fail;
+    } else {
+        static const char *const allowed[] = {"path", NULL};
+        if ((r = json_check_object(j, allowed, &err)) < 0 ||
+                (r = json_get_str(j, "path", true, &p, &err)) < 0)
+            goto fail;
+    }
+    if (norm(req, p, a, sizeof(a)) < 0 || (to && norm(req, to, b, sizeof(b)) < 0)) {
+        json_decref(j);
+        return;
+    }
+    if ((op == FOP_RENAME && (path_is_root(a) || path_is_root(b))) ||
+            (op == FOP_RMDIR && path_is_root(a))) {
+        r = err_set(&err, EINVAL, "the workspace root cannot be moved or removed");
+        goto fail;
+    }
+    json_decref(j);
+    fop_start(q->api, req, q->id, op, a, to ? b : NULL, overwrite);
+    return;
+fail:
+    json_decref(j);
+    api_error(req, r, &err);
+}
+
+static void
+mkdir_body(struct http_req *req, const char *body, size_t len)
+{
+    dir_body(req, body, len, FOP_MKDIR);
+}
+
+static void
+rmdir_body(struct http_req *req, const char *body, size_t len)
+{
+    dir_body(req, body, len, FOP_RMDIR);
+}
+
+static void
+rename_body(struct http_req *req, const char *body, size_t len)
+{
+    dir_body(req, body, len, FOP_RENAME);
+}
+
+/* --- flush and close --- */
+
+struct sync_waiter {
+    struct http_req *req;
+};
+
+static void
+sync_answered(void *ud, int r, const struct err *err, const struct sync_report *rep)
+{
+    struct sync_waiter *s = ud;
+    if (r < 0)
+        api_error(s->req, r, err);
+    else
+        api_json(s->req, 200, report_json(rep));
+    http_req_unref(s->req);
+    free(s);
+}
+
+/* A cold workspace has nothing to mirror; it only has to exist. */
+static void
+run_exists(struct store *s, struct wjob *j)
+{
+    j->r = store_ws_get(s, j->ws, &j->meta, &j->err);
+    if (j->r == 0)
+        j->out = report_json(NULL);
+}
+
+static void
+flush_or_close(struct api *a, struct http_req *req, const char *ws, bool close)
+{
+    if (workspaces_state(a->ws, ws) == WS_COLD) {
+        struct wjob *j = wjob_new(a, req, ws);
+        if (!j)
+            api_error(req, -ENOMEM, NULL);
+        else
+            wjob_submit(j, run_exists);
+        return;
+    }
+    struct sync_waiter *s = calloc(1, sizeof(*s));
+    if (!s) {
+        api_error(req, -ENOMEM, NULL);
+        return;
+    }
+    s->req = req;
+    http_req_ref(req);
+    if (close)
+        workspaces_close(a->ws, ws, sync_answered, s);
+    else
+        workspaces_flush(a->ws, ws, sync_answered, s);
+}
+
+static void
+flush_body(struct http_req *req, const char *body, size_t len)
+{
+    struct rq *q = http_req_userdata(req);
+    (void)body;
+    (void)len;
+    flush_or_close(q->api, req, q->id, false);
+}
+
+static void
+close_body(struct http_req *req, const char *body, size_t len)
+{
+    struct rq *q = http_req_userdata(req);
+    (void)body;
+    (void)len;
+    flush_or_close(q->api, req, q->id, true);
+}
+
+static void
+delete_body(struct http_req *req, const char *body, size_t len)
+{
+    struct rq *q = http_req_userdata(req);
+    (void)body;
+    (void)len;
+    struct wjob *j = wjob_new(q->api, req, q->id);
+    if (!j) {
+        api_error(req, -ENOMEM, NULL);
+        return;
+    }
+    workspaces_discard(q->api->ws, q->id, delete_discarded, j);
+}
+
+/* --- the store's administration --- */
+
+static void
+run_check(struct store *s, struct wjob *j)
+{
+    struct store_check_report rep;
+    j->r = store_check(s, &rep, &j->err);
+    if (j->r < 0)
+        return;
+    j->out = json_object();
+    bool ok = !rep.missing_blobs && !rep.corrupt_blobs && !rep.orphan_entries;
+    (void)json_set(j->out, "ok", json_boolean(ok));
+    (void)json_set(j->out, "store", json_string(store_kind(s)));
+    (void)json_set(j->out, "files", json_integer((json_int_t)rep.files));
+    (void)json_set(j->out, "blobs", json_integer((json_int_t)rep.blobs));
+    (void)json_set(j->out, "missing_blobs", json_integer((json_int_t)rep.missing_blobs));
+    (void)json_set(j->out, "corrupt_blobs", json_integer((json_int_t)rep.corrupt_blobs));
+    (void)json_set(j->out, "orphan_entries", json_integer((json_int_t)rep.orphan_entries));
+    (void)json_set(j->out, "first_problem",
+            rep.first_problem[0] ? json_string(rep.first_problem) : json_null());
+}
+
+static void
+run_gc(struct store *s, struct wjob *j)
+{
+    struct store_gc_stats st;
+    j->r = store_gc(s, j->api->cfg.gc_holder, j->api->cfg.gc_lease_ms, &st, &j->err);
+    if (j->r < 0)
+        return;
+    j->out = json_object();
+    (void)json_set(j->out, "held_lease", json_boolean(st.held_lease));
+    (void)json_set(j->out, "blobs_deleted", json_integer((json_int_t)st.blobs_deleted));
+    (void)json_set(j->out, "bytes_freed", json_integer((json_int_t)st.bytes_freed));
+}
+
+/* --- routing --- */
+
+static bool
+method_is(struct http_req *req, const char *m, const char *allow)
+{
+    if (!strcmp(http_req_method(req), m))
+        return true;
+    http_req_add_header(req, "Allow", allow);
+    api_error_msg(req, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)",
+            http_req_method(req), allow);
+    return false;
+}
+
+static void
+simple_job(struct api *a, struct http_req *req, const char *ws, void (*run)(struct store *,
+        struct wjob *), void (*done)(void *))
+{
+    struct wjob *j = wjob_new(a, req, ws);
+    if (!j) {
+        api_error(req, -ENOMEM, NULL);
+        return;
+    }
+    j->run = run;
+    http_req_answer_later(req);
+    if (workspaces_run(a->ws, wjob_run, done, j) < 0) {
+        api_error(req, -ENOMEM, NULL);
+        wjob_free(j);
+    }
+}
+
+void
+wire_store(struct api *a, struct http_req *req, const char *what)
+{
+    if (!a->ws) {
+        api_error_msg(req, 404, "not_found", "this abxd has no store configured");
+        return;
+    }
+    if (!strcmp(what, "check")) {
+        if (method_is(req, "GET", "GET"))
+            simple_job(a, req, "", run_check, wjob_done);
+        return;
+    }
+    if (!strcmp(what, "gc")) {
+        if (method_is(req, "POST", "POST"))
+            simple_job(a, req, "", run_gc, wjob_done);
+        return;
+    }
+    api_error_msg(req, 404, "not_found", "no route for %s %.200s", http_req_method(req),
+            http_req_path(req));
+}
+
+/* path is what follows "/v1/workspaces" ("" or "/..."). */
+void
+wire_workspaces(struct api *a, struct http_req *req, const char *path)
+{
+    const char *m = http_req_method(req);
+    char id[WS_ID_MAX + 1];
+
+    if (!a->ws) {
+        api_error_msg(req, 404, "not_found", "this abxd has no store configured for workspaces");
+        return;
+    }
+    if (!*path || !strcmp(path, "/")) {
+        if (!strcmp(m, "POST")) {
+            if (a->draining) {
+                api_error_msg(req, 503, "draining", "abxd is draining");
+                return;
+            }
+            if (api_rq(a, req, NULL))
+                http_req_read_body(req, API_JSON_MAX, create_done);
+        } else if (!strcmp(m, "GET")) {
+            simple_job(a, req, "", run_list, list_done);
+        } else {
+            http_req_add_header(req, "Allow", "GET, POST");
+            api_error_msg(req, 405, "method_not_allowed", "%s is not allowed here", m);
+        }
+        return;
+    }
+    const char *p = path + 1;
+    const char *slash = strchr(p, '/');
+    size_t n = slash ? (size_t)(slash - p) : strlen(p);
+    if (n == 0 || n > WS_ID_MAX) {
+        api_error_msg(req, 404, "not_found", "no such workspace");
+        return;
+    }
+    memcpy(id, p, n);
+    id[n] = '\0';
+    if (!valid_ws_id(id)) {
+        api_error_msg(req, 404, "not_found", "no workspace '%.64s'", id);
+        return;
+    }
+    const char *rest = slash ? slash : "";
+    if (*rest)
+        workspaces_touch(a->ws, id); /* looking at the record is not using it */
+    if (!*rest) {
+        if (!strcmp(m, "GET"))
+            simple_job(a, req, id, run_info, info_done);
+        else if (!strcmp(m, "DELETE")) {
+            if (api_rq(a, req, id))
+                http_req_read_body(req, 0, delete_body);
+        } else {
+            http_req_add_header(req, "Allow", "GET, DELETE");
+            api_error_msg(req, 405, "method_not_allowed", "%s is not allowed here", m);
+        }
+        return;
+    }
+    if (!strncmp(rest, "/files/", 7) || !strcmp(rest, "/files")) {
+        char rel[PATH_MAX_LEN + 2];
+        const char *raw = rest[6] ? rest + 7 : "";
+        if (norm(req, *raw ? raw : "/", rel, sizeof(rel)) < 0)
+            return;
+        if (strcmp(m, "PUT") != 0)
+            http_req_answer_later(req);
+        if (!strcmp(m, "PUT"))
+            put_begin(a, req, id, rel);
+        else if (!strcmp(m, "GET"))
+            fop_start(a, req, id, FOP_GET, rel, NULL, false);
+        else if (!strcmp(m, "HEAD"))
+            fop_start(a, req, id, FOP_HEAD, rel, NULL, false);
+        else if (!strcmp(m, "DELETE")) {
+            if (path_is_root(rel)) {
+                api_error_msg(req, 409, "is_a_directory", "'/' is the workspace directory");
+                return;
+            }
+            fop_start(a, req, id, FOP_DELETE, rel, NULL, false);
+        } else {
+            http_req_add_header(req, "Allow", "GET, HEAD, PUT, DELETE");
+            api_error_msg(req, 405, "method_not_allowed", "%s is not allowed on files", m);
+        }
+        return;
+    }
+    struct {
+        const char *name, *method;
+        void (*body)(struct http_req *, const char *, size_t);
+        size_t max;
+    } routes[] = {
+            {"/exec", "POST", exec_body, API_EXEC_BODY_MAX},
+            {"/mkdir", "POST", mkdir_body, API_JSON_MAX},
+            {"/rmdir", "POST", rmdir_body, API_JSON_MAX},
+            {"/rename", "POST", rename_body, API_JSON_MAX},
+            {"/flush", "POST", flush_body, API_JSON_MAX},
+            {"/close", "POST", close_body, API_JSON_MAX},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(routes); i++) {
+        if (strcmp(rest, routes[i].name) != 0)
+            continue;
+        if (!method_is(req, routes[i].method, routes[i].method))
+            return;
+        if (api_rq(a, req, id))
+            http_req_read_body(req, routes[i].max, routes[i].body);
+        return;
+    }
+    if (!strncmp(rest, "/processes", 10) && (rest[10] == '\0' || rest[10] == '/')) {
+        char copy[256], *seg[4];
+        int ns = strlen(rest) < sizeof(copy) ? api_split(strcpy(copy, rest), seg, 4) : -1;
+        if (ns < 1) {
+            api_error_msg(req, 404, "not_found", "no route for %s %.200s", m,
+                    http_req_path(req));
+            return;
+        }
+        struct out_owner o = {.kind = OWNER_WORKSPACE};
+        (void)snprintf(o.id, sizeof(o.id), "%s", id);
+        api_processes(a, req, &o, seg, ns);
+        return;
+    }
+    if (!strcmp(rest, "/walk")) {
+        if (!method_is(req, "GET", "GET"))
+            return;
+        char rel[PATH_MAX_LEN + 2];
+        const char *q = http_req_query(req, "path");
+        if (norm(req, q ? q : "/", rel, sizeof(rel)) < 0)
+            return;
+        http_req_answer_later(req);
+        fop_start(a, req, id, FOP_WALK, rel, NULL, false);
+        return;
+    }
+    if (!strcmp(rest, "/manifest")) {
+        if (method_is(req, "GET", "GET"))
+            simple_job(a, req, id, run_manifest, wjob_done);
+        return;
+    }
+    api_error_msg(req, 404, "not_found", "no route for %s %.200s", m, http_req_path(req));
+}

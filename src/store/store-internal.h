@@ -1,0 +1,64 @@
+/*
+ * store-internal.h - the backend contract behind store.h, and helpers the
+ * backends share. Only store*.c include it.
+ */
+#pragma once
+
+#include "store.h"
+
+#define STORE_CHUNK      (1024 * 1024)      /* PostgreSQL blob chunk */
+#define STORE_PIN_MS     (10 * 60 * 1000)   /* how long a write's pin protects its blob */
+#define STORE_ORPHAN_MS  (60 * 60 * 1000)   /* blob files without a row older than this go */
+
+struct store_ops {
+    const char *kind;
+    void (*close)(struct store *s);
+    int (*ws_create)(struct store *s, const struct store_ws *ws, struct err *err);
+    int (*ws_get)(struct store *s, const char *id, struct store_ws *ret, struct err *err);
+    int (*ws_list)(struct store *s, store_ws_fn fn, void *ud, struct err *err);
+    int (*ws_delete)(struct store *s, const char *id, struct err *err);
+    int (*usage)(struct store *s, const char *ws, struct store_usage *ret, struct err *err);
+    /* The staged data in fd (positioned anywhere; size bytes, hash known)
+     * becomes path. fd is borrowed; it is an O_TMPFILE in the staging dir. */
+    int (*commit)(struct store *s, const char *ws, const char *path, uint32_t mode,
+            const char *if_match, int fd, const char *hash, uint64_t size,
+            struct store_entry *ret, struct err *err);
+    int (*read)(struct store *s, const char *ws, const char *path, int *ret_fd,
+            struct store_entry *ret, struct err *err);
+    int (*stat)(struct store *s, const char *ws, const char *path, struct store_entry *ret,
+            struct err *err);
+    int (*list)(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+            struct err *err);
+    int (*walk)(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+            struct err *err);
+    int (*remove)(struct store *s, const char *ws, const char *path, const char *if_match,
+            struct err *err);
+    int (*mkdir)(struct store *s, const char *ws, const char *path, bool *ret_created,
+            struct err *err);
+    int (*rmdir)(struct store *s, const char *ws, const char *path, struct err *err);
+    int (*rename)(struct store *s, const char *ws, const char *from, const char *to,
+            bool overwrite, struct err *err);
+    int (*gc)(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
+            struct err *err);
+    int (*check)(struct store *s, struct store_check_report *ret, struct err *err);
+};
+
+/* Every backend's handle starts with this. */
+struct store {
+    const struct store_ops *ops;
+    int tmp_fd; /* staging directory */
+};
+
+int store_sqlite_open(const char *dir, struct store **ret, struct err *err);
+int store_pg_open(const char *url, const char *tmp_dir, struct store **ret, struct err *err);
+
+/* "a/b/c" -> parent "a/b" (or "."), name "c". path must be normalized and
+ * not the root. Buffers hold at least strlen(path) + 2 bytes. */
+void store_split(const char *path, char *parent, char *name);
+/* Whether path is a valid normalized path (root allowed when root_ok). */
+bool store_path_ok(const char *path, bool root_ok);
+/* Whether ws is a valid workspace id: 1-64 of [a-z0-9_-]. */
+bool store_ws_ok(const char *ws);
+
+/* SHA-256 of everything readable from fd (from offset 0), as hex. */
+uint64_t store_now_ms(void);

@@ -1,0 +1,1263 @@
+/*
+ * store-sqlite.c - the embedded FileStore: SQLite (WAL) for metadata, blob
+ * files beside it.
+ *
+ * Layout of the store directory:
+ *   store.db          entries, blobs, workspaces, pins, the GC lease
+ *   blobs/ab/abcd...  one immutable file per blob, named by its SHA-256
+ *   tmp/              staging (O_TMPFILE: unnamed until linked)
+ *
+ * A write stages and fsyncs its data, pins the hash (so GC leaves the blob
+ * alone), then in one BEGIN IMMEDIATE transaction links the staging file
+ * into blobs/ if the blob's file is missing (fsyncing the directory),
+ * upserts the rows and drops the pin; COMMIT is durable (synchronous=FULL).
+ * GC deletes unreferenced, unpinned blobs' rows and files inside one BEGIN
+ * IMMEDIATE transaction too, so a writer and the collector never
+ * interleave on one blob.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "../util/cleanup.h"
+#include "../util/fd.h"
+#include "store-internal.h"
+
+struct sq {
+    struct store base;
+    sqlite3 *db;
+    int dirfd, blobs_fd;
+};
+
+static const char schema[] =
+        "CREATE TABLE IF NOT EXISTS workspaces ("
+        "  id TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, template TEXT NOT NULL,"
+        "  cpu_millis INTEGER NOT NULL, memory_bytes INTEGER NOT NULL, pids INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS blobs ("
+        "  hash TEXT PRIMARY KEY, size INTEGER NOT NULL, created_ms INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS entries ("
+        "  ws TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,"
+        "  path TEXT NOT NULL, parent TEXT NOT NULL, name TEXT NOT NULL,"
+        "  type INTEGER NOT NULL, hash TEXT REFERENCES blobs(hash),"
+        "  size INTEGER NOT NULL, mode INTEGER NOT NULL, mtime_ms INTEGER NOT NULL,"
+        "  PRIMARY KEY (ws, path));"
+        "CREATE INDEX IF NOT EXISTS entries_parent ON entries(ws, parent, name);"
+        "CREATE INDEX IF NOT EXISTS entries_hash ON entries(hash);"
+        "CREATE TABLE IF NOT EXISTS pins (hash TEXT NOT NULL, expires_ms INTEGER NOT NULL);"
+        "CREATE INDEX IF NOT EXISTS pins_hash ON pins(hash);"
+        "CREATE TABLE IF NOT EXISTS gc_lease ("
+        "  id INTEGER PRIMARY KEY CHECK (id = 1), holder TEXT NOT NULL,"
+        "  expires_ms INTEGER NOT NULL);";
+
+/* --- sqlite helpers --- */
+
+static int
+sq_errno(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    case SQLITE_FULL:
+        return -ENOSPC;
+    case SQLITE_NOMEM:
+        return -ENOMEM;
+    case SQLITE_CONSTRAINT:
+        return -EEXIST;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+        return -EROFS;
+    default:
+        return -EIO;
+    }
+}
+
+static int
+sq_fail(struct sq *q, int rc, struct err *err, const char *what)
+{
+    int r = sq_errno(rc);
+    return err_set(err, -r, "store: %s: %s", what, sqlite3_errmsg(q->db));
+}
+
+static int
+sq_exec(struct sq *q, const char *sql, struct err *err)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(q->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        int r = err_set(err, -sq_errno(rc), "store: %s: %s", sql, msg ? msg : "");
+        sqlite3_free(msg);
+        return r;
+    }
+    return 0;
+}
+
+static void
+finalizep(sqlite3_stmt **st)
+{
+    if (*st)
+        sqlite3_finalize(*st);
+}
+#define _cleanup_stmt_ __attribute__((cleanup(finalizep)))
+
+static int
+prep(struct sq *q, const char *sql, sqlite3_stmt **ret, struct err *err)
+{
+    int rc = sqlite3_prepare_v2(q->db, sql, -1, ret, NULL);
+    if (rc != SQLITE_OK)
+        return sq_fail(q, rc, err, "prepare");
+    return 0;
+}
+
+static void
+bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    (void)sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
+}
+
+static int
+begin(struct sq *q, struct err *err)
+{
+    return sq_exec(q, "BEGIN IMMEDIATE", err);
+}
+
+static int
+commit(struct sq *q, struct err *err)
+{
+    return sq_exec(q, "COMMIT", err);
+}
+
+static void
+rollback(struct sq *q)
+{
+    (void)sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static struct sq *
+SQ(struct store *s)
+{
+    return (struct sq *)s;
+}
+
+/* --- rows --- */
+
+static void
+row_entry(sqlite3_stmt *st, int col, struct store_entry *e)
+{
+    /* columns: path, type, hash, size, mode, mtime_ms */
+    memset(e, 0, sizeof(*e));
+    const char *p = (const char *)sqlite3_column_text(st, col);
+    (void)snprintf(e->path, sizeof(e->path), "%s", p ? p : "");
+    e->type = sqlite3_column_int(st, col + 1) == STORE_DIR ? STORE_DIR : STORE_FILE;
+    const char *h = (const char *)sqlite3_column_text(st, col + 2);
+    (void)snprintf(e->hash, sizeof(e->hash), "%s", h ? h : "");
+    e->size = (uint64_t)sqlite3_column_int64(st, col + 3);
+    e->mode = (uint32_t)sqlite3_column_int(st, col + 4);
+    e->mtime_ms = (uint64_t)sqlite3_column_int64(st, col + 5);
+}
+
+#define ENTRY_COLS "path, type, hash, size, mode, mtime_ms"
+
+/* 1 and the entry when path exists, 0 when not, <0 on error. */
+static int
+get_entry(struct sq *q, const char *ws, const char *path, struct store_entry *e, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND path = ?2", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_text(st, 2, path);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        row_entry(st, 0, e);
+        return 1;
+    }
+    if (rc == SQLITE_DONE)
+        return 0;
+    return sq_fail(q, rc, err, "lookup");
+}
+
+static int
+ws_exists(struct sq *q, const char *ws, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "SELECT 1 FROM workspaces WHERE id = ?1", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        return 0;
+    if (rc == SQLITE_DONE)
+        return err_set(err, ENOENT, "no workspace '%s'", ws);
+    return sq_fail(q, rc, err, "lookup");
+}
+
+static int
+insert_dir(struct sq *q, const char *ws, const char *path, uint64_t now, struct err *err)
+{
+    char parent[4100], name[4100];
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    store_split(path, parent, name);
+    int r = prep(q,
+            "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+            " VALUES (?1, ?2, ?3, ?4, 2, NULL, 0, 493, ?5)",
+            &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_text(st, 2, path);
+    bind_text(st, 3, parent);
+    bind_text(st, 4, name);
+    (void)sqlite3_bind_int64(st, 5, (sqlite3_int64)now);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "insert directory");
+}
+
+/* mkdir -p inside a transaction. *created refers to path itself. */
+static int
+mkdir_locked(struct sq *q, const char *ws, const char *path, bool *created, struct err *err)
+{
+    char prefix[4100];
+    size_t n = strlen(path);
+    uint64_t now = store_now_ms();
+    struct store_entry e;
+
+    if (created)
+        *created = false;
+    if (!strcmp(path, "."))
+        return 0; /* the root always exists */
+    for (size_t i = 0; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        memcpy(prefix, path, i);
+        prefix[i] = '\0';
+        int r = get_entry(q, ws, prefix, &e, err);
+        if (r < 0)
+            return r;
+        if (r == 1) {
+            if (e.type != STORE_DIR)
+                return err_set(err, ENOTDIR, "'/%s' is a file, not a directory", prefix);
+            continue;
+        }
+        r = insert_dir(q, ws, prefix, now, err);
+        if (r < 0)
+            return r;
+        if (i == n && created)
+            *created = true;
+    }
+    return 0;
+}
+
+static int
+check_if_match(const char *path, const struct store_entry *cur, bool exists, const char *if_match,
+        struct err *err)
+{
+    if (!if_match)
+        return 0;
+    if (!*if_match) {
+        if (exists)
+            return err_set(err, ESTALE, "'/%s' exists (expected none)", path);
+        return 0;
+    }
+    if (!exists)
+        return err_set(err, ESTALE, "'/%s' does not exist (expected version %.16s...)", path,
+                if_match);
+    if (cur->type != STORE_FILE || strcmp(cur->hash, if_match) != 0)
+        return err_set(err, ESTALE, "'/%s' changed: it is at version %.16s..., not %.16s...",
+                path, cur->hash, if_match);
+    return 0;
+}
+
+/* --- blobs on disk --- */
+
+static int
+blob_dir(struct sq *q, const char *hash, bool create, struct err *err)
+{
+    char sub[3] = {hash[0], hash[1], '\0'};
+    if (create) {
+        if (mkdirat(q->blobs_fd, sub, 0755) == 0) {
+            if (fsync(q->blobs_fd) < 0)
+                return err_setx(err, errno, "cannot sync the blob directory");
+        } else if (errno != EEXIST) {
+            return err_setx(err, errno, "cannot create blob directory '%s'", sub);
+        }
+    }
+    int fd = openat(q->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return err_setx(err, errno, "cannot open blob directory '%s'", sub);
+    return fd;
+}
+
+static int
+blob_open(struct sq *q, const char *hash, struct err *err)
+{
+    _cleanup_close_ int d = blob_dir(q, hash, false, err);
+    if (d < 0)
+        return d;
+    int fd = openat(d, hash, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return err_setx(err, errno == ENOENT ? EIO : errno,
+                "blob %.16s... is missing from the store", hash);
+    return fd;
+}
+
+/* Links staged data in as the blob, durable on return. */
+static int
+blob_place(struct sq *q, int fd, const char *hash, struct err *err)
+{
+    char proc[64];
+    _cleanup_close_ int d = blob_dir(q, hash, true, err);
+    if (d < 0)
+        return d;
+    (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, proc, d, hash, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
+        return err_setx(err, errno == ENOSPC ? ENOSPC : errno, "cannot store blob %.16s...",
+                hash);
+    if (fsync(d) < 0)
+        return err_setx(err, errno, "cannot sync the blob directory");
+    return 0;
+}
+
+/* --- workspaces --- */
+
+static int
+sq_ws_create(struct store *s, const struct store_ws *w, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q,
+            "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids)"
+            " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, w->id);
+    (void)sqlite3_bind_int64(st, 2, (sqlite3_int64)(w->created_ms ? w->created_ms : store_now_ms()));
+    bind_text(st, 3, w->template_name[0] ? w->template_name : "base");
+    (void)sqlite3_bind_int64(st, 4, w->cpu_millis);
+    (void)sqlite3_bind_int64(st, 5, (sqlite3_int64)w->memory_bytes);
+    (void)sqlite3_bind_int64(st, 6, w->pids);
+    int rc = sqlite3_step(st);
+    if ((rc & 0xff) == SQLITE_CONSTRAINT)
+        return err_set(err, EEXIST, "workspace '%s' already exists", w->id);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "create workspace");
+}
+
+static void
+row_ws(sqlite3_stmt *st, struct store_ws *w)
+{
+    memset(w, 0, sizeof(*w));
+    const char *id = (const char *)sqlite3_column_text(st, 0);
+    const char *t = (const char *)sqlite3_column_text(st, 2);
+    (void)snprintf(w->id, sizeof(w->id), "%s", id ? id : "");
+    w->created_ms = (uint64_t)sqlite3_column_int64(st, 1);
+    (void)snprintf(w->template_name, sizeof(w->template_name), "%s", t ? t : "");
+    w->cpu_millis = (uint32_t)sqlite3_column_int64(st, 3);
+    w->memory_bytes = (uint64_t)sqlite3_column_int64(st, 4);
+    w->pids = (uint32_t)sqlite3_column_int64(st, 5);
+}
+
+#define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids"
+
+static int
+sq_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "SELECT " WS_COLS " FROM workspaces WHERE id = ?1", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        row_ws(st, ret);
+        return 0;
+    }
+    if (rc == SQLITE_DONE)
+        return err_set(err, ENOENT, "no workspace '%s'", id);
+    return sq_fail(q, rc, err, "lookup workspace");
+}
+
+static int
+sq_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "SELECT " WS_COLS " FROM workspaces ORDER BY created_ms, id", &st, err);
+    if (r < 0)
+        return r;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct store_ws w;
+        row_ws(st, &w);
+        r = fn(&w, ud);
+        if (r < 0)
+            return r;
+    }
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "list workspaces");
+}
+
+static int
+sq_ws_delete(struct store *s, const char *id, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "DELETE FROM workspaces WHERE id = ?1", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE)
+        return sq_fail(q, rc, err, "delete workspace");
+    if (sqlite3_changes(q->db) == 0)
+        return err_set(err, ENOENT, "no workspace '%s'", id);
+    return 0;
+}
+
+static int
+sq_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = ws_exists(q, ws, err);
+    if (r < 0)
+        return r;
+    r = prep(q,
+            "SELECT COALESCE(SUM(size), 0), COALESCE(SUM(type = 1), 0), COALESCE(SUM(type = 2), 0)"
+            " FROM entries WHERE ws = ?1",
+            &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW)
+        return sq_fail(q, rc, err, "usage");
+    ret->bytes = (uint64_t)sqlite3_column_int64(st, 0);
+    ret->files = (uint64_t)sqlite3_column_int64(st, 1);
+    ret->dirs = (uint64_t)sqlite3_column_int64(st, 2);
+    return 0;
+}
+
+/* --- writes --- */
+
+static int
+pin(struct sq *q, const char *hash, sqlite3_int64 *ret_rowid, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    /* A pin matters only while this process runs: it need not be durable. */
+    int r = sq_exec(q, "PRAGMA synchronous = NORMAL", err);
+    if (r < 0)
+        return r;
+    r = prep(q, "INSERT INTO pins (hash, expires_ms) VALUES (?1, ?2)", &st, err);
+    if (r == 0) {
+        bind_text(st, 1, hash);
+        (void)sqlite3_bind_int64(st, 2, (sqlite3_int64)(store_now_ms() + STORE_PIN_MS));
+        int rc = sqlite3_step(st);
+        r = rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "pin blob");
+        *ret_rowid = sqlite3_last_insert_rowid(q->db);
+    }
+    int r2 = sq_exec(q, "PRAGMA synchronous = FULL", err);
+    return r < 0 ? r : r2;
+}
+
+static void
+unpin(struct sq *q, sqlite3_int64 rowid)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(q->db, "DELETE FROM pins WHERE rowid = ?1", -1, &st, NULL) == SQLITE_OK) {
+        (void)sqlite3_bind_int64(st, 1, rowid);
+        (void)sqlite3_step(st);
+    }
+    sqlite3_finalize(st);
+}
+
+static int
+ensure_blob(struct sq *q, int fd, const char *hash, uint64_t size, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "SELECT 1 FROM blobs WHERE hash = ?1", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, hash);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return sq_fail(q, rc, err, "lookup blob");
+    bool have_row = rc == SQLITE_ROW;
+    if (have_row) {
+        /* The row is not proof of the file: a crash inside a GC
+         * transaction can bring back a row whose file was unlinked. We hold
+         * the write lock, so what we see now stays true until commit. */
+        _cleanup_close_ int d = blob_dir(q, hash, false, NULL);
+        if (d >= 0 && faccessat(d, hash, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+            return 0;
+    }
+    r = blob_place(q, fd, hash, err);
+    if (r < 0 || have_row)
+        return r;
+    _cleanup_stmt_ sqlite3_stmt *ins = NULL;
+    r = prep(q, "INSERT INTO blobs (hash, size, created_ms) VALUES (?1, ?2, ?3)", &ins, err);
+    if (r < 0)
+        return r;
+    bind_text(ins, 1, hash);
+    (void)sqlite3_bind_int64(ins, 2, (sqlite3_int64)size);
+    (void)sqlite3_bind_int64(ins, 3, (sqlite3_int64)store_now_ms());
+    rc = sqlite3_step(ins);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "insert blob");
+}
+
+static int
+sq_commit(struct store *s, const char *ws, const char *path, uint32_t mode, const char *if_match,
+        int fd, const char *hash, uint64_t size, struct store_entry *ret, struct err *err)
+{
+    struct sq *q = SQ(s);
+    char parent[4100], name[4100];
+    struct store_entry cur;
+    sqlite3_int64 pin_id = 0;
+    uint64_t now = store_now_ms();
+    int r, have;
+
+    r = pin(q, hash, &pin_id, err);
+    if (r < 0)
+        return r;
+    r = begin(q, err);
+    if (r < 0) {
+        unpin(q, pin_id);
+        return r;
+    }
+    store_split(path, parent, name);
+    if ((r = ws_exists(q, ws, err)) < 0)
+        goto fail;
+    have = get_entry(q, ws, path, &cur, err);
+    if (have < 0) {
+        r = have;
+        goto fail;
+    }
+    if (have && cur.type == STORE_DIR) {
+        r = err_set(err, EISDIR, "'/%s' is a directory", path);
+        goto fail;
+    }
+    if ((r = check_if_match(path, &cur, have, if_match, err)) < 0 ||
+            (r = mkdir_locked(q, ws, parent, NULL, err)) < 0 ||
+            (r = ensure_blob(q, fd, hash, size, err)) < 0)
+        goto fail;
+    {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = prep(q,
+                "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+                " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8)"
+                " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
+                " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
+                &st, err);
+        if (r < 0)
+            goto fail;
+        bind_text(st, 1, ws);
+        bind_text(st, 2, path);
+        bind_text(st, 3, parent);
+        bind_text(st, 4, name);
+        bind_text(st, 5, hash);
+        (void)sqlite3_bind_int64(st, 6, (sqlite3_int64)size);
+        (void)sqlite3_bind_int(st, 7, (int)(mode ? mode : 0644));
+        (void)sqlite3_bind_int64(st, 8, (sqlite3_int64)now);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE) {
+            r = sq_fail(q, rc, err, "write entry");
+            goto fail;
+        }
+    }
+    unpin(q, pin_id);
+    r = commit(q, err);
+    if (r < 0)
+        goto fail;
+    memset(ret, 0, sizeof(*ret));
+    (void)snprintf(ret->path, sizeof(ret->path), "%s", path);
+    ret->type = STORE_FILE;
+    ret->size = size;
+    memcpy(ret->hash, hash, STORE_HASH_LEN + 1);
+    ret->mode = mode ? mode : 0644;
+    ret->mtime_ms = now;
+    return 0;
+fail:
+    rollback(q);
+    unpin(q, pin_id);
+    return r;
+}
+
+static int
+sq_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct store_entry *ret,
+        struct err *err)
+{
+    struct sq *q = SQ(s);
+    int r = ws_exists(q, ws, err);
+    if (r < 0)
+        return r;
+    r = get_entry(q, ws, path, ret, err);
+    if (r < 0)
+        return r;
+    if (r == 0)
+        return err_set(err, ENOENT, "no such file: '/%s'", path);
+    if (ret->type == STORE_DIR)
+        return err_set(err, EISDIR, "'/%s' is a directory", path);
+    int fd = blob_open(q, ret->hash, err);
+    if (fd < 0)
+        return fd;
+    *ret_fd = fd;
+    return 0;
+}
+
+static int
+sq_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret,
+        struct err *err)
+{
+    struct sq *q = SQ(s);
+    int r = ws_exists(q, ws, err);
+    if (r < 0)
+        return r;
+    r = get_entry(q, ws, path, ret, err);
+    if (r < 0)
+        return r;
+    return r ? 0 : err_set(err, ENOENT, "no such file or directory: '/%s'", path);
+}
+
+static int
+sq_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+        struct err *err)
+{
+    struct sq *q = SQ(s);
+    struct store_entry e;
+    int r = ws_exists(q, ws, err);
+    if (r < 0)
+        return r;
+    if (strcmp(dir, ".") != 0) {
+        r = get_entry(q, ws, dir, &e, err);
+        if (r < 0)
+            return r;
+        if (r == 0)
+            return err_set(err, ENOENT, "no such directory: '/%s'", dir);
+        if (e.type != STORE_DIR)
+            return err_set(err, ENOTDIR, "'/%s' is not a directory", dir);
+    }
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    r = prep(q, "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND parent = ?2 ORDER BY name",
+            &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_text(st, 2, dir);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        row_entry(st, 0, &e);
+        r = fn(&e, ud);
+        if (r < 0)
+            return r;
+    }
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "list");
+}
+
+/* Binds the half-open range of paths strictly below dir: (dir/, dir0). */
+static void
+bind_below(sqlite3_stmt *st, int i, const char *dir, char *lo, char *hi)
+{
+    (void)snprintf(lo, 4100, "%s/", dir);
+    (void)snprintf(hi, 4100, "%s0", dir); /* '0' follows '/' in byte order */
+    bind_text(st, i, lo);
+    bind_text(st, i + 1, hi);
+}
+
+static int
+sq_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+        struct err *err)
+{
+    struct sq *q = SQ(s);
+    struct store_entry e;
+    char lo[4100], hi[4100];
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = ws_exists(q, ws, err);
+    if (r < 0)
+        return r;
+    bool root = !strcmp(dir, ".");
+    if (!root) {
+        r = get_entry(q, ws, dir, &e, err);
+        if (r < 0)
+            return r;
+        if (r == 0)
+            return err_set(err, ENOENT, "no such directory: '/%s'", dir);
+        if (e.type != STORE_DIR)
+            return err_set(err, ENOTDIR, "'/%s' is not a directory", dir);
+    }
+    r = prep(q,
+            root ? "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 ORDER BY path"
+                 : "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND path > ?2 AND path < ?3"
+                   " ORDER BY path",
+            &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    if (!root)
+        bind_below(st, 2, dir, lo, hi);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        row_entry(st, 0, &e);
+        r = fn(&e, ud);
+        if (r < 0)
+            return r;
+    }
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "walk");
+}
+
+static int
+sq_remove(struct store *s, const char *ws, const char *path, const char *if_match,
+        struct err *err)
+{
+    struct sq *q = SQ(s);
+    struct store_entry cur;
+    int have;
+    int r = begin(q, err);
+    if (r < 0)
+        return r;
+    if ((r = ws_exists(q, ws, err)) < 0)
+        goto fail;
+    have = get_entry(q, ws, path, &cur, err);
+    if (have < 0) {
+        r = have;
+        goto fail;
+    }
+    if ((r = check_if_match(path, &cur, have, if_match, err)) < 0)
+        goto fail;
+    if (!have) {
+        r = err_set(err, ENOENT, "no such file: '/%s'", path);
+        goto fail;
+    }
+    if (cur.type == STORE_DIR) {
+        r = err_set(err, EISDIR, "'/%s' is a directory: use rmdir", path);
+        goto fail;
+    }
+    {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = prep(q, "DELETE FROM entries WHERE ws = ?1 AND path = ?2", &st, err);
+        if (r < 0)
+            goto fail;
+        bind_text(st, 1, ws);
+        bind_text(st, 2, path);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE) {
+            r = sq_fail(q, rc, err, "delete");
+            goto fail;
+        }
+    }
+    return commit(q, err);
+fail:
+    rollback(q);
+    return r;
+}
+
+static int
+sq_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created, struct err *err)
+{
+    struct sq *q = SQ(s);
+    int r = begin(q, err);
+    if (r < 0)
+        return r;
+    if ((r = ws_exists(q, ws, err)) < 0 || (r = mkdir_locked(q, ws, path, ret_created, err)) < 0) {
+        rollback(q);
+        return r;
+    }
+    return commit(q, err);
+}
+
+static int
+delete_tree(struct sq *q, const char *ws, const char *path, struct err *err)
+{
+    char lo[4100], hi[4100];
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "DELETE FROM entries WHERE ws = ?1 AND (path = ?4 OR (path > ?2 AND path < ?3))",
+            &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_below(st, 2, path, lo, hi);
+    bind_text(st, 4, path);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "remove tree");
+}
+
+static int
+sq_rmdir(struct store *s, const char *ws, const char *path, struct err *err)
+{
+    struct sq *q = SQ(s);
+    struct store_entry e;
+    int have;
+    int r = begin(q, err);
+    if (r < 0)
+        return r;
+    if ((r = ws_exists(q, ws, err)) < 0)
+        goto fail;
+    have = get_entry(q, ws, path, &e, err);
+    if (have < 0) {
+        r = have;
+        goto fail;
+    }
+    if (!have) {
+        r = err_set(err, ENOENT, "no such directory: '/%s'", path);
+        goto fail;
+    }
+    if (e.type != STORE_DIR) {
+        r = err_set(err, ENOTDIR, "'/%s' is not a directory", path);
+        goto fail;
+    }
+    if ((r = delete_tree(q, ws, path, err)) < 0)
+        goto fail;
+    return commit(q, err);
+fail:
+    rollback(q);
+    return r;
+}
+
+static int
+sq_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
+        struct err *err)
+{
+    struct sq *q = SQ(s);
+    struct store_entry src, dst;
+    char tparent[4100], tname[4100], lo[4100], hi[4100];
+    int have;
+    int r = begin(q, err);
+    if (r < 0)
+        return r;
+    if ((r = ws_exists(q, ws, err)) < 0)
+        goto fail;
+    have = get_entry(q, ws, from, &src, err);
+    if (have <= 0) {
+        r = have < 0 ? have : err_set(err, ENOENT, "no such file or directory: '/%s'", from);
+        goto fail;
+    }
+    have = get_entry(q, ws, to, &dst, err);
+    if (have < 0) {
+        r = have;
+        goto fail;
+    }
+    if (have) {
+        if (!overwrite) {
+            r = err_set(err, EEXIST, "'/%s' already exists", to);
+            goto fail;
+        }
+        if (dst.type == STORE_DIR || src.type == STORE_DIR) {
+            r = err_set(err, EEXIST, "'/%s' exists and only a file may replace a file", to);
+            goto fail;
+        }
+        if ((r = delete_tree(q, ws, to, err)) < 0)
+            goto fail;
+    }
+    store_split(to, tparent, tname);
+    if ((r = mkdir_locked(q, ws, tparent, NULL, err)) < 0)
+        goto fail;
+    {
+        /* The entry itself, then everything below it (directories). */
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = prep(q,
+                "UPDATE entries SET path = ?3, parent = ?4, name = ?5, mtime_ms = ?6"
+                " WHERE ws = ?1 AND path = ?2",
+                &st, err);
+        if (r < 0)
+            goto fail;
+        bind_text(st, 1, ws);
+        bind_text(st, 2, from);
+        bind_text(st, 3, to);
+        bind_text(st, 4, tparent);
+        bind_text(st, 5, tname);
+        (void)sqlite3_bind_int64(st, 6, (sqlite3_int64)store_now_ms());
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE) {
+            r = sq_fail(q, rc, err, "rename");
+            goto fail;
+        }
+    }
+    if (src.type == STORE_DIR) {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = prep(q,
+                "UPDATE entries SET path = ?4 || substr(path, ?5),"
+                " parent = ?4 || substr(parent, ?5)"
+                " WHERE ws = ?1 AND path > ?2 AND path < ?3",
+                &st, err);
+        if (r < 0)
+            goto fail;
+        bind_text(st, 1, ws);
+        bind_below(st, 2, from, lo, hi);
+        bind_text(st, 4, to);
+        (void)sqlite3_bind_int(st, 5, (int)strlen(from) + 1);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE) {
+            r = sq_fail(q, rc, err, "rename tree");
+            goto fail;
+        }
+    }
+    return commit(q, err);
+fail:
+    rollback(q);
+    return r;
+}
+
+/* --- GC --- */
+
+static int
+take_lease(struct sq *q, const char *holder, uint64_t lease_ms, bool *ret_held, struct err *err)
+{
+    uint64_t now = store_now_ms();
+    _cleanup_stmt_ sqlite3_stmt *ins = NULL;
+    int r = prep(q, "INSERT OR IGNORE INTO gc_lease (id, holder, expires_ms) VALUES (1, '', 0)",
+            &ins, err);
+    if (r < 0)
+        return r;
+    if (sqlite3_step(ins) != SQLITE_DONE)
+        return sq_fail(q, SQLITE_ERROR, err, "lease");
+    /* Compare and swap: free (expired) or already ours. */
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    r = prep(q,
+            "UPDATE gc_lease SET holder = ?1, expires_ms = ?2"
+            " WHERE id = 1 AND (expires_ms < ?3 OR holder = ?1)",
+            &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, holder);
+    (void)sqlite3_bind_int64(st, 2, (sqlite3_int64)(now + lease_ms));
+    (void)sqlite3_bind_int64(st, 3, (sqlite3_int64)now);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE)
+        return sq_fail(q, rc, err, "lease");
+    *ret_held = sqlite3_changes(q->db) == 1;
+    return 0;
+}
+
+#define GC_BATCH 256
+
+static int
+gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err *err)
+{
+    uint64_t now = store_now_ms();
+    char hashes[GC_BATCH][STORE_HASH_LEN + 1];
+    int n = 0;
+    int r = begin(q, err);
+    if (r < 0)
+        return r;
+    {
+        _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        r = prep(q,
+                "SELECT hash FROM blobs b"
+                " WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.hash = b.hash)"
+                " AND NOT EXISTS (SELECT 1 FROM pins p WHERE p.hash = b.hash AND p.expires_ms > ?1)"
+                " LIMIT ?2",
+                &st, err);
+        if (r < 0)
+            goto fail;
+        (void)sqlite3_bind_int64(st, 1, (sqlite3_int64)now);
+        (void)sqlite3_bind_int(st, 2, GC_BATCH);
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < GC_BATCH) {
+            const char *h = (const char *)sqlite3_column_text(st, 0);
+            if (h && strlen(h) == STORE_HASH_LEN)
+                memcpy(hashes[n++], h, STORE_HASH_LEN + 1);
+        }
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+            r = sq_fail(q, rc, err, "gc scan");
+            goto fail;
+        }
+    }
+    /* We hold the write lock: nobody can reference these meanwhile, and no
+     * writer can look for the file until we commit, so files go before the
+     * commit. A crash in between brings rows back without files; writers
+     * check for the file (see ensure_blob) and a later run deletes them. */
+    for (int i = 0; i < n; i++) {
+        _cleanup_stmt_ sqlite3_stmt *del = NULL;
+        r = prep(q, "DELETE FROM blobs WHERE hash = ?1", &del, err);
+        if (r < 0)
+            goto fail;
+        bind_text(del, 1, hashes[i]);
+        if (sqlite3_step(del) != SQLITE_DONE) {
+            r = sq_fail(q, SQLITE_ERROR, err, "gc delete");
+            goto fail;
+        }
+        _cleanup_close_ int d = blob_dir(q, hashes[i], false, NULL);
+        struct stat sb;
+        if (d >= 0 && fstatat(d, hashes[i], &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                unlinkat(d, hashes[i], 0) == 0)
+            st_out->bytes_freed += (uint64_t)sb.st_size;
+        st_out->blobs_deleted++;
+    }
+    {
+        _cleanup_stmt_ sqlite3_stmt *del = NULL;
+        r = prep(q, "DELETE FROM pins WHERE expires_ms <= ?1", &del, err);
+        if (r < 0)
+            goto fail;
+        (void)sqlite3_bind_int64(del, 1, (sqlite3_int64)now);
+        (void)sqlite3_step(del);
+    }
+    r = commit(q, err);
+    if (r < 0)
+        goto fail;
+    st_out->blobs_seen += (uint64_t)n;
+    *ret_more = n == GC_BATCH;
+    return 0;
+fail:
+    rollback(q);
+    return r;
+}
+
+/* Blob files with no row (a crash between placing a blob and committing
+ * its row) are deleted once they are old enough that no write can still be
+ * on its way to them. */
+static int
+gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
+{
+    uint64_t now = store_now_ms();
+    int dfd = fcntl(q->blobs_fd, F_DUPFD_CLOEXEC, 3);
+    DIR *top = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!top) {
+        safe_close(dfd);
+        return err_setx(err, errno, "cannot scan the blob directory");
+    }
+    struct dirent *de;
+    while ((de = readdir(top))) {
+        if (strlen(de->d_name) != 2)
+            continue;
+        int sfd = openat(q->blobs_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *sub = sfd >= 0 ? fdopendir(sfd) : NULL;
+        if (!sub) {
+            safe_close(sfd);
+            continue;
+        }
+        struct dirent *b;
+        while ((b = readdir(sub))) {
+            if (strlen(b->d_name) != STORE_HASH_LEN)
+                continue;
+            struct stat sb;
+            if (fstatat(sfd, b->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+            uint64_t age = now - ((uint64_t)sb.st_mtim.tv_sec * 1000u);
+            if (age < STORE_ORPHAN_MS)
+                continue;
+            _cleanup_stmt_ sqlite3_stmt *q1 = NULL;
+            if (prep(q, "SELECT 1 FROM blobs WHERE hash = ?1", &q1, NULL) < 0)
+                continue;
+            bind_text(q1, 1, b->d_name);
+            if (sqlite3_step(q1) == SQLITE_DONE && unlinkat(sfd, b->d_name, 0) == 0) {
+                st->blobs_deleted++;
+                st->bytes_freed += (uint64_t)sb.st_size;
+            }
+        }
+        closedir(sub);
+    }
+    closedir(top);
+    return 0;
+}
+
+static int
+sq_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
+        struct err *err)
+{
+    struct sq *q = SQ(s);
+    bool held = false, more = true;
+    int r = take_lease(q, holder, lease_ms, &held, err);
+    if (r < 0)
+        return r;
+    ret->held_lease = held;
+    if (!held)
+        return 0;
+    while (more) {
+        r = gc_batch(q, ret, &more, err);
+        if (r < 0)
+            return r;
+    }
+    return gc_orphans(q, ret, err);
+}
+
+/* --- check --- */
+
+static int
+sq_check(struct store *s, struct store_check_report *rep, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r, rc;
+
+    /* Every file row has its blob. */
+    r = prep(q,
+            "SELECT e.ws, e.path, e.hash, b.hash FROM entries e LEFT JOIN blobs b"
+            " ON b.hash = e.hash WHERE e.type = 1",
+            &st, err);
+    if (r < 0)
+        return r;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rep->files++;
+        const char *hash = (const char *)sqlite3_column_text(st, 2);
+        bool ok = sqlite3_column_type(st, 3) != SQLITE_NULL;
+        if (ok && hash) {
+            _cleanup_close_ int fd = blob_open(q, hash, NULL);
+            ok = fd >= 0;
+        }
+        if (!ok) {
+            rep->missing_blobs++;
+            if (!rep->first_problem[0])
+                (void)snprintf(rep->first_problem, sizeof(rep->first_problem),
+                        "workspace '%s' file '/%s' has no blob %.16s...",
+                        sqlite3_column_text(st, 0), sqlite3_column_text(st, 1),
+                        hash ? hash : "");
+        }
+    }
+    if (rc != SQLITE_DONE)
+        return sq_fail(q, rc, err, "check files");
+    sqlite3_finalize(st);
+    st = NULL;
+
+    /* Every blob hashes to its name. */
+    r = prep(q, "SELECT hash FROM blobs", &st, err);
+    if (r < 0)
+        return r;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *hash = (const char *)sqlite3_column_text(st, 0);
+        rep->blobs++;
+        _cleanup_close_ int fd = hash ? blob_open(q, hash, NULL) : -EBADF;
+        char got[STORE_HASH_LEN + 1];
+        if (fd < 0)
+            continue; /* counted above if a file uses it */
+        if (store_hash_fd(fd, got, NULL) < 0 || strcmp(got, hash) != 0) {
+            rep->corrupt_blobs++;
+            if (!rep->first_problem[0])
+                (void)snprintf(rep->first_problem, sizeof(rep->first_problem),
+                        "blob %.16s... does not match its content (it hashes to %.16s...)", hash,
+                        got);
+        }
+    }
+    if (rc != SQLITE_DONE)
+        return sq_fail(q, rc, err, "check blobs");
+    sqlite3_finalize(st);
+    st = NULL;
+
+    /* Every entry's parent directory exists. */
+    r = prep(q,
+            "SELECT e.ws, e.path FROM entries e WHERE e.parent != '.' AND NOT EXISTS"
+            " (SELECT 1 FROM entries d WHERE d.ws = e.ws AND d.path = e.parent AND d.type = 2)",
+            &st, err);
+    if (r < 0)
+        return r;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        rep->orphan_entries++;
+        if (!rep->first_problem[0])
+            (void)snprintf(rep->first_problem, sizeof(rep->first_problem),
+                    "workspace '%s' entry '/%s' has no parent directory",
+                    sqlite3_column_text(st, 0), sqlite3_column_text(st, 1));
+    }
+    if (rc != SQLITE_DONE)
+        return sq_fail(q, rc, err, "check tree");
+    return 0;
+}
+
+/* --- open / close --- */
+
+static void
+sq_close(struct store *s)
+{
+    struct sq *q = SQ(s);
+    if (q->db)
+        sqlite3_close_v2(q->db);
+    safe_close(q->base.tmp_fd);
+    safe_close(q->blobs_fd);
+    safe_close(q->dirfd);
+    free(q);
+}
+
+static const struct store_ops sqlite_ops = {
+        .kind = "sqlite",
+        .close = sq_close,
+        .ws_create = sq_ws_create,
+        .ws_get = sq_ws_get,
+        .ws_list = sq_ws_list,
+        .ws_delete = sq_ws_delete,
+        .usage = sq_usage,
+        .commit = sq_commit,
+        .read = sq_read,
+        .stat = sq_stat,
+        .list = sq_list,
+        .walk = sq_walk,
+        .remove = sq_remove,
+        .mkdir = sq_mkdir,
+        .rmdir = sq_rmdir,
+        .rename = sq_rename,
+        .gc = sq_gc,
+        .check = sq_check,
+};
+
+int
+store_sqlite_open(const char *dir, struct store **ret, struct err *err)
+{
+    char path[PATH_MAX];
+    struct sq *q = calloc(1, sizeof(*q));
+    int r, rc;
+
+    if (!q)
+        return -ENOMEM;
+    q->base.ops = &sqlite_ops;
+    q->base.tmp_fd = q->blobs_fd = q->dirfd = -EBADF;
+    r = mkdir_p(dir, 0700);
+    if (r < 0) {
+        r = err_setx(err, -r, "cannot create store directory '%s'", dir);
+        goto fail;
+    }
+    q->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (q->dirfd < 0) {
+        r = err_setx(err, errno, "cannot open '%s'", dir);
+        goto fail;
+    }
+    (void)mkdirat(q->dirfd, "blobs", 0755);
+    (void)mkdirat(q->dirfd, "tmp", 0700);
+    q->blobs_fd = openat(q->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    q->base.tmp_fd = openat(q->dirfd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (q->blobs_fd < 0 || q->base.tmp_fd < 0) {
+        r = err_setx(err, errno, "cannot open '%s/blobs' or '%s/tmp'", dir, dir);
+        goto fail;
+    }
+    if ((size_t)snprintf(path, sizeof(path), "%s/store.db", dir) >= sizeof(path)) {
+        r = err_set(err, ENAMETOOLONG, "store path too long");
+        goto fail;
+    }
+    rc = sqlite3_open_v2(path, &q->db,
+            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        r = err_set(err, EIO, "cannot open '%s': %s", path,
+                q->db ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc));
+        goto fail;
+    }
+    (void)sqlite3_busy_timeout(q->db, 30000);
+    /* Switching a new database to WAL takes an exclusive lock that the busy
+     * handler does not wait for: several processes opening one new store at
+     * once see SQLITE_BUSY. Retry it ourselves, within the same 30 s. */
+    for (int tries = 0;; tries++) {
+        int rc2 = sqlite3_exec(q->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
+        if (rc2 == SQLITE_OK)
+            break;
+        if ((rc2 & 0xff) != SQLITE_BUSY || tries >= 3000) {
+            r = err_set(err, -sq_errno(rc2), "store: cannot switch '%s' to WAL: %s", path,
+                    sqlite3_errmsg(q->db));
+            goto fail;
+        }
+        (void)usleep(10000);
+    }
+    if (
+            (r = sq_exec(q, "PRAGMA synchronous = FULL", err)) < 0 ||
+            (r = sq_exec(q, "PRAGMA foreign_keys = ON", err)) < 0 ||
+            (r = sq_exec(q, schema, err)) < 0)
+        goto fail;
+    *ret = &q->base;
+    return 0;
+fail:
+    sq_close(&q->base);
+    return r;
+}

@@ -1,0 +1,441 @@
+/*
+ * store.c - what both backends share: argument checks, the dispatch, and
+ * the staging writer that hashes data on its way to the store.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "../util/cleanup.h"
+#include "../util/fd.h"
+#include "../util/path.h"
+#include "../util/timeutil.h"
+#include "store-internal.h"
+
+uint64_t
+store_now_ms(void)
+{
+    return wall_msec();
+}
+
+bool
+store_ws_ok(const char *ws)
+{
+    size_t n = ws ? strlen(ws) : 0;
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((ws[i] >= 'a' && ws[i] <= 'z') || (ws[i] >= '0' && ws[i] <= '9') || ws[i] == '-' ||
+                    ws[i] == '_'))
+            return false;
+    return true;
+}
+
+bool
+store_path_ok(const char *path, bool root_ok)
+{
+    char norm[PATH_MAX_LEN + 2];
+    if (!path || path_normalize(path, strlen(path), norm, sizeof(norm)) < 0)
+        return false;
+    if (strcmp(norm, path) != 0)
+        return false; /* not already normalized */
+    return root_ok || !path_is_root(path);
+}
+
+void
+store_split(const char *path, char *parent, char *name)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        strcpy(parent, ".");
+        strcpy(name, path);
+        return;
+    }
+    memcpy(parent, path, (size_t)(slash - path));
+    parent[slash - path] = '\0';
+    strcpy(name, slash + 1);
+}
+
+static void
+to_hex(const unsigned char *d, unsigned n, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (unsigned i = 0; i < n; i++) {
+        out[2 * i] = hex[d[i] >> 4];
+        out[2 * i + 1] = hex[d[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+int
+store_hash_copy(int fd, store_sink_fn sink, void *ud, char hash[STORE_HASH_LEN + 1],
+        uint64_t *ret_size)
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned char dg[EVP_MAX_MD_SIZE];
+    unsigned dl = 0;
+    uint64_t off = 0;
+    int r = 0;
+    static __thread char b[256 * 1024];
+
+    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(md);
+        return -ENOMEM;
+    }
+    for (;;) {
+        ssize_t k = pread(fd, b, sizeof(b), (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            r = -errno;
+            break;
+        }
+        if (k == 0)
+            break;
+        if (EVP_DigestUpdate(md, b, (size_t)k) != 1) {
+            r = -EIO;
+            break;
+        }
+        off += (uint64_t)k;
+        if (sink && (r = sink(ud, b, (size_t)k)) < 0)
+            break;
+    }
+    if (r == 0 && EVP_DigestFinal_ex(md, dg, &dl) != 1)
+        r = -EIO;
+    EVP_MD_CTX_free(md);
+    if (r < 0)
+        return r;
+    to_hex(dg, dl, hash);
+    if (ret_size)
+        *ret_size = off;
+    return 0;
+}
+
+int
+store_hash_fd(int fd, char hash[STORE_HASH_LEN + 1], uint64_t *ret_size)
+{
+    return store_hash_copy(fd, NULL, NULL, hash, ret_size);
+}
+
+int
+store_open(const char *where, const char *tmp_dir, struct store **ret, struct err *err)
+{
+    if (!where || !*where)
+        return err_set(err, EINVAL, "no store location given");
+    if (!strncmp(where, "postgres://", 11) || !strncmp(where, "postgresql://", 13))
+        return store_pg_open(where, tmp_dir, ret, err);
+    return store_sqlite_open(where, ret, err);
+}
+
+void
+store_close(struct store *s)
+{
+    if (!s)
+        return;
+    s->ops->close(s);
+}
+
+const char *
+store_kind(const struct store *s)
+{
+    return s->ops->kind;
+}
+
+#define CHECK_WS(ws)                                                                           \
+    do {                                                                                       \
+        if (!store_ws_ok(ws))                                                                  \
+            return err_set(err, EINVAL, "invalid workspace id '%.80s'", ws ? ws : "");         \
+    } while (0)
+
+#define CHECK_PATH(p, root_ok)                                                                 \
+    do {                                                                                       \
+        if (!store_path_ok(p, root_ok))                                                        \
+            return err_set(err, EINVAL, "invalid path '%.200s'", p ? p : "");                 \
+    } while (0)
+
+int
+store_ws_create(struct store *s, const struct store_ws *ws, struct err *err)
+{
+    CHECK_WS(ws->id);
+    return s->ops->ws_create(s, ws, err);
+}
+
+int
+store_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err)
+{
+    CHECK_WS(id);
+    return s->ops->ws_get(s, id, ret, err);
+}
+
+int
+store_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
+{
+    return s->ops->ws_list(s, fn, ud, err);
+}
+
+int
+store_ws_delete(struct store *s, const char *id, struct err *err)
+{
+    CHECK_WS(id);
+    return s->ops->ws_delete(s, id, err);
+}
+
+int
+store_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *err)
+{
+    CHECK_WS(ws);
+    memset(ret, 0, sizeof(*ret));
+    return s->ops->usage(s, ws, ret, err);
+}
+
+/* --- the staging writer --- */
+
+struct store_writer {
+    int fd;
+    EVP_MD_CTX *md;
+    uint64_t size, max;
+};
+
+int
+store_writer_begin(struct store *s, uint64_t max_bytes, struct store_writer **ret,
+        struct err *err)
+{
+    struct store_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->max = max_bytes;
+    w->md = EVP_MD_CTX_new();
+    if (!w->md || EVP_DigestInit_ex(w->md, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(w->md);
+        free(w);
+        return -ENOMEM;
+    }
+    /* Unnamed until committed: a crash or abort leaves nothing behind. */
+    w->fd = openat(s->tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0444);
+    if (w->fd < 0) {
+        int r = err_setx(err, errno, "cannot create a staging file");
+        EVP_MD_CTX_free(w->md);
+        free(w);
+        return r;
+    }
+    *ret = w;
+    return 0;
+}
+
+int
+store_writer_write(struct store_writer *w, const void *data, size_t n, struct err *err)
+{
+    if (w->max && n > w->max - w->size)
+        return err_set(err, EFBIG, "the file would be larger than %llu bytes",
+                (unsigned long long)w->max);
+    int r = write_full(w->fd, data, n);
+    if (r == -ENOSPC || r == -EDQUOT)
+        return err_set(err, ENOSPC, "no space left to stage the file");
+    if (r < 0)
+        return err_setx(err, -r, "cannot write the staging file");
+    if (EVP_DigestUpdate(w->md, data, n) != 1)
+        return err_set(err, EIO, "hashing failed");
+    w->size += n;
+    return 0;
+}
+
+void
+store_writer_abort(struct store_writer *w)
+{
+    if (!w)
+        return;
+    safe_close(w->fd);
+    EVP_MD_CTX_free(w->md);
+    free(w);
+}
+
+uint64_t
+store_writer_size(const struct store_writer *w)
+{
+    return w->size;
+}
+
+int
+store_writer_fd(const struct store_writer *w)
+{
+    return w->fd;
+}
+
+int
+store_writer_commit(struct store *s, struct store_writer *w, const char *ws, const char *path,
+        uint32_t mode, const char *if_match, struct store_entry *ret, struct err *err)
+{
+    unsigned char dg[EVP_MAX_MD_SIZE];
+    unsigned dl = 0;
+    char hash[STORE_HASH_LEN + 1];
+    struct store_entry tmp;
+    int r;
+
+    if (!store_ws_ok(ws)) {
+        r = err_set(err, EINVAL, "invalid workspace id '%.80s'", ws ? ws : "");
+        goto out;
+    }
+    if (!store_path_ok(path, false)) {
+        r = err_set(err, EINVAL, "invalid path '%.200s'", path ? path : "");
+        goto out;
+    }
+    if (EVP_DigestFinal_ex(w->md, dg, &dl) != 1) {
+        r = err_set(err, EIO, "hashing failed");
+        goto out;
+    }
+    to_hex(dg, dl, hash);
+    /* The data is on disk before anything points at it. */
+    if (fsync(w->fd) < 0) {
+        r = err_setx(err, errno, "cannot sync the staging file");
+        goto out;
+    }
+    r = s->ops->commit(s, ws, path, mode & 07777, if_match, w->fd, hash, w->size,
+            ret ? ret : &tmp, err);
+out:
+    store_writer_abort(w);
+    return r;
+}
+
+int
+store_write(struct store *s, const char *ws, const char *path, int fd, uint32_t mode,
+        uint64_t max_bytes, const char *if_match, struct store_entry *ret, struct err *err)
+{
+    struct store_writer *w;
+    static __thread char b[256 * 1024];
+    int r = store_writer_begin(s, max_bytes, &w, err);
+    if (r < 0)
+        return r;
+    for (;;) {
+        ssize_t k = read(fd, b, sizeof(b));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            r = err_setx(err, errno, "cannot read the data to store");
+            break;
+        }
+        if (k == 0)
+            return store_writer_commit(s, w, ws, path, mode, if_match, ret, err);
+        r = store_writer_write(w, b, (size_t)k, err);
+        if (r < 0)
+            break;
+    }
+    store_writer_abort(w);
+    return r;
+}
+
+int
+store_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct store_entry *ret,
+        struct err *err)
+{
+    struct store_entry tmp;
+    CHECK_WS(ws);
+    CHECK_PATH(path, false);
+    return s->ops->read(s, ws, path, ret_fd, ret ? ret : &tmp, err);
+}
+
+int
+store_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret,
+        struct err *err)
+{
+    CHECK_WS(ws);
+    CHECK_PATH(path, true);
+    if (path_is_root(path)) {
+        memset(ret, 0, sizeof(*ret));
+        strcpy(ret->path, ".");
+        ret->type = STORE_DIR;
+        ret->mode = 0755;
+        struct store_ws w;
+        return s->ops->ws_get(s, ws, &w, err);
+    }
+    return s->ops->stat(s, ws, path, ret, err);
+}
+
+int
+store_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+        struct err *err)
+{
+    CHECK_WS(ws);
+    CHECK_PATH(dir, true);
+    return s->ops->list(s, ws, dir, fn, ud, err);
+}
+
+int
+store_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+        struct err *err)
+{
+    CHECK_WS(ws);
+    CHECK_PATH(dir, true);
+    return s->ops->walk(s, ws, dir, fn, ud, err);
+}
+
+int
+store_delete(struct store *s, const char *ws, const char *path, const char *if_match,
+        struct err *err)
+{
+    CHECK_WS(ws);
+    CHECK_PATH(path, false);
+    return s->ops->remove(s, ws, path, if_match, err);
+}
+
+int
+store_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created, struct err *err)
+{
+    CHECK_WS(ws);
+    CHECK_PATH(path, true);
+    if (path_is_root(path)) {
+        *ret_created = false;
+        struct store_ws w;
+        return s->ops->ws_get(s, ws, &w, err);
+    }
+    return s->ops->mkdir(s, ws, path, ret_created, err);
+}
+
+int
+store_rmdir(struct store *s, const char *ws, const char *path, struct err *err)
+{
+    CHECK_WS(ws);
+    CHECK_PATH(path, true);
+    if (path_is_root(path))
+        return err_set(err, EINVAL, "the workspace root cannot be removed");
+    return s->ops->rmdir(s, ws, path, err);
+}
+
+int
+store_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
+        struct err *err)
+{
+    CHECK_WS(ws);
+    CHECK_PATH(from, false);
+    CHECK_PATH(to, false);
+    size_t n = strlen(from);
+    if (!strcmp(from, to))
+        return 0;
+    if (!strncmp(to, from, n) && to[n] == '/')
+        return err_set(err, EINVAL, "cannot move '/%.200s' into itself", from);
+    return s->ops->rename(s, ws, from, to, overwrite, err);
+}
+
+int
+store_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
+        struct err *err)
+{
+    memset(ret, 0, sizeof(*ret));
+    if (!holder || !*holder || strlen(holder) > 200)
+        return err_set(err, EINVAL, "invalid GC holder name");
+    return s->ops->gc(s, holder, lease_ms, ret, err);
+}
+
+int
+store_check(struct store *s, struct store_check_report *ret, struct err *err)
+{
+    memset(ret, 0, sizeof(*ret));
+    return s->ops->check(s, ret, err);
+}

@@ -1,0 +1,172 @@
+/*
+ * store.h - the FileStore: durable, per-workspace file trees with honest
+ * directories and content-addressed blobs.
+ *
+ * A workspace is a named tree of directories and files. Paths are
+ * normalized (util/path.h: "a/b/c", "." for the root). Directories are
+ * honest: empty ones exist, writing a file creates its ancestors, deleting
+ * a file keeps its parent, only rmdir removes a subtree. A file's content
+ * is a blob named by its SHA-256; blobs are immutable and stored once
+ * however many files hold them; a file's version is its content hash, so a
+ * write can be made conditional on the content it replaces (If-Match).
+ *
+ * Two implementations behind one ops table and one test suite:
+ *   - SQLite (the embedded default): metadata in <dir>/store.db (WAL,
+ *     synchronous=FULL), blobs as files in <dir>/blobs/<2 hex>/<64 hex>;
+ *   - PostgreSQL (shared by several abxd): metadata and blobs (in 1 MiB
+ *     chunks) in the database, selected by a postgres:// URL.
+ *
+ * Durability: a write returns only once the blob and the row naming it are
+ * on disk - what a crash right after the return must not lose. Writes are
+ * all-or-nothing: a failed or interrupted one leaves the previous content.
+ *
+ * GC deletes blobs no file references, under a one-row lease (compare and
+ * swap with expiry) so one process collects per window, and never a blob a
+ * write in flight is about to reference (writes pin their blob first).
+ *
+ * Functions return 0 (or a count) or -errno and fill err; -ESTALE means an
+ * If-Match precondition failed. None log. A store handle is used by one
+ * thread at a time; several processes may share the same database.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../util/err.h"
+
+#define STORE_HASH_LEN 64 /* hex SHA-256 */
+
+enum store_type {
+    STORE_FILE = 1,
+    STORE_DIR = 2,
+};
+
+struct store_entry {
+    char path[4097];                 /* normalized, "." for the root */
+    enum store_type type;
+    uint64_t size;                   /* bytes (files) */
+    char hash[STORE_HASH_LEN + 1];   /* files: content hash = version; dirs: "" */
+    uint32_t mode;                   /* permission bits as given by the writer */
+    uint64_t mtime_ms;               /* wall clock of the last change */
+};
+
+struct store_ws {
+    char id[65];
+    uint64_t created_ms;
+    char template_name[65];
+    uint32_t cpu_millis;   /* resources a sandbox of this workspace gets; 0 = default */
+    uint64_t memory_bytes;
+    uint32_t pids;
+};
+
+struct store_usage {
+    uint64_t bytes; /* sum of file sizes */
+    uint64_t files;
+    uint64_t dirs;
+};
+
+struct store;
+
+/* Opens (creating when needed) the store at where: a postgres:// or
+ * postgresql:// URL, or a directory for the SQLite store. tmp_dir is where
+ * writes stage their data (on the blob directory's file system for SQLite,
+ * which ignores tmp_dir; any local directory for PostgreSQL). */
+int store_open(const char *where, const char *tmp_dir, struct store **ret, struct err *err);
+void store_close(struct store *s);
+/* "sqlite" or "postgres". */
+const char *store_kind(const struct store *s);
+
+/* Workspaces. */
+int store_ws_create(struct store *s, const struct store_ws *ws, struct err *err); /* -EEXIST */
+int store_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err);
+typedef int (*store_ws_fn)(const struct store_ws *ws, void *ud);
+int store_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err);
+/* Deletes the workspace and all its entries; its blobs become garbage. */
+int store_ws_delete(struct store *s, const char *id, struct err *err);
+int store_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *err);
+
+/* Streaming writes: data goes to a staging file while it is hashed, and
+ * commit puts it in place as path (see store_write). A writer may be
+ * committed through any handle on the same store (so one thread can stage
+ * while another commits); abort (or a failed commit) leaves nothing. */
+struct store_writer;
+int store_writer_begin(struct store *s, uint64_t max_bytes, struct store_writer **ret,
+        struct err *err);
+int store_writer_write(struct store_writer *w, const void *data, size_t n, struct err *err);
+uint64_t store_writer_size(const struct store_writer *w);
+/* The staged data so far (borrowed; read it with pread, it is not sealed). */
+int store_writer_fd(const struct store_writer *w);
+int store_writer_commit(struct store *s, struct store_writer *w, const char *ws, const char *path,
+        uint32_t mode, const char *if_match, struct store_entry *ret,
+        struct err *err);                 /* frees w */
+void store_writer_abort(struct store_writer *w); /* NULL is ok */
+
+/* Writes path from fd (read from its current offset to EOF), creating its
+ * ancestors. if_match (NULL = unconditional) must equal the current hash;
+ * "" requires that the file does not exist. -EISDIR when path is a
+ * directory, -ENOTDIR when an ancestor is a file, -EFBIG past max_bytes
+ * (0 = no limit), -ESTALE when if_match does not hold. ret may be NULL. */
+int store_write(struct store *s, const char *ws, const char *path, int fd, uint32_t mode,
+        uint64_t max_bytes, const char *if_match, struct store_entry *ret, struct err *err);
+
+/* Opens path's content for reading from the start; the caller closes it. */
+int store_read(struct store *s, const char *ws, const char *path, int *ret_fd,
+        struct store_entry *ret, struct err *err);
+
+int store_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret,
+        struct err *err);
+
+typedef int (*store_entry_fn)(const struct store_entry *e, void *ud);
+/* The direct children of a directory, sorted by name. */
+int store_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+        struct err *err);
+/* Everything below dir (not dir itself), sorted by path. */
+int store_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+        struct err *err);
+
+/* Deletes a file (-EISDIR for a directory); its parent stays. if_match as
+ * for store_write. */
+int store_delete(struct store *s, const char *ws, const char *path, const char *if_match,
+        struct err *err);
+/* mkdir -p; ret_created says whether it did not exist. -ENOTDIR when path
+ * or an ancestor is a file. */
+int store_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created,
+        struct err *err);
+/* Removes a directory and everything below it; never the root. */
+int store_rmdir(struct store *s, const char *ws, const char *path, struct err *err);
+/* Moves a file or a subtree, creating to's ancestors; -EEXIST unless
+ * overwrite (which replaces a file, never a directory). */
+int store_rename(struct store *s, const char *ws, const char *from, const char *to,
+        bool overwrite, struct err *err);
+
+struct store_gc_stats {
+    bool held_lease;     /* false: another collector holds it; nothing done */
+    uint64_t blobs_seen, blobs_deleted, bytes_freed;
+};
+
+/* Deletes unreferenced blobs if this holder can take the lease for
+ * lease_ms. */
+int store_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
+        struct err *err);
+
+struct store_check_report {
+    uint64_t files, blobs;
+    uint64_t missing_blobs;    /* file rows whose blob is gone */
+    uint64_t corrupt_blobs;    /* blobs whose content does not hash to their name */
+    uint64_t orphan_entries;   /* entries whose parent directory is missing */
+    char first_problem[512];   /* a description of the first problem found */
+};
+
+/* Hashes fd's content (pread from offset 0 to EOF) and, when sink is not
+ * NULL, hands each chunk to it on the way; a sink error stops the copy and
+ * is returned as is (a read error returns -errno). */
+typedef int (*store_sink_fn)(void *ud, const void *data, size_t n);
+int store_hash_copy(int fd, store_sink_fn sink, void *ud, char hash[STORE_HASH_LEN + 1],
+        uint64_t *ret_size);
+int store_hash_fd(int fd, char hash[STORE_HASH_LEN + 1], uint64_t *ret_size);
+
+/* Verifies every file row has its blob and every blob hashes to its name. */
+int store_check(struct store *s, struct store_check_report *ret, struct err *err);

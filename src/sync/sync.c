@@ -1,0 +1,544 @@
+/*
+ * sync.c - restore (store -> sandbox, verified) and mirror (sandbox ->
+ * store, pull-only, deletions detected), with ignore rules.
+ */
+#include "sync.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../sandbox/files.h"
+#include "../util/cleanup.h"
+#include "../util/hashmap.h"
+#include "../util/timeutil.h"
+
+static const char *const default_ignores[] = {
+        ".venv/", "venv/", "node_modules/", "__pycache__/", ".git/", ".hg/", ".svn/",
+        ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", ".tox/", ".cache/", ".npm/",
+        ".ipynb_checkpoints/", "*.pyc", "*.pyo", ".DS_Store", "*.swp", NULL,
+};
+
+/* --- ignore rules --- */
+
+void
+sync_ignore_done(struct sync_ignore *ig)
+{
+    for (size_t i = 0; i < ig->n; i++)
+        free(ig->patterns[i]);
+    ig->n = 0;
+}
+
+static int
+add_pattern(struct sync_ignore *ig, const char *p, size_t n)
+{
+    if (ig->n >= SYNC_IGNORE_MAX)
+        return -E2BIG;
+    char *s = strndup(p, n);
+    if (!s)
+        return -ENOMEM;
+    ig->patterns[ig->n++] = s;
+    return 0;
+}
+
+int
+sync_ignore_default(struct sync_ignore *ig)
+{
+    memset(ig, 0, sizeof(*ig));
+    ig->max_file_bytes = (uint64_t)SYNC_DEFAULT_MAX_MB << 20;
+    for (const char *const *p = default_ignores; *p; p++) {
+        int r = add_pattern(ig, *p, strlen(*p));
+        if (r < 0) {
+            sync_ignore_done(ig);
+            return r;
+        }
+    }
+    return 0;
+}
+
+int
+sync_ignore_parse(struct sync_ignore *ig, const char *list, struct err *err)
+{
+    uint64_t cap = ig->max_file_bytes;
+    sync_ignore_done(ig);
+    ig->max_file_bytes = cap;
+    for (const char *p = list; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        while (n && *p == ' ') {
+            p++;
+            n--;
+        }
+        while (n && p[n - 1] == ' ')
+            n--;
+        if (n) {
+            if (n > 255 || memchr(p, '/', n - 1))
+                return err_set(err, EINVAL,
+                        "ignore pattern '%.*s': a name or glob, with '/' only at the end",
+                        (int)(n > 64 ? 64 : n), p);
+            int r = add_pattern(ig, p, n);
+            if (r < 0)
+                return err_set(err, -r, "more than %d ignore patterns", SYNC_IGNORE_MAX);
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+bool
+sync_ignored(const struct sync_ignore *ig, const char *path, bool is_dir, uint64_t size)
+{
+    if (!is_dir && ig->max_file_bytes && size > ig->max_file_bytes)
+        return true;
+    /* Check every component: "node_modules/" ignores all below it too. */
+    const char *c = path;
+    for (;;) {
+        const char *slash = strchr(c, '/');
+        size_t n = slash ? (size_t)(slash - c) : strlen(c);
+        bool comp_is_dir = slash != NULL || is_dir;
+        char name[256];
+        if (n >= sizeof(name))
+            n = sizeof(name) - 1;
+        memcpy(name, c, n);
+        name[n] = '\0';
+        for (size_t i = 0; i < ig->n; i++) {
+            const char *pat = ig->patterns[i];
+            size_t pl = strlen(pat);
+            if (pl && pat[pl - 1] == '/') {
+                if (!comp_is_dir)
+                    continue;
+                char dpat[256];
+                (void)snprintf(dpat, sizeof(dpat), "%.*s", (int)(pl - 1), pat);
+                if (fnmatch(dpat, name, FNM_PERIOD) == 0)
+                    return true;
+            } else if (fnmatch(pat, name, FNM_PERIOD) == 0) {
+                return true;
+            }
+        }
+        if (!slash)
+            return false;
+        c = slash + 1;
+    }
+}
+
+/* --- state: path -> version --- */
+
+struct sv {
+    char *path;
+    bool dir;
+    char version[FILES_VERSION_LEN + 1];
+};
+
+struct sync_state {
+    struct hashmap *map;
+};
+
+int
+sync_state_new(struct sync_state **ret)
+{
+    struct sync_state *st = calloc(1, sizeof(*st));
+    if (!st || hashmap_new(&st->map) < 0) {
+        free(st);
+        return -ENOMEM;
+    }
+    *ret = st;
+    return 0;
+}
+
+static void
+state_clear(struct sync_state *st)
+{
+    size_t it = 0;
+    struct sv *v;
+    struct sv **all = calloc(hashmap_size(st->map) + 1, sizeof(*all));
+    size_t n = 0;
+    while ((v = hashmap_next(st->map, &it)))
+        if (all)
+            all[n++] = v;
+    for (size_t i = 0; i < n; i++) {
+        (void)hashmap_remove(st->map, all[i]->path);
+        free(all[i]->path);
+        free(all[i]);
+    }
+    free(all);
+}
+
+void
+sync_state_free(struct sync_state *st)
+{
+    if (!st)
+        return;
+    state_clear(st);
+    hashmap_free(st->map);
+    free(st);
+}
+
+size_t
+sync_state_size(const struct sync_state *st)
+{
+    return hashmap_size(st->map);
+}
+
+static int
+state_set(struct sync_state *st, const char *path, bool dir, const char *version)
+{
+    struct sv *v = hashmap_get(st->map, path);
+    if (!v) {
+        v = calloc(1, sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        v->path = strdup(path);
+        if (!v->path || hashmap_put(st->map, v->path, v) < 0) {
+            free(v->path);
+            free(v);
+            return -ENOMEM;
+        }
+    }
+    v->dir = dir;
+    (void)snprintf(v->version, sizeof(v->version), "%s", version ? version : "");
+    return 0;
+}
+
+static void
+state_del(struct sync_state *st, const char *path)
+{
+    struct sv *v = hashmap_remove(st->map, path);
+    if (v) {
+        free(v->path);
+        free(v);
+    }
+}
+
+/* --- restore --- */
+
+struct restore_ctx {
+    struct store *s;
+    const char *ws;
+    const struct sync_sandbox *sb;
+    const struct sync_ignore *ig;
+    struct sync_state *st;
+    struct sync_report *rep;
+    struct err *err;
+    int bad;
+    char first_why[160];
+};
+
+static void
+note_bad(struct restore_ctx *c, const char *path, const char *why)
+{
+    size_t l = strlen(c->rep->bad_paths);
+    if (l + strlen(path) + 4 < sizeof(c->rep->bad_paths))
+        (void)snprintf(c->rep->bad_paths + l, sizeof(c->rep->bad_paths) - l, "%s/%s",
+                l ? ", " : "", path);
+    if (!c->bad++)
+        (void)snprintf(c->first_why, sizeof(c->first_why), "%s", why);
+}
+
+struct upload_sink {
+    struct files_upload *up;
+    struct err *err;
+};
+
+static int
+upload_sink(void *ud, const void *data, size_t n)
+{
+    struct upload_sink *u = ud;
+    return files_upload_write(u->up, data, n, u->err);
+}
+
+int
+sync_copy_in(const struct sync_sandbox *sb, const char *path, int fd, const char *expect_hash,
+        char hash[STORE_HASH_LEN + 1], uint64_t *ret_size, struct files_stat *ret_st,
+        bool *ret_created, struct err *err)
+{
+    struct files_upload *up = NULL;
+    uint64_t total = 0;
+    bool created;
+    int r = files_upload_begin(sb->root_fd, path, sb->uid, sb->gid, UINT64_MAX, &up, err);
+    if (r < 0)
+        return r;
+    struct upload_sink u = {up, err};
+    r = store_hash_copy(fd, upload_sink, &u, hash, &total);
+    if (r < 0) {
+        files_upload_abort(up);
+        if (err_isset(err))
+            return r;
+        return err_set(err, EIO, "cannot read the source of '/%s': %s", path, strerror(-r));
+    }
+    if (expect_hash && strcmp(hash, expect_hash) != 0) {
+        files_upload_abort(up);
+        return err_set(err, EBADMSG, "'/%s' does not match its content hash", path);
+    }
+    r = files_upload_commit(up, ret_st, ret_created ? ret_created : &created, err);
+    if (r < 0)
+        return r;
+    if (ret_size)
+        *ret_size = total;
+    return 0;
+}
+
+/* Copies one file from the store into the sandbox, hashing on the way. */
+static int
+restore_file(struct restore_ctx *c, const struct store_entry *e)
+{
+    struct store_entry se;
+    struct err e2 = {0};
+    struct files_stat fs;
+    char hex[STORE_HASH_LEN + 1];
+    uint64_t total = 0;
+
+    _cleanup_close_ int fd = -EBADF;
+    int r = store_read(c->s, c->ws, e->path, &fd, &se, &e2);
+    if (r < 0) {
+        note_bad(c, e->path, e2.msg);
+        return 0;
+    }
+    err_clear(&e2);
+    r = sync_copy_in(c->sb, e->path, fd, e->hash, hex, &total, &fs, NULL, &e2);
+    if (r == -EIO || r == -EBADMSG || (r == 0 && total != e->size)) {
+        /* The bytes are not what the store says they are: never hand them out. */
+        note_bad(c, e->path, r < 0 ? e2.msg : "size differs from the record");
+        return 0;
+    }
+    if (r < 0) {
+        *c->err = e2; /* the sandbox side failed (full, over quota): the wake fails */
+        return r;
+    }
+    c->rep->files++;
+    c->rep->bytes += total;
+    return state_set(c->st, e->path, false, fs.version);
+}
+
+static int
+restore_one(const struct store_entry *e, void *ud)
+{
+    struct restore_ctx *c = ud;
+    bool dir = e->type == STORE_DIR;
+
+    if (sync_ignored(c->ig, e->path, dir, e->size)) {
+        c->rep->ignored++;
+        return 0;
+    }
+    if (dir) {
+        bool created;
+        int r = files_mkdir(c->sb->root_fd, e->path, c->sb->uid, c->sb->gid, &created, c->err);
+        if (r < 0)
+            return r;
+        struct files_stat fs;
+        r = files_stat(c->sb->root_fd, e->path, &fs, c->err);
+        if (r < 0)
+            return r;
+        c->rep->dirs++;
+        return state_set(c->st, e->path, true, fs.version);
+    }
+    return restore_file(c, e);
+}
+
+int
+sync_restore(struct store *s, const char *ws, const struct sync_sandbox *sb,
+        const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
+        struct err *err)
+{
+    uint64_t t0 = now_usec();
+    struct restore_ctx c = {s, ws, sb, ig, st, rep, err, 0};
+
+    memset(rep, 0, sizeof(*rep));
+    state_clear(st);
+    int r = store_walk(s, ws, ".", restore_one, &c, err);
+    rep->duration_us = now_usec() - t0;
+    if (r < 0)
+        return r;
+    if (c.bad)
+        return err_set(err, EBADMSG,
+                "restore of workspace '%s' failed for %d file(s): %s (first: %s)", ws, c.bad,
+                rep->bad_paths, c.first_why);
+    return 0;
+}
+
+/* --- mirror --- */
+
+struct seen {
+    char *path;
+    bool dir;
+    uint64_t size;
+    char version[FILES_VERSION_LEN + 1];
+};
+
+/* present maps every path that exists in the sandbox to PRESENT_OTHER
+ * (ignored, or neither file nor directory) or to its index in v plus
+ * PRESENT_SEEN. */
+#define PRESENT_OTHER ((uintptr_t)1)
+#define PRESENT_SEEN  ((uintptr_t)2)
+
+struct walk_ctx {
+    const struct sync_ignore *ig;
+    struct seen *v;
+    size_t n, cap;
+    struct hashmap *present;
+    struct sync_report *rep;
+};
+
+static int
+mark_present(struct walk_ctx *w, const char *rel, uintptr_t tag)
+{
+    char *key = strdup(rel);
+    if (!key || hashmap_put(w->present, key, (void *)tag) < 0) {
+        free(key);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static int
+walk_one(const struct files_entry *fe, void *ud)
+{
+    struct walk_ctx *w = ud;
+    const char *rel = fe->path[0] == '/' ? fe->path + 1 : fe->path;
+    bool dir = fe->st.type == FILES_DIR;
+
+    /* symlinks, FIFOs...: the store holds files and directories only */
+    if (fe->st.type != FILES_DIR && fe->st.type != FILES_FILE)
+        return mark_present(w, rel, PRESENT_OTHER);
+    if (sync_ignored(w->ig, rel, dir, fe->st.size)) {
+        w->rep->ignored++;
+        return mark_present(w, rel, PRESENT_OTHER);
+    }
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 256;
+        struct seen *v = realloc(w->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        w->v = v;
+        w->cap = cap;
+    }
+    struct seen *x = &w->v[w->n];
+    x->path = strdup(rel);
+    if (!x->path)
+        return -ENOMEM;
+    x->dir = dir;
+    x->size = fe->st.size;
+    memcpy(x->version, fe->st.version, sizeof(x->version));
+    w->n++;
+    return mark_present(w, rel, PRESENT_SEEN + (w->n - 1));
+}
+
+static int
+cmp_desc(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)b, *(char *const *)a);
+}
+
+int
+sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
+        const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
+        struct err *err)
+{
+    uint64_t t0 = now_usec();
+    struct walk_ctx w = {.ig = ig, .rep = rep};
+    char **gone = NULL;
+    size_t ngone = 0;
+    int r;
+
+    memset(rep, 0, sizeof(*rep));
+    r = hashmap_new(&w.present);
+    if (r < 0)
+        return r;
+    r = files_walk(sb->root_fd, ".", walk_one, &w, err);
+    if (r < 0)
+        goto out;
+
+    /* What the store had from us and the sandbox no longer has (or has as
+     * the other type). Paths that exist but are ignored now stay in the
+     * store. Deepest first, so files go before their directories. */
+    gone = calloc(sync_state_size(st) + 1, sizeof(*gone));
+    if (!gone) {
+        r = -ENOMEM;
+        goto out;
+    }
+    {
+        size_t it = 0;
+        struct sv *v;
+        while ((v = hashmap_next(st->map, &it))) {
+            uintptr_t tag = (uintptr_t)hashmap_get(w.present, v->path);
+            if (tag >= PRESENT_SEEN && w.v[tag - PRESENT_SEEN].dir == v->dir)
+                continue; /* still there, same type */
+            gone[ngone++] = v->path;
+        }
+    }
+    qsort(gone, ngone, sizeof(*gone), cmp_desc);
+    for (size_t i = 0; i < ngone; i++) {
+        struct sv *v = hashmap_get(st->map, gone[i]);
+        uintptr_t tag = (uintptr_t)hashmap_get(w.present, gone[i]);
+        struct err e2 = {0};
+        /* Present but ignored now (or no longer a file or directory): the
+         * store keeps its copy; we just stop tracking it. */
+        if (tag != PRESENT_OTHER) {
+            r = v->dir ? store_rmdir(s, ws, v->path, &e2) : store_delete(s, ws, v->path, NULL, &e2);
+            if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -EISDIR) {
+                (void)err_set(err, -r, "%s", e2.msg);
+                goto out;
+            }
+            rep->deleted++;
+        }
+        state_del(st, gone[i]);
+    }
+    free(gone);
+    gone = NULL;
+
+    /* New directories and changed files, parents first. */
+    for (size_t i = 0; i < w.n; i++) {
+        struct seen *x = &w.v[i];
+        struct sv *old = hashmap_get(st->map, x->path);
+        if (old && old->dir == x->dir && !strcmp(old->version, x->version)) {
+            rep->unchanged++;
+            continue;
+        }
+        if (x->dir) {
+            bool created;
+            r = store_mkdir(s, ws, x->path, &created, err);
+            if (r < 0)
+                goto out;
+            rep->dirs++;
+        } else {
+            _cleanup_close_ int fd = -EBADF;
+            struct files_stat fs;
+            struct err e2 = {0};
+            r = files_open_read(sb->root_fd, x->path, &fd, &fs, &e2);
+            if (r == -ENOENT || r == -ENOTDIR || r == -EXDEV || r == -ELOOP || r == -EINVAL ||
+                    r == -EISDIR)
+                continue; /* changed under us: the next mirror sees what it became */
+            if (r < 0) {
+                (void)err_set(err, -r, "%s", e2.msg);
+                goto out;
+            }
+            struct store_entry se;
+            r = store_write(s, ws, x->path, fd, fs.mode, ig->max_file_bytes, NULL, &se, err);
+            if (r == -EFBIG) {
+                err_clear(err);
+                rep->ignored++; /* it grew past the cap while we read it */
+                continue;
+            }
+            if (r < 0)
+                goto out;
+            rep->files++;
+            rep->bytes += se.size;
+        }
+        r = state_set(st, x->path, x->dir, x->version);
+        if (r < 0)
+            goto out;
+    }
+    r = 0;
+out:
+    free(gone);
+    for (size_t i = 0; i < w.n; i++)
+        free(w.v[i].path);
+    free(w.v);
+    hashmap_free_keys(w.present);
+    rep->duration_us = now_usec() - t0;
+    return r;
+}

@@ -1,0 +1,88 @@
+/*
+ * sync.h - moving a workspace between the store and a live sandbox.
+ *
+ * restore copies every directory and file of a workspace's snapshot into a
+ * fresh sandbox, checks each file against its content hash on the way, and
+ * records each path's version. A missing blob or a mismatch fails the whole
+ * restore, naming the paths: a half-restored workspace is never handed out.
+ *
+ * mirror pulls a live sandbox into the store: it walks the sandbox, copies
+ * the files whose version changed since the last mirror (or restore),
+ * creates new directories, and deletes from the store what the sandbox no
+ * longer has. It never pushes anything into the sandbox.
+ *
+ * Ignore rules (build and cache noise, files over a size cap) apply both
+ * ways: an ignored path is never copied and never deleted from the store
+ * by mirror.
+ *
+ * Everything here blocks (file and store I/O) and is meant for a worker
+ * thread; the sandbox side is only its workspace root descriptor and owner.
+ * Functions return 0 or -errno and fill err; none log.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../store/store.h"
+#include "../util/err.h"
+
+#define SYNC_IGNORE_MAX     64
+#define SYNC_DEFAULT_MAX_MB 10
+
+struct sync_ignore {
+    char *patterns[SYNC_IGNORE_MAX]; /* "name/" = directory, else a glob on the name */
+    size_t n;
+    uint64_t max_file_bytes; /* files larger than this are ignored; 0 = no cap */
+};
+
+/* The default rules: .venv/, node_modules/, __pycache__/, .git/, *.pyc ... */
+int sync_ignore_default(struct sync_ignore *ig);
+/* Parses a comma-separated list (replacing the defaults). */
+int sync_ignore_parse(struct sync_ignore *ig, const char *list, struct err *err);
+void sync_ignore_done(struct sync_ignore *ig);
+/* path is normalized ("a/b"); size is ignored for directories. */
+bool sync_ignored(const struct sync_ignore *ig, const char *path, bool is_dir, uint64_t size);
+
+/* What the last restore or mirror saw in the sandbox: path -> version. */
+struct sync_state;
+int sync_state_new(struct sync_state **ret);
+void sync_state_free(struct sync_state *st);
+size_t sync_state_size(const struct sync_state *st);
+
+/* The live side: the workspace root on the host, and who owns new files. */
+struct sync_sandbox {
+    int root_fd;
+    uid_t uid;
+    gid_t gid;
+};
+
+struct sync_report {
+    uint64_t files, dirs;         /* copied or created */
+    uint64_t bytes;               /* copied */
+    uint64_t deleted;             /* removed from the store (mirror) */
+    uint64_t unchanged, ignored;
+    uint64_t duration_us;
+    char bad_paths[512];          /* restore: the paths that failed, comma-separated */
+};
+
+/* Fills an empty sandbox from the store and resets st to what is there. */
+int sync_restore(struct store *s, const char *ws, const struct sync_sandbox *sb,
+        const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
+        struct err *err);
+
+/* Copies fd (from offset 0) into the sandbox as path, atomically, hashing
+ * it on the way. With expect_hash, a mismatch leaves nothing and returns
+ * -EBADMSG; a read error of fd returns -EIO; other errors are the
+ * sandbox's side (-ENOSPC, -EISDIR ...). */
+struct files_stat;
+int sync_copy_in(const struct sync_sandbox *sb, const char *path, int fd, const char *expect_hash,
+        char hash[STORE_HASH_LEN + 1], uint64_t *ret_size, struct files_stat *ret_st,
+        bool *ret_created, struct err *err);
+
+/* Pulls changes from the sandbox into the store and updates st. */
+int sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
+        const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
+        struct err *err);

@@ -1,0 +1,894 @@
+/*
+ * workspace.c - the lifecycle of warm and cold workspaces.
+ *
+ * States: COLD -> WAKING (read the record, create the sandbox, restore) ->
+ * WARM -> SLEEPING (final mirror, kill) -> COLD. Requests that find a
+ * workspace between states wait on its lists and are answered when it
+ * settles. One mirror runs per workspace at a time; a flush arriving while
+ * one runs queues exactly one more. Jobs (record lookup, restore, mirror)
+ * run on the worker pool and own a duplicate of the workspace root
+ * descriptor, so a sandbox dying under a job cannot pull the tree from
+ * under it; the job's result is then simply dropped.
+ */
+#include "workspace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../util/cleanup.h"
+#include "../util/hashmap.h"
+#include "../util/list.h"
+#include "../util/log.h"
+#include "../util/rand.h"
+#include "../util/timeutil.h"
+#include "../util/workq.h"
+
+enum wait_kind { WAIT_READY, WAIT_SETTLE, WAIT_FLUSH, WAIT_CLOSE };
+
+struct waiter {
+    struct list link;
+    enum wait_kind kind;
+    ws_ready_fn ready;
+    ws_settled_fn settled;
+    ws_result_fn result;
+    void *ud;
+};
+
+struct wsx {
+    struct list link;
+    struct workspaces *w;
+    char id[65];
+    enum ws_state state;
+    struct sandbox *sb;
+    struct sync_state *sync;
+    struct list waiters;
+    struct store_ws meta;
+    unsigned jobs;          /* worker jobs in flight that point at us */
+    unsigned streams;       /* output streams attached */
+    bool mirroring, mirror_again, close_after, discard;
+    bool dirty;             /* touched since the last mirror began */
+    uint64_t last_mirror_ms, last_active_ms; /* monotonic */
+    int wake_r;
+    struct err wake_err;
+    struct sync_report last_report;
+    int last_mirror_r;
+    struct err last_mirror_err;
+};
+
+struct workspaces {
+    struct loop *loop;
+    struct sandbox_host *sh;
+    struct workspaces_config cfg;
+    char *store_where, *tmp_dir, *holder;
+    struct workq *wq;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct store **handles;
+    bool *busy;
+    unsigned nhandles;
+    struct store *loop_store;
+    struct hashmap *map;
+    struct list all;
+    unsigned warm;
+    void (*drained)(void *ud);
+    void *drained_ud;
+    bool draining;
+};
+
+const char *
+ws_state_name(enum ws_state s)
+{
+    switch (s) {
+    case WS_COLD:
+        return "cold";
+    case WS_WAKING:
+        return "waking";
+    case WS_WARM:
+        return "warm";
+    default:
+        return "sleeping";
+    }
+}
+
+/* --- the worker pool --- */
+
+struct job {
+    struct workspaces *w;
+    ws_store_fn fn;
+    ws_done_fn done;
+    void *ud;
+};
+
+static struct store *
+take_handle(struct workspaces *w)
+{
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        for (unsigned i = 0; i < w->nhandles; i++)
+            if (!w->busy[i]) {
+                w->busy[i] = true;
+                pthread_mutex_unlock(&w->mu);
+                return w->handles[i];
+            }
+        pthread_cond_wait(&w->cv, &w->mu);
+    }
+}
+
+static void
+give_handle(struct workspaces *w, struct store *s)
+{
+    pthread_mutex_lock(&w->mu);
+    for (unsigned i = 0; i < w->nhandles; i++)
+        if (w->handles[i] == s)
+            w->busy[i] = false;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void
+job_run(void *ud)
+{
+    struct job *j = ud;
+    struct store *s = take_handle(j->w);
+    j->fn(s, j->ud);
+    give_handle(j->w, s);
+}
+
+static void
+job_done(void *ud)
+{
+    struct job *j = ud;
+    if (j->done)
+        j->done(j->ud);
+    free(j);
+}
+
+int
+workspaces_run(struct workspaces *w, ws_store_fn fn, ws_done_fn done, void *ud)
+{
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    *j = (struct job){w, fn, done, ud};
+    int r = workq_submit(w->wq, job_run, job_done, j);
+    if (r < 0)
+        free(j);
+    return r;
+}
+
+struct store *
+workspaces_loop_store(struct workspaces *w)
+{
+    return w->loop_store;
+}
+
+/* --- entries --- */
+
+static struct wsx *
+find(struct workspaces *w, const char *id)
+{
+    return hashmap_get(w->map, id);
+}
+
+static struct wsx *
+get(struct workspaces *w, const char *id)
+{
+    struct wsx *x = find(w, id);
+    if (x)
+        return x;
+    x = calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    x->w = w;
+    (void)snprintf(x->id, sizeof(x->id), "%s", id);
+    x->state = WS_COLD;
+    list_init(&x->waiters);
+    x->last_active_ms = now_msec();
+    if (hashmap_put(w->map, x->id, x) < 0) {
+        free(x);
+        return NULL;
+    }
+    list_add_tail(&w->all, &x->link);
+    return x;
+}
+
+/* During a drain: calls its done() once nothing is warm or waking. */
+static void
+check_drained(struct workspaces *w)
+{
+    if (!w->draining || !w->drained || w->warm)
+        return;
+    list_foreach(l, &w->all) {
+        if (list_entry(l, struct wsx, link)->state == WS_WAKING)
+            return;
+    }
+    void (*fn)(void *) = w->drained;
+    w->drained = NULL;
+    fn(w->drained_ud);
+}
+
+static void
+maybe_free(struct wsx *x)
+{
+    if (x->state != WS_COLD || x->jobs || x->streams || x->mirroring || !list_empty(&x->waiters))
+        return;
+    (void)hashmap_remove(x->w->map, x->id);
+    list_remove(&x->link);
+    sync_state_free(x->sync);
+    free(x);
+}
+
+static int
+add_waiter(struct wsx *x, const struct waiter *proto)
+{
+    struct waiter *wt = calloc(1, sizeof(*wt));
+    if (!wt)
+        return -ENOMEM;
+    *wt = *proto;
+    list_add_tail(&x->waiters, &wt->link);
+    return 0;
+}
+
+#define WAIT_FOR_READY(x, cb, ud)  add_waiter(x, &(struct waiter){.kind = WAIT_READY, .ready = (cb), .ud = (ud)})
+#define WAIT_FOR_SETTLE(x, cb, ud) add_waiter(x, &(struct waiter){.kind = WAIT_SETTLE, .settled = (cb), .ud = (ud)})
+#define WAIT_FOR_RESULT(x, k, cb, ud) add_waiter(x, &(struct waiter){.kind = (k), .result = (cb), .ud = (ud)})
+
+/* Answers and removes the waiters of one kind. */
+static void
+notify(struct wsx *x, enum wait_kind kind, int r, const struct err *err,
+        const struct sync_report *rep)
+{
+    struct list batch;
+    list_init(&batch);
+    list_foreach_safe(l, tmp, &x->waiters) {
+        struct waiter *wt = list_entry(l, struct waiter, link);
+        if (wt->kind != kind)
+            continue;
+        list_remove(&wt->link);
+        list_add_tail(&batch, &wt->link);
+    }
+    while (!list_empty(&batch)) {
+        struct waiter *wt = list_entry(batch.next, struct waiter, link);
+        list_remove(&wt->link);
+        if (kind == WAIT_READY)
+            wt->ready(wt->ud, r, err, r < 0 ? NULL : x->sb);
+        else if (kind == WAIT_SETTLE)
+            wt->settled(wt->ud, x->state == WS_WARM ? x->sb : NULL);
+        else
+            wt->result(wt->ud, r, err, rep);
+        free(wt);
+    }
+}
+
+static bool
+has_waiters(struct wsx *x, enum wait_kind kind)
+{
+    list_foreach(l, &x->waiters) {
+        if (list_entry(l, struct waiter, link)->kind == kind)
+            return true;
+    }
+    return false;
+}
+
+/* --- mirror --- */
+
+struct sync_job {
+    struct wsx *x;
+    struct sync_sandbox sb;
+    struct sync_report rep;
+    struct err err;
+    int r;
+    bool restore;
+};
+
+static void
+sync_job_run(struct store *s, void *ud)
+{
+    struct sync_job *j = ud;
+    const struct sync_ignore *ig = j->x->w->cfg.ignore;
+    if (j->restore)
+        j->r = sync_restore(s, j->x->id, &j->sb, ig, j->x->sync, &j->rep, &j->err);
+    else
+        j->r = sync_mirror(s, j->x->id, &j->sb, ig, j->x->sync, &j->rep, &j->err);
+}
+
+static struct sync_job *
+sync_job_new(struct wsx *x, bool restore)
+{
+    struct sync_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    j->x = x;
+    j->restore = restore;
+    j->sb.root_fd = fcntl(sandbox_root_fd(x->sb), F_DUPFD_CLOEXEC, 3);
+    struct jail *jl = sandbox_jail(x->sb);
+    j->sb.uid = jail_user_uid(jl);
+    j->sb.gid = jail_user_gid(jl);
+    if (j->sb.root_fd < 0) {
+        free(j);
+        return NULL;
+    }
+    return j;
+}
+
+static void sleep_now(struct wsx *x);
+static void mirror_start(struct wsx *x);
+static int start_wake(struct wsx *x);
+
+static void
+mirror_done(void *ud)
+{
+    struct sync_job *j = ud;
+    struct wsx *x = j->x;
+
+    safe_close(j->sb.root_fd);
+    x->jobs--;
+    x->mirroring = false;
+    x->last_mirror_ms = now_msec();
+    x->last_mirror_r = j->r;
+    x->last_mirror_err = j->err;
+    x->last_report = j->rep;
+    if (j->r < 0)
+        log_warn("workspace=%s mirror failed: %s", x->id, j->err.msg);
+    else if (j->rep.files || j->rep.deleted || j->rep.dirs)
+        log_debug("workspace=%s mirrored: %llu files, %llu dirs, %llu deleted in %.1f ms", x->id,
+                (unsigned long long)j->rep.files, (unsigned long long)j->rep.dirs,
+                (unsigned long long)j->rep.deleted, j->rep.duration_us / 1000.0);
+    free(j);
+
+    if (x->mirror_again && x->state != WS_COLD) {
+        x->mirror_again = false;
+        mirror_start(x);
+        return;
+    }
+    notify(x, WAIT_FLUSH, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
+    if (x->state == WS_SLEEPING) {
+        if (x->last_mirror_r < 0 && !x->w->draining) {
+            /* Killing now would lose what the mirror could not save. */
+            x->state = WS_WARM;
+            notify(x, WAIT_CLOSE, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
+            notify(x, WAIT_SETTLE, 0, NULL, NULL);
+        } else {
+            if (x->last_mirror_r < 0)
+                log_err("workspace=%s loses changes since its last mirror: %s", x->id,
+                        x->last_mirror_err.msg);
+            sleep_now(x);
+        }
+    }
+    maybe_free(x);
+}
+
+static void
+mirror_start(struct wsx *x)
+{
+    if (x->mirroring) {
+        x->mirror_again = true;
+        return;
+    }
+    if (!x->sb || (x->state != WS_WARM && x->state != WS_SLEEPING))
+        return;
+    struct sync_job *j = sync_job_new(x, false);
+    if (!j || workspaces_run(x->w, sync_job_run, mirror_done, j) < 0) {
+        if (j)
+            safe_close(j->sb.root_fd);
+        free(j);
+        struct err e = {0};
+        (void)err_set(&e, ENOMEM, "cannot start a mirror");
+        notify(x, WAIT_FLUSH, -ENOMEM, &e, NULL);
+        return;
+    }
+    x->jobs++;
+    x->mirroring = true;
+    x->dirty = false;
+}
+
+/* --- sandbox life --- */
+
+static void
+on_gone(struct sandbox *sb, void *ud)
+{
+    struct wsx *x = ud;
+    struct workspaces *w = x->w;
+    enum ws_state was = x->state;
+
+    if (was == WS_WARM || was == WS_SLEEPING)
+        w->warm--;
+    if (was == WS_WARM)
+        log_warn("workspace=%s lost its sandbox; it is cold until the next exec", x->id);
+    x->state = WS_COLD;
+    x->sb = NULL;
+    sandbox_free(sb);
+    /* What we knew of the sandbox's versions no longer applies. A mirror
+     * job still running owns the state until it finishes. */
+    if (!x->mirroring) {
+        sync_state_free(x->sync);
+        x->sync = NULL;
+    }
+    if (was == WS_WAKING) {
+        if (!x->wake_r) {
+            x->wake_r = -EIO;
+            (void)err_set(&x->wake_err, EIO, "the sandbox of workspace '%s' died while waking",
+                    x->id);
+        }
+        notify(x, WAIT_READY, x->wake_r, &x->wake_err, NULL);
+        notify(x, WAIT_FLUSH, x->wake_r, &x->wake_err, NULL);
+    } else {
+        notify(x, WAIT_FLUSH, 0, NULL, &x->last_report);
+    }
+    notify(x, WAIT_CLOSE, was == WS_SLEEPING ? 0 : -ESRCH,
+            was == WS_SLEEPING ? NULL : &x->wake_err, &x->last_report);
+    notify(x, WAIT_SETTLE, 0, NULL, NULL);
+    /* An exec that arrived while we were going to sleep wakes us again. */
+    if (was == WS_SLEEPING && has_waiters(x, WAIT_READY) && !w->draining)
+        (void)start_wake(x);
+    else if (was == WS_SLEEPING) {
+        struct err e = {0};
+        (void)err_set(&e, EOPNOTSUPP, "abxd is draining and wakes no workspaces");
+        notify(x, WAIT_READY, -EOPNOTSUPP, &e, NULL);
+    }
+    /* A request that arrived while we slept may want us awake again. */
+    maybe_free(x);
+    check_drained(w);
+}
+
+static void
+sleep_now(struct wsx *x)
+{
+    if (x->sb)
+        sandbox_kill(x->sb); /* on_gone finishes the transition */
+}
+
+static void
+restore_done(void *ud)
+{
+    struct sync_job *j = ud;
+    struct wsx *x = j->x;
+
+    safe_close(j->sb.root_fd);
+    x->jobs--;
+    if (x->state != WS_WAKING || !x->sb) {
+        free(j);
+        maybe_free(x);
+        return;
+    }
+    if (j->r < 0) {
+        log_err("workspace=%s cannot wake: %s", x->id, j->err.msg);
+        x->wake_r = j->r;
+        x->wake_err = j->err;
+        free(j);
+        sandbox_kill(x->sb); /* on_gone tells the waiters why */
+        return;
+    }
+    log_debug("workspace=%s restored %llu files (%llu bytes) in %.1f ms", x->id,
+            (unsigned long long)j->rep.files, (unsigned long long)j->rep.bytes,
+            j->rep.duration_us / 1000.0);
+    free(j);
+    x->state = WS_WARM;
+    x->w->warm++;
+    x->last_mirror_ms = now_msec();
+    x->last_active_ms = now_msec();
+    notify(x, WAIT_READY, 0, NULL, NULL);
+    notify(x, WAIT_SETTLE, 0, NULL, NULL);
+    if (has_waiters(x, WAIT_FLUSH))
+        mirror_start(x); /* a flush asked for while we woke */
+    if (x->close_after) {
+        x->close_after = false;
+        workspaces_close(x->w, x->id, NULL, NULL);
+    }
+}
+
+/* A wake that ends before the sandbox was handed over: cold again. */
+static void
+wake_failed(struct wsx *x, int r, const struct err *err)
+{
+    struct workspaces *w = x->w;
+    x->wake_r = r;
+    if (err)
+        x->wake_err = *err;
+    x->state = WS_COLD;
+    notify(x, WAIT_READY, r, &x->wake_err, NULL);
+    notify(x, WAIT_SETTLE, 0, NULL, NULL);
+    maybe_free(x);
+    check_drained(w);
+}
+
+static void
+on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
+{
+    struct wsx *x = ud;
+
+    if (r < 0) {
+        sandbox_free(sb);
+        x->sb = NULL;
+        wake_failed(x, r, err);
+        return;
+    }
+    sandbox_set_gone_handler(sb, on_gone, x);
+    if (!x->sync && sync_state_new(&x->sync) < 0) {
+        x->wake_r = -ENOMEM;
+        sandbox_kill(sb);
+        return;
+    }
+    struct sync_job *j = sync_job_new(x, true);
+    if (!j || workspaces_run(x->w, sync_job_run, restore_done, j) < 0) {
+        if (j)
+            safe_close(j->sb.root_fd);
+        free(j);
+        x->wake_r = -ENOMEM;
+        (void)err_set(&x->wake_err, ENOMEM, "cannot start the restore");
+        sandbox_kill(sb);
+        return;
+    }
+    x->jobs++;
+}
+
+struct meta_job {
+    struct wsx *x;
+    struct store_ws meta;
+    struct err err;
+    int r;
+};
+
+static void
+meta_run(struct store *s, void *ud)
+{
+    struct meta_job *j = ud;
+    j->r = store_ws_get(s, j->x->id, &j->meta, &j->err);
+}
+
+static void
+meta_done(void *ud)
+{
+    struct meta_job *j = ud;
+    struct wsx *x = j->x;
+    struct workspaces *w = x->w;
+
+    x->jobs--;
+    if (j->r < 0) {
+        struct err e = j->err;
+        int r = j->r;
+        free(j);
+        wake_failed(x, r, &e);
+        return;
+    }
+    x->meta = j->meta;
+    free(j);
+    struct jail_limits lim = w->cfg.default_limits;
+    if (x->meta.memory_bytes)
+        lim.memory_bytes = x->meta.memory_bytes;
+    if (x->meta.cpu_millis)
+        lim.cpu_millis = x->meta.cpu_millis;
+    if (x->meta.pids)
+        lim.pids = x->meta.pids;
+    struct sandbox_spec spec = {.limits = lim};
+    char sid[21];
+    struct err err = {0};
+    int r = rand_id(sid, 20); /* the jail's own name; not shown anywhere */
+    if (r == 0)
+        r = sandbox_create(w->sh, sid, &spec, on_ready, x, &x->sb, &err);
+    if (r < 0) {
+        x->sb = NULL;
+        wake_failed(x, r, &err);
+    }
+}
+
+/* --- public operations --- */
+
+static int
+start_wake(struct wsx *x)
+{
+    struct err err = {0};
+    x->state = WS_WAKING;
+    x->wake_r = 0;
+    err_clear(&x->wake_err);
+    struct meta_job *j = calloc(1, sizeof(*j));
+    if (j)
+        j->x = x;
+    if (!j || workspaces_run(x->w, meta_run, meta_done, j) < 0) {
+        free(j);
+        x->state = WS_COLD;
+        (void)err_set(&err, ENOMEM, "out of memory");
+        notify(x, WAIT_READY, -ENOMEM, &err, NULL);
+        notify(x, WAIT_SETTLE, 0, NULL, NULL);
+        return -ENOMEM;
+    }
+    x->jobs++;
+    return 0;
+}
+
+void
+workspaces_ensure(struct workspaces *w, const char *id, ws_ready_fn cb, void *ud)
+{
+    struct err err = {0};
+    struct wsx *x = get(w, id);
+
+    if (!x) {
+        (void)err_set(&err, ENOMEM, "out of memory");
+        cb(ud, -ENOMEM, &err, NULL);
+        return;
+    }
+    x->last_active_ms = now_msec();
+    x->dirty = true;
+    if (x->state == WS_WARM) {
+        cb(ud, 0, NULL, x->sb);
+        return;
+    }
+    if (w->draining) {
+        (void)err_set(&err, EOPNOTSUPP, "abxd is draining and wakes no workspaces");
+        cb(ud, -EOPNOTSUPP, &err, NULL);
+        maybe_free(x);
+        return;
+    }
+    if (WAIT_FOR_READY(x, cb, ud) < 0) {
+        (void)err_set(&err, ENOMEM, "out of memory");
+        cb(ud, -ENOMEM, &err, NULL);
+        return;
+    }
+    if (x->state != WS_COLD)
+        return; /* waking: wait; sleeping: on_gone wakes it again */
+    (void)start_wake(x);
+}
+
+void
+workspaces_settle(struct workspaces *w, const char *id, ws_settled_fn cb, void *ud)
+{
+    struct wsx *x = find(w, id);
+    if (!x || x->state == WS_COLD || x->state == WS_WARM) {
+        cb(ud, x && x->state == WS_WARM ? x->sb : NULL);
+        return;
+    }
+    if (WAIT_FOR_SETTLE(x, cb, ud) < 0)
+        cb(ud, NULL);
+}
+
+enum ws_state
+workspaces_state(struct workspaces *w, const char *id)
+{
+    struct wsx *x = find(w, id);
+    return x ? x->state : WS_COLD;
+}
+
+struct sandbox *
+workspaces_peek(struct workspaces *w, const char *id)
+{
+    struct wsx *x = find(w, id);
+    return x && x->state == WS_WARM ? x->sb : NULL;
+}
+
+void
+workspaces_touch(struct workspaces *w, const char *id)
+{
+    struct wsx *x = find(w, id);
+    if (x) {
+        x->last_active_ms = now_msec();
+        x->dirty = true;
+    }
+}
+
+void
+workspaces_stream_attached(struct workspaces *w, const char *id, bool attached)
+{
+    struct wsx *x = find(w, id);
+    if (!x)
+        return;
+    if (attached)
+        x->streams++;
+    else if (x->streams)
+        x->streams--;
+    x->last_active_ms = now_msec();
+    if (!attached)
+        maybe_free(x);
+}
+
+void
+workspaces_flush(struct workspaces *w, const char *id, ws_result_fn cb, void *ud)
+{
+    struct wsx *x = find(w, id);
+    if (!x || x->state == WS_COLD) {
+        struct sync_report none = {0};
+        cb(ud, 0, NULL, &none);
+        return;
+    }
+    if (WAIT_FOR_RESULT(x, WAIT_FLUSH, cb, ud) < 0) {
+        cb(ud, -ENOMEM, NULL, NULL);
+        return;
+    }
+    /* waking: restore_done mirrors for the waiter once warm */
+    if (x->state == WS_WARM || x->state == WS_SLEEPING)
+        mirror_start(x);
+}
+
+void
+workspaces_close(struct workspaces *w, const char *id, ws_result_fn cb, void *ud)
+{
+    struct wsx *x = find(w, id);
+    if (!x || x->state == WS_COLD) {
+        struct sync_report none = {0};
+        if (cb)
+            cb(ud, 0, NULL, &none);
+        return;
+    }
+    if (cb && WAIT_FOR_RESULT(x, WAIT_CLOSE, cb, ud) < 0) {
+        cb(ud, -ENOMEM, NULL, NULL);
+        return;
+    }
+    if (x->state == WS_WAKING) {
+        x->close_after = true;
+        return;
+    }
+    if (x->state == WS_SLEEPING)
+        return;
+    x->state = WS_SLEEPING;
+    if (x->discard) {
+        sleep_now(x);
+        return;
+    }
+    mirror_start(x); /* mirror_done puts it to sleep */
+    if (!x->mirroring)
+        sleep_now(x);
+}
+
+void
+workspaces_discard(struct workspaces *w, const char *id, ws_result_fn cb, void *ud)
+{
+    struct wsx *x = find(w, id);
+    if (x)
+        x->discard = true;
+    if (x && x->state == WS_WARM) {
+        x->state = WS_SLEEPING;
+        if (cb && WAIT_FOR_RESULT(x, WAIT_CLOSE, cb, ud) < 0) {
+            cb(ud, -ENOMEM, NULL, NULL);
+            return;
+        }
+        sleep_now(x);
+        return;
+    }
+    workspaces_close(w, id, cb, ud);
+}
+
+void
+workspaces_sweep(struct workspaces *w)
+{
+    uint64_t now = now_msec();
+    list_foreach_safe(l, tmp, &w->all) {
+        struct wsx *x = list_entry(l, struct wsx, link);
+        if (x->state != WS_WARM)
+            continue;
+        bool busy = x->streams > 0 || sandbox_proc_count(x->sb, true) > 0;
+        if (w->cfg.idle_ms && !busy && now - x->last_active_ms >= w->cfg.idle_ms) {
+            log_info("workspace=%s idle for %llu s: mirroring and putting it to sleep", x->id,
+                    (unsigned long long)((now - x->last_active_ms) / 1000u));
+            workspaces_close(w, x->id, NULL, NULL);
+            continue;
+        }
+        if (now - x->last_mirror_ms >= w->cfg.mirror_window_ms && (x->dirty || busy))
+            mirror_start(x);
+    }
+}
+
+void
+workspaces_drain(struct workspaces *w, void (*done)(void *ud), void *ud)
+{
+    w->draining = true;
+    w->drained = done;
+    w->drained_ud = ud;
+    unsigned n = 0;
+    list_foreach_safe(l, tmp, &w->all) {
+        struct wsx *x = list_entry(l, struct wsx, link);
+        if (x->state == WS_WARM) {
+            workspaces_close(w, x->id, NULL, NULL);
+            n++;
+        } else if (x->state == WS_WAKING) {
+            x->close_after = true;
+            n++;
+        }
+    }
+    (void)n;
+    check_drained(w);
+}
+
+unsigned
+workspaces_warm_count(const struct workspaces *w)
+{
+    return w->warm;
+}
+
+const char *
+workspaces_store_kind(const struct workspaces *w)
+{
+    return store_kind(w->loop_store);
+}
+
+/* --- setup --- */
+
+int
+workspaces_new(struct loop *loop, struct sandbox_host *sh, const struct workspaces_config *c,
+        struct workspaces **ret, struct err *err)
+{
+    struct workspaces *w = calloc(1, sizeof(*w));
+    unsigned n = c->workers ? c->workers : 4;
+    int r;
+
+    if (!w)
+        return -ENOMEM;
+    w->loop = loop;
+    w->sh = sh;
+    w->cfg = *c;
+    w->store_where = strdup(c->store);
+    w->tmp_dir = strdup(c->tmp_dir);
+    w->holder = strdup(c->holder ? c->holder : "abxd");
+    list_init(&w->all);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (!w->store_where || !w->tmp_dir || !w->holder || hashmap_new(&w->map) < 0) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    w->cfg.store = w->store_where;
+    w->cfg.tmp_dir = w->tmp_dir;
+    w->cfg.holder = w->holder;
+    w->handles = calloc(n, sizeof(*w->handles));
+    w->busy = calloc(n, sizeof(*w->busy));
+    if (!w->handles || !w->busy) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    r = store_open(w->store_where, w->tmp_dir, &w->loop_store, err);
+    if (r < 0)
+        goto fail;
+    for (unsigned i = 0; i < n; i++) {
+        r = store_open(w->store_where, w->tmp_dir, &w->handles[i], err);
+        if (r < 0)
+            goto fail;
+        w->nhandles++;
+    }
+    r = workq_new(loop, n, &w->wq);
+    if (r < 0) {
+        r = err_setx(err, -r, "cannot start the store workers");
+        goto fail;
+    }
+    *ret = w;
+    return 0;
+fail:
+    workspaces_free(w);
+    return r;
+}
+
+void
+workspaces_free(struct workspaces *w)
+{
+    if (!w)
+        return;
+    workq_free(w->wq); /* finishes jobs and runs their callbacks */
+    while (!list_empty(&w->all)) {
+        struct wsx *x = list_entry(w->all.next, struct wsx, link);
+        list_remove(&x->link);
+        (void)hashmap_remove(w->map, x->id);
+        while (!list_empty(&x->waiters)) {
+            struct waiter *wt = list_entry(x->waiters.next, struct waiter, link);
+            list_remove(&wt->link);
+            free(wt);
+        }
+        if (x->sb)
+            sandbox_free(x->sb);
+        sync_state_free(x->sync);
+        free(x);
+    }
+    for (unsigned i = 0; i < w->nhandles; i++)
+        store_close(w->handles[i]);
+    store_close(w->loop_store);
+    hashmap_free(w->map);
+    free(w->handles);
+    free(w->busy);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->store_where);
+    free(w->tmp_dir);
+    free(w->holder);
+    free(w);
+}

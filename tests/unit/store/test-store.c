@@ -1,0 +1,1252 @@
+/*
+ * test-store.c - the FileStore contract (store.h), one suite for both
+ * backends: SQLite always, PostgreSQL when ABX_TEST_PG_URL names a server
+ * (scripts/test.sh starts one; with ABX_TEST_PG_REQUIRED=1 its absence is
+ * a failure, not a skip).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <libpq-fe.h>
+#include <sqlite3.h>
+
+#include "store/store.h"
+#include "util/fd.h"
+#include "util/rand.h"
+
+struct fixture {
+    char dir[256];
+    char where[512];
+    struct store *s;
+    char ws[32];
+};
+
+static const char *backend = "sqlite"; /* set by main() per run */
+
+static int
+mkfile(const void *data, size_t n)
+{
+    int fd = memfd_create("t", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(write_full(fd, data, n), 0);
+    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+    return fd;
+}
+
+static int
+put(struct store *s, const char *ws, const char *path, const char *data, const char *if_match,
+    struct store_entry *e)
+{
+    struct err err = {0};
+    int fd = mkfile(data, strlen(data));
+    int r = store_write(s, ws, path, fd, 0644, 0, if_match, e, &err);
+    close(fd);
+    return r;
+}
+
+static char *
+get(struct store *s, const char *ws, const char *path)
+{
+    struct err err = {0};
+    struct store_entry e;
+    int fd = -1;
+    if (store_read(s, ws, path, &fd, &e, &err) < 0)
+        return NULL;
+    struct buf b;
+    buf_init(&b, 64 << 20);
+    char tmp[65536];
+    ssize_t k;
+    while ((k = read(fd, tmp, sizeof(tmp))) > 0)
+        assert_int_equal(buf_put(&b, tmp, (size_t)k), 0);
+    close(fd);
+    return buf_steal(&b);
+}
+
+static int
+setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    struct err err = {0};
+    char rnd[17];
+    assert_non_null(f);
+    assert_int_equal(rand_hex(rnd, 8), 0);
+    (void)snprintf(f->dir, sizeof(f->dir), "/tmp/abx-test-store-%s", rnd);
+    assert_int_equal(mkdir_p(f->dir, 0700), 0);
+    if (!strcmp(backend, "postgres")) {
+        const char *url = getenv("ABX_TEST_PG_URL");
+        (void)snprintf(f->where, sizeof(f->where), "%s", url);
+    } else {
+        (void)snprintf(f->where, sizeof(f->where), "%s/store", f->dir);
+    }
+    int r = store_open(f->where, f->dir, &f->s, &err);
+    if (r < 0)
+        fail_msg("store_open(%s): %s", f->where, err.msg);
+    /* A fresh workspace per test keeps tests apart on a shared database. */
+    assert_int_equal(rand_id(rnd, 12), 0);
+    (void)snprintf(f->ws, sizeof(f->ws), "t-%s", rnd);
+    struct store_ws w = {.memory_bytes = 128 << 20};
+    (void)snprintf(w.id, sizeof(w.id), "%s", f->ws);
+    r = store_ws_create(f->s, &w, &err);
+    if (r < 0)
+        fail_msg("ws_create: %s", err.msg);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    (void)store_ws_delete(f->s, f->ws, &err);
+    store_close(f->s);
+    (void)rm_rf_at(AT_FDCWD, f->dir);
+    free(f);
+    return 0;
+}
+
+static void
+test_workspaces(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_ws w;
+
+    assert_int_equal(store_ws_get(f->s, f->ws, &w, &err), 0);
+    assert_string_equal(w.id, f->ws);
+    assert_string_equal(w.template_name, "base");
+    assert_int_equal(w.memory_bytes, 128 << 20);
+    struct store_ws dup = {0};
+    (void)snprintf(dup.id, sizeof(dup.id), "%s", f->ws);
+    assert_int_equal(store_ws_create(f->s, &dup, &err), -EEXIST);
+    err_clear(&err);
+    struct store_ws bad = {.id = "Bad Id"};
+    assert_int_equal(store_ws_create(f->s, &bad, &err), -EINVAL);
+    assert_int_equal(store_ws_get(f->s, "no-such-ws", &w, &err), -ENOENT);
+    struct store_entry e;
+    assert_int_equal(put(f->s, "no-such-ws", "a", "x", NULL, &e), -ENOENT);
+    assert_int_equal(store_ws_delete(f->s, "no-such-ws", &err), -ENOENT);
+}
+
+static int
+count_ws(const struct store_ws *w, void *ud)
+{
+    (void)w;
+    (*(int *)ud)++;
+    return 0;
+}
+
+static void
+test_ws_list_and_delete(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    int before = 0, after = 0;
+    assert_int_equal(store_ws_list(f->s, count_ws, &before, &err), 0);
+    assert_true(before >= 1);
+    struct store_entry e;
+    assert_int_equal(put(f->s, f->ws, "keep/this", "data", NULL, &e), 0);
+    assert_int_equal(store_ws_delete(f->s, f->ws, &err), 0);
+    assert_int_equal(store_ws_list(f->s, count_ws, &after, &err), 0);
+    assert_int_equal(after, before - 1);
+    assert_int_equal(store_stat(f->s, f->ws, "keep", &e, &err), -ENOENT);
+    /* re-create so teardown finds it */
+    struct store_ws w = {0};
+    (void)snprintf(w.id, sizeof(w.id), "%s", f->ws);
+    assert_int_equal(store_ws_create(f->s, &w, &err), 0);
+    assert_int_equal(store_stat(f->s, f->ws, "keep", &e, &err), -ENOENT);
+}
+
+static void
+test_write_read(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e, st;
+
+    assert_int_equal(put(f->s, f->ws, "a/b/c.txt", "hello", NULL, &e), 0);
+    /* sha256("hello") */
+    assert_string_equal(e.hash, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+    assert_int_equal(e.size, 5);
+    char *got = get(f->s, f->ws, "a/b/c.txt");
+    assert_string_equal(got, "hello");
+    free(got);
+    assert_int_equal(store_stat(f->s, f->ws, "a", &st, &err), 0);
+    assert_int_equal(st.type, STORE_DIR);
+    assert_int_equal(store_stat(f->s, f->ws, "a/b", &st, &err), 0);
+    assert_int_equal(st.type, STORE_DIR);
+    assert_int_equal(store_stat(f->s, f->ws, "a/b/c.txt", &st, &err), 0);
+    assert_int_equal(st.type, STORE_FILE);
+    assert_string_equal(st.hash, e.hash);
+    assert_int_equal(put(f->s, f->ws, "a/b/c.txt", "bye", NULL, &e), 0);
+    got = get(f->s, f->ws, "a/b/c.txt");
+    assert_string_equal(got, "bye");
+    free(got);
+    assert_int_equal(put(f->s, f->ws, "empty", "", NULL, &e), 0);
+    assert_int_equal(e.size, 0);
+    got = get(f->s, f->ws, "empty");
+    assert_string_equal(got, "");
+    free(got);
+    int fd;
+    assert_int_equal(store_read(f->s, f->ws, "nope", &fd, &st, &err), -ENOENT);
+    assert_int_equal(store_read(f->s, f->ws, "a", &fd, &st, &err), -EISDIR);
+    assert_int_equal(store_read(f->s, f->ws, "../x", &fd, &st, &err), -EINVAL);
+    assert_int_equal(store_read(f->s, f->ws, "/abs", &fd, &st, &err), -EINVAL);
+}
+
+static void
+test_honest_directories(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    bool created;
+
+    assert_int_equal(store_mkdir(f->s, f->ws, "empty/deep", &created, &err), 0);
+    assert_true(created);
+    assert_int_equal(store_mkdir(f->s, f->ws, "empty/deep", &created, &err), 0);
+    assert_false(created);
+    assert_int_equal(store_stat(f->s, f->ws, "empty/deep", &e, &err), 0);
+    assert_int_equal(e.type, STORE_DIR);
+
+    assert_int_equal(put(f->s, f->ws, "d/file", "x", NULL, &e), 0);
+    assert_int_equal(store_delete(f->s, f->ws, "d/file", NULL, &err), 0);
+    assert_int_equal(store_stat(f->s, f->ws, "d", &e, &err), 0);
+    assert_int_equal(e.type, STORE_DIR);
+    assert_int_equal(store_stat(f->s, f->ws, "d/file", &e, &err), -ENOENT);
+    assert_int_equal(store_delete(f->s, f->ws, "d", NULL, &err), -EISDIR);
+    assert_int_equal(store_delete(f->s, f->ws, "missing", NULL, &err), -ENOENT);
+
+    assert_int_equal(put(f->s, f->ws, "t/a/1", "1", NULL, &e), 0);
+    assert_int_equal(put(f->s, f->ws, "t/a/2", "2", NULL, &e), 0);
+    assert_int_equal(put(f->s, f->ws, "t/b", "3", NULL, &e), 0);
+    assert_int_equal(put(f->s, f->ws, "t.x", "sibling", NULL, &e), 0);
+    assert_int_equal(store_rmdir(f->s, f->ws, "t", &err), 0);
+    assert_int_equal(store_stat(f->s, f->ws, "t", &e, &err), -ENOENT);
+    assert_int_equal(store_stat(f->s, f->ws, "t/a/1", &e, &err), -ENOENT);
+    assert_int_equal(store_stat(f->s, f->ws, "t.x", &e, &err), 0); /* a prefix, not a child */
+    assert_int_equal(store_rmdir(f->s, f->ws, ".", &err), -EINVAL);
+    assert_int_equal(store_rmdir(f->s, f->ws, "t.x", &err), -ENOTDIR);
+
+    assert_int_equal(put(f->s, f->ws, "empty", "x", NULL, &e), -EISDIR);
+    assert_int_equal(put(f->s, f->ws, "t.x/below", "x", NULL, &e), -ENOTDIR);
+    assert_int_equal(store_mkdir(f->s, f->ws, "t.x", &created, &err), -ENOTDIR);
+    assert_int_equal(store_mkdir(f->s, f->ws, "t.x/sub", &created, &err), -ENOTDIR);
+}
+
+struct names {
+    char buf[4096];
+};
+
+static int
+collect(const struct store_entry *e, void *ud)
+{
+    struct names *n = ud;
+    size_t l = strlen(n->buf);
+    (void)snprintf(n->buf + l, sizeof(n->buf) - l, "%s%s:%c", l ? " " : "", e->path,
+                   e->type == STORE_DIR ? 'd' : 'f');
+    return 0;
+}
+
+static void
+test_list_and_walk(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct names n = {""};
+    bool created;
+
+    assert_int_equal(put(f->s, f->ws, "w/b/x", "1", NULL, &e), 0);
+    assert_int_equal(put(f->s, f->ws, "w/a", "2", NULL, &e), 0);
+    assert_int_equal(put(f->s, f->ws, "w/a.b", "3", NULL, &e), 0);
+    assert_int_equal(store_mkdir(f->s, f->ws, "w/c", &created, &err), 0);
+    assert_int_equal(put(f->s, f->ws, "w0", "4", NULL, &e), 0);
+    assert_int_equal(store_list(f->s, f->ws, "w", collect, &n, &err), 0);
+    assert_string_equal(n.buf, "w/a:f w/a.b:f w/b:d w/c:d");
+    n.buf[0] = '\0';
+    assert_int_equal(store_walk(f->s, f->ws, "w", collect, &n, &err), 0);
+    assert_string_equal(n.buf, "w/a:f w/a.b:f w/b:d w/b/x:f w/c:d");
+    n.buf[0] = '\0';
+    assert_int_equal(store_walk(f->s, f->ws, ".", collect, &n, &err), 0);
+    assert_string_equal(n.buf, "w:d w/a:f w/a.b:f w/b:d w/b/x:f w/c:d w0:f");
+    n.buf[0] = '\0';
+    assert_int_equal(store_list(f->s, f->ws, ".", collect, &n, &err), 0);
+    assert_string_equal(n.buf, "w:d w0:f");
+    assert_int_equal(store_list(f->s, f->ws, "w0", collect, &n, &err), -ENOTDIR);
+    assert_int_equal(store_walk(f->s, f->ws, "none", collect, &n, &err), -ENOENT);
+}
+
+static void
+test_if_match(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e1, e2;
+
+    assert_int_equal(put(f->s, f->ws, "cas", "v1", "", &e1), 0);
+    assert_int_equal(put(f->s, f->ws, "cas", "again", "", &e2), -ESTALE);
+    assert_int_equal(put(f->s, f->ws, "cas", "v2", "0000", &e2), -ESTALE);
+    char *got = get(f->s, f->ws, "cas");
+    assert_string_equal(got, "v1"); /* a failed precondition changes nothing */
+    free(got);
+    assert_int_equal(put(f->s, f->ws, "cas", "v2", e1.hash, &e2), 0);
+    assert_int_equal(put(f->s, f->ws, "cas", "v3", e1.hash, &e2), -ESTALE);
+    assert_int_equal(put(f->s, f->ws, "never", "x", e1.hash, &e2), -ESTALE);
+    assert_int_equal(store_delete(f->s, f->ws, "cas", e1.hash, &err), -ESTALE);
+    assert_int_equal(put(f->s, f->ws, "cas", "v2", NULL, &e2), 0);
+    assert_int_equal(store_delete(f->s, f->ws, "cas", e2.hash, &err), 0);
+}
+
+static void
+test_rename(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct names n = {""};
+
+    assert_int_equal(put(f->s, f->ws, "src/sub/f1", "1", NULL, &e), 0);
+    assert_int_equal(put(f->s, f->ws, "src/f2", "2", NULL, &e), 0);
+    assert_int_equal(store_rename(f->s, f->ws, "src", "dst/moved", false, &err), 0);
+    assert_int_equal(store_walk(f->s, f->ws, "dst", collect, &n, &err), 0);
+    assert_string_equal(n.buf, "dst/moved:d dst/moved/f2:f dst/moved/sub:d dst/moved/sub/f1:f");
+    assert_int_equal(store_stat(f->s, f->ws, "src", &e, &err), -ENOENT);
+    char *got = get(f->s, f->ws, "dst/moved/sub/f1");
+    assert_string_equal(got, "1");
+    free(got);
+    n.buf[0] = '\0';
+    assert_int_equal(store_list(f->s, f->ws, "dst/moved/sub", collect, &n, &err), 0);
+    assert_string_equal(n.buf, "dst/moved/sub/f1:f"); /* parents were rewritten too */
+
+    assert_int_equal(put(f->s, f->ws, "a", "A", NULL, &e), 0);
+    assert_int_equal(put(f->s, f->ws, "b", "B", NULL, &e), 0);
+    assert_int_equal(store_rename(f->s, f->ws, "a", "b", false, &err), -EEXIST);
+    assert_int_equal(store_rename(f->s, f->ws, "a", "b", true, &err), 0);
+    got = get(f->s, f->ws, "b");
+    assert_string_equal(got, "A");
+    free(got);
+    assert_int_equal(store_rename(f->s, f->ws, "b", "dst", true, &err), -EEXIST);
+    assert_int_equal(store_rename(f->s, f->ws, "dst", "dst/inside", false, &err), -EINVAL);
+    assert_int_equal(store_rename(f->s, f->ws, "ghost", "x", false, &err), -ENOENT);
+}
+
+static void
+test_usage_and_dedup(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e1, e2;
+    struct store_usage u;
+
+    assert_int_equal(put(f->s, f->ws, "u/one", "same bytes", NULL, &e1), 0);
+    assert_int_equal(put(f->s, f->ws, "u/two", "same bytes", NULL, &e2), 0);
+    assert_string_equal(e1.hash, e2.hash);
+    assert_int_equal(store_usage(f->s, f->ws, &u, &err), 0);
+    assert_int_equal(u.files, 2);
+    assert_int_equal(u.bytes, 20);
+    assert_int_equal(u.dirs, 1);
+}
+
+static void
+test_limits_and_abort(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_writer *w;
+
+    assert_int_equal(put(f->s, f->ws, "lim", "old", NULL, &e), 0);
+    int fd = mkfile("0123456789", 10);
+    assert_int_equal(store_write(f->s, f->ws, "lim", fd, 0644, 5, NULL, &e, &err), -EFBIG);
+    close(fd);
+    char *got = get(f->s, f->ws, "lim");
+    assert_string_equal(got, "old");
+    free(got);
+
+    assert_int_equal(store_writer_begin(f->s, 0, &w, &err), 0);
+    assert_int_equal(store_writer_write(w, "partial", 7, &err), 0);
+    store_writer_abort(w);
+    assert_int_equal(store_stat(f->s, f->ws, "partial", &e, &err), -ENOENT);
+
+    /* a commit that fails its precondition leaves the old content */
+    assert_int_equal(store_writer_begin(f->s, 0, &w, &err), 0);
+    assert_int_equal(store_writer_write(w, "new", 3, &err), 0);
+    assert_int_equal(store_writer_commit(f->s, w, f->ws, "lim", 0644, "bogus", &e, &err), -ESTALE);
+    got = get(f->s, f->ws, "lim");
+    assert_string_equal(got, "old");
+    free(got);
+}
+
+static void
+test_large_streamed(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_writer *w;
+    const size_t chunk = 1 << 20;
+    char *b = malloc(chunk);
+    assert_non_null(b);
+
+    assert_int_equal(store_writer_begin(f->s, 0, &w, &err), 0);
+    for (int i = 0; i < 24; i++) {
+        memset(b, 'a' + i, chunk);
+        assert_int_equal(store_writer_write(w, b, chunk, &err), 0);
+    }
+    assert_int_equal(store_writer_commit(f->s, w, f->ws, "big.bin", 0600, NULL, &e, &err), 0);
+    assert_int_equal(e.size, 24u << 20);
+    assert_int_equal(e.mode, 0600);
+    int fd;
+    assert_int_equal(store_read(f->s, f->ws, "big.bin", &fd, &e, &err), 0);
+    for (int i = 0; i < 24; i++) {
+        assert_int_equal(read_full(fd, b, chunk), (ssize_t)chunk);
+        for (size_t k = 0; k < chunk; k += 4096)
+            assert_int_equal(b[k], 'a' + i);
+    }
+    assert_int_equal(read(fd, b, 1), 0);
+    close(fd);
+    free(b);
+}
+
+static void
+test_gc(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_gc_stats st;
+    struct store_check_report rep;
+    char unique[64];
+
+    (void)snprintf(unique, sizeof(unique), "garbage for %s", f->ws);
+    assert_int_equal(put(f->s, f->ws, "g/tmp", unique, NULL, &e), 0);
+    assert_int_equal(put(f->s, f->ws, "g/kept", "kept content", NULL, &e), 0);
+    assert_int_equal(store_delete(f->s, f->ws, "g/tmp", NULL, &err), 0);
+    assert_int_equal(store_gc(f->s, "test-holder", 60000, &st, &err), 0);
+    assert_true(st.held_lease);
+    assert_true(st.blobs_deleted >= 1);
+    char *got = get(f->s, f->ws, "g/kept");
+    assert_string_equal(got, "kept content");
+    free(got);
+    /* Another holder cannot collect while the lease runs. */
+    assert_int_equal(store_gc(f->s, "other-holder", 60000, &st, &err), 0);
+    assert_false(st.held_lease);
+    assert_int_equal(store_gc(f->s, "test-holder", 1, &st, &err), 0);
+    assert_true(st.held_lease);
+    usleep(5000); /* the 1 ms lease expires */
+    assert_int_equal(store_gc(f->s, "other-holder", 1, &st, &err), 0);
+    assert_true(st.held_lease);
+    /* Writing the same content again after its blob was collected works. */
+    assert_int_equal(put(f->s, f->ws, "g/again", unique, NULL, &e), 0);
+    got = get(f->s, f->ws, "g/again");
+    assert_string_equal(got, unique);
+    free(got);
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.missing_blobs, 0);
+    assert_int_equal(rep.corrupt_blobs, 0);
+    assert_int_equal(rep.orphan_entries, 0);
+}
+
+static void
+test_concurrent_handles(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_usage u;
+    pid_t kids[3];
+
+    for (int k = 0; k < 3; k++) {
+        kids[k] = fork();
+        assert_true(kids[k] >= 0);
+        if (kids[k] == 0) {
+            struct store *s2;
+            struct err e2 = {0};
+            if (store_open(f->where, f->dir, &s2, &e2) < 0)
+                _exit(10);
+            for (int i = 0; i < 20; i++) {
+                char path[64], data[64];
+                (void)snprintf(path, sizeof(path), "c/k%d/f%d", k, i);
+                (void)snprintf(data, sizeof(data), "kid %d file %d", k, i);
+                if (put(s2, f->ws, path, data, NULL, &e) < 0)
+                    _exit(11);
+                if (put(s2, f->ws, "c/shared", data, NULL, &e) < 0)
+                    _exit(12);
+            }
+            store_close(s2);
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        int status;
+        assert_int_equal(waitpid(kids[k], &status, 0), kids[k]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    assert_int_equal(store_usage(f->s, f->ws, &u, &err), 0);
+    assert_int_equal(u.files, 61);
+    char *got = get(f->s, f->ws, "c/k2/f19");
+    assert_string_equal(got, "kid 2 file 19");
+    free(got);
+}
+
+static void
+test_crash_after_ack(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    /* A child acknowledges a write and dies at once, without closing
+     * anything: the write must be there for the next opener. */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct store *s2;
+        struct err e2 = {0};
+        if (store_open(f->where, f->dir, &s2, &e2) < 0)
+            _exit(10);
+        if (put(s2, f->ws, "crash/acked", "durable", NULL, &e) < 0)
+            _exit(11);
+        kill(getpid(), SIGKILL);
+        _exit(12);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+    struct store *s3;
+    assert_int_equal(store_open(f->where, f->dir, &s3, &err), 0);
+    char *got = get(s3, f->ws, "crash/acked");
+    assert_non_null(got);
+    assert_string_equal(got, "durable");
+    free(got);
+    store_close(s3);
+}
+
+/* --- tests that matter most for a shared database, valid for both --- */
+
+#define CHUNK (1 << 20) /* the PostgreSQL backend's chunk size */
+
+/* Runs one statement with text parameters on the backend's database behind
+ * the store's back, to damage it on purpose. */
+static void
+raw_sql(struct fixture *f, const char *sql_sqlite, const char *sql_pg, int n,
+        const char *const *params)
+{
+    if (!strcmp(backend, "postgres")) {
+        PGconn *c = PQconnectdb(f->where);
+        assert_int_equal(PQstatus(c), CONNECTION_OK);
+        PGresult *res = PQexecParams(c, sql_pg, n, NULL, params, NULL, NULL, 0);
+        if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+            fail_msg("%s: %s", sql_pg, PQerrorMessage(c));
+        PQclear(res);
+        PQfinish(c);
+        return;
+    }
+    char path[600];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    (void)snprintf(path, sizeof(path), "%s/store.db", f->where);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    (void)sqlite3_busy_timeout(db, 10000);
+    assert_int_equal(sqlite3_prepare_v2(db, sql_sqlite, -1, &st, NULL), SQLITE_OK);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(sqlite3_bind_text(st, i + 1, params[i], -1, SQLITE_TRANSIENT), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* Inverts the first byte of a blob's content (doing it twice restores it). */
+static void
+flip_first_byte(struct fixture *f, const char *hash)
+{
+    if (!strcmp(backend, "postgres")) {
+        const char *params[] = {hash};
+        raw_sql(f, NULL,
+                "UPDATE blob_chunks SET data = set_byte(data, 0, 255 - get_byte(data, 0))"
+                " WHERE hash = $1 AND seq = 0",
+                1, params);
+        return;
+    }
+    char path[700];
+    unsigned char c;
+    (void)snprintf(path, sizeof(path), "%s/blobs/%.2s/%s", f->where, hash, hash);
+    assert_int_equal(chmod(path, 0644), 0);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, &c, 1, 0), 1);
+    c = (unsigned char)(255 - c);
+    assert_int_equal(pwrite(fd, &c, 1, 0), 1);
+    close(fd);
+    assert_int_equal(chmod(path, 0444), 0);
+}
+
+static void
+test_check_finds_damage(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e, x;
+    struct store_check_report rep;
+    char unique[64];
+    bool created;
+
+    (void)snprintf(unique, sizeof(unique), "to be damaged in %s", f->ws);
+    assert_int_equal(put(f->s, f->ws, "dmg/file", unique, NULL, &e), 0);
+    assert_int_equal(put(f->s, f->ws, "o/p/q", "x", NULL, &x), 0);
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.corrupt_blobs + rep.missing_blobs + rep.orphan_entries, 0);
+    assert_true(rep.files >= 2 && rep.blobs >= 2);
+
+    flip_first_byte(f, e.hash);
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.corrupt_blobs, 1);
+    char prefix[17];
+    (void)snprintf(prefix, sizeof(prefix), "%.16s", e.hash);
+    assert_non_null(strstr(rep.first_problem, prefix));
+    flip_first_byte(f, e.hash); /* repaired */
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.corrupt_blobs, 0);
+    char *got = get(f->s, f->ws, "dmg/file");
+    assert_string_equal(got, unique);
+    free(got);
+
+    /* A directory row lost behind the store's back orphans its child. */
+    const char *params[] = {f->ws, "o/p"};
+    raw_sql(f, "DELETE FROM entries WHERE ws = ?1 AND path = ?2",
+            "DELETE FROM entries WHERE ws = $1 AND path = $2", 2, params);
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.orphan_entries, 1);
+    assert_non_null(strstr(rep.first_problem, "o/p/q"));
+    assert_int_equal(store_mkdir(f->s, f->ws, "o/p", &created, &err), 0);
+    assert_true(created);
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.orphan_entries, 0);
+}
+
+/* Content whose every chunk differs, so a chunk out of place shows. */
+static void
+fill_pattern(unsigned char *b, size_t n, uint32_t seed)
+{
+    uint32_t x = seed | 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        b[i] = (unsigned char)x;
+    }
+}
+
+static void
+test_chunk_boundaries(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_check_report rep;
+    const size_t sizes[] = {1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 7};
+    unsigned char *want = malloc(2 * CHUNK + 7), *got = malloc(2 * CHUNK + 8);
+    assert_non_null(want);
+    assert_non_null(got);
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        char path[32];
+        (void)snprintf(path, sizeof(path), "sizes/%zu", sizes[k]);
+        fill_pattern(want, sizes[k], (uint32_t)(k * 7919 + 17));
+        int fd = mkfile(want, sizes[k]);
+        assert_int_equal(store_write(f->s, f->ws, path, fd, 0644, 0, NULL, &e, &err), 0);
+        close(fd);
+        assert_int_equal(e.size, sizes[k]);
+        assert_int_equal(store_read(f->s, f->ws, path, &fd, &e, &err), 0);
+        assert_int_equal(lseek(fd, 0, SEEK_CUR), 0);
+        assert_int_equal(read_full(fd, got, sizes[k] + 1), (ssize_t)sizes[k]);
+        close(fd);
+        assert_memory_equal(got, want, sizes[k]);
+    }
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.corrupt_blobs + rep.missing_blobs, 0);
+    free(want);
+    free(got);
+}
+
+/* Paths are byte strings: stored as given (UTF-8 or not) and sorted by
+ * byte, whatever the database's encoding and collation. */
+static void
+test_byte_paths(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct names n = {""};
+    const char *paths[] = {"b/\xff\xfe", "b/z", "b/\xc3\xa9t\xc3\xa9", "b/A", "b/a-b", "b/a/c"};
+
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        assert_int_equal(put(f->s, f->ws, paths[i], paths[i], NULL, &e), 0);
+    assert_int_equal(store_list(f->s, f->ws, "b", collect, &n, &err), 0);
+    assert_string_equal(n.buf, "b/A:f b/a:d b/a-b:f b/z:f b/\xc3\xa9t\xc3\xa9:f b/\xff\xfe:f");
+    n.buf[0] = '\0';
+    assert_int_equal(store_walk(f->s, f->ws, "b", collect, &n, &err), 0);
+    assert_string_equal(n.buf,
+                        "b/A:f b/a:d b/a-b:f b/a/c:f b/z:f b/\xc3\xa9t\xc3\xa9:f b/\xff\xfe:f");
+    char *got = get(f->s, f->ws, "b/\xff\xfe");
+    assert_string_equal(got, "b/\xff\xfe");
+    free(got);
+    assert_int_equal(store_rename(f->s, f->ws, "b", "\xfe\xff", false, &err), 0);
+    got = get(f->s, f->ws, "\xfe\xff/\xc3\xa9t\xc3\xa9");
+    assert_string_equal(got, "b/\xc3\xa9t\xc3\xa9");
+    free(got);
+    n.buf[0] = '\0';
+    assert_int_equal(store_list(f->s, f->ws, "\xfe\xff/a", collect, &n, &err), 0);
+    assert_string_equal(n.buf, "\xfe\xff/a/c:f");
+}
+
+static int
+check_order(const struct store_entry *e, void *ud)
+{
+    struct {
+        char last[4097];
+        int n;
+    } *o = ud;
+    if (o->n > 0 && strcmp(o->last, e->path) >= 0)
+        return -EDOM; /* out of order or repeated */
+    (void)snprintf(o->last, sizeof(o->last), "%s", e->path);
+    o->n++;
+    return 0;
+}
+
+/* Paths up to the 4095-byte limit. PostgreSQL's indexes hold at most about
+ * 2700 bytes of a key after compression: there a long path that does not
+ * compress fails cleanly with -ENAMETOOLONG (docs/store.md). */
+static void
+test_long_paths(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_check_report rep;
+    char deep[4096], wide[4096];
+    size_t n = 0;
+
+    /* "node_modules/" over and over: long, but compresses well. */
+    while (n + 13 < 4000) {
+        memcpy(deep + n, "node_modules/", 13);
+        n += 13;
+    }
+    memcpy(deep + n, "index.js", 9);
+    assert_int_equal(put(f->s, f->ws, deep, "deep", NULL, &e), 0);
+    char *got = get(f->s, f->ws, deep);
+    assert_string_equal(got, "deep");
+    free(got);
+
+    /* 4000 bytes of components that do not compress. */
+    unsigned char r[2000];
+    fill_pattern(r, sizeof(r), 99);
+    for (size_t i = 0; i < sizeof(r); i++) {
+        wide[2 * i] = "0123456789abcdef"[r[i] >> 4];
+        wide[2 * i + 1] = (i % 40 == 39) ? '/' : "0123456789abcdef"[r[i] & 15];
+    }
+    wide[3999] = 'x';
+    wide[4000] = '\0';
+    int rc = put(f->s, f->ws, wide, "wide", NULL, &e);
+    if (!strcmp(backend, "postgres")) {
+        assert_int_equal(rc, -ENAMETOOLONG);
+        char top[41];
+        (void)snprintf(top, sizeof(top), "%.39s", wide);
+        assert_int_equal(store_stat(f->s, f->ws, top, &e, &err), -ENOENT); /* all or nothing */
+    } else {
+        assert_int_equal(rc, 0);
+        got = get(f->s, f->ws, wide);
+        assert_string_equal(got, "wide");
+        free(got);
+    }
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.missing_blobs + rep.corrupt_blobs + rep.orphan_entries, 0);
+}
+
+/* Listings longer than a page come out whole and in order. */
+static void
+test_many_entries(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    bool created;
+    struct {
+        char last[4097];
+        int n;
+    } o = {"", 0};
+
+    for (int i = 0; i < 600; i++) {
+        char path[32];
+        (void)snprintf(path, sizeof(path), "many/d%03d", (i * 37) % 600);
+        assert_int_equal(store_mkdir(f->s, f->ws, path, &created, &err), 0);
+        assert_true(created);
+    }
+    assert_int_equal(put(f->s, f->ws, "many/d300/f", "x", NULL, &e), 0);
+    assert_int_equal(store_list(f->s, f->ws, "many", check_order, &o, &err), 0);
+    assert_int_equal(o.n, 600);
+    assert_string_equal(o.last, "many/d599");
+    o.n = 0;
+    assert_int_equal(store_walk(f->s, f->ws, "many", check_order, &o, &err), 0);
+    assert_int_equal(o.n, 601);
+    o.n = 0;
+    assert_int_equal(store_walk(f->s, f->ws, ".", check_order, &o, &err), 0);
+    assert_int_equal(o.n, 602);
+    /* A callback's error stops the listing and comes back. */
+    o.n = 1;
+    (void)snprintf(o.last, sizeof(o.last), "~");
+    assert_int_equal(store_list(f->s, f->ws, "many", check_order, &o, &err), -EDOM);
+}
+
+/* A writer keeps writing content X while another handle deletes X's last
+ * reference, writes it again and collects garbage, over and over: GC must
+ * never take the blob from under a write, and every write must land whole. */
+static void
+test_gc_races_writer(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_gc_stats st;
+    struct store_check_report rep;
+    const size_t size = 64 * 1024;
+    unsigned char *x = malloc(size);
+    uint64_t deleted_later = 0;
+    int rounds = 0;
+
+    assert_non_null(x);
+    fill_pattern(x, size, 4242);
+    (void)snprintf((char *)x, 80, "race content for %s", f->ws);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct store *s2;
+        struct err e2 = {0};
+        if (store_open(f->where, f->dir, &s2, &e2) < 0)
+            _exit(10);
+        for (int i = 0; i < 150; i++) {
+            int fd = mkfile(x, size), rfd = -1;
+            struct store_entry we, re;
+            if (store_write(s2, f->ws, "race/child", fd, 0644, 0, NULL, &we, &e2) < 0) {
+                fprintf(stderr, "child write %d: %s\n", i, e2.msg);
+                _exit(11);
+            }
+            close(fd);
+            if (store_read(s2, f->ws, "race/child", &rfd, &re, &e2) < 0) {
+                fprintf(stderr, "child read %d: %s\n", i, e2.msg);
+                _exit(12);
+            }
+            unsigned char *b = malloc(size + 1);
+            if (!b || read_full(rfd, b, size + 1) != (ssize_t)size || memcmp(b, x, size) != 0)
+                _exit(13);
+            free(b);
+            close(rfd);
+            if (store_delete(s2, f->ws, "race/child", NULL, &e2) < 0)
+                _exit(14);
+        }
+        store_close(s2);
+        _exit(0);
+    }
+    for (;;) {
+        int status;
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        assert_true(w >= 0);
+        if (w == pid) {
+            assert_true(WIFEXITED(status));
+            assert_int_equal(WEXITSTATUS(status), 0);
+            break;
+        }
+        int fd = mkfile(x, size);
+        assert_int_equal(store_write(f->s, f->ws, "race/parent", fd, 0644, 0, NULL, &e, &err), 0);
+        close(fd);
+        assert_int_equal(store_delete(f->s, f->ws, "race/parent", NULL, &err), 0);
+        assert_int_equal(store_gc(f->s, "test-holder", 1, &st, &err), 0);
+        /* The first round may collect other tests' garbage; after it, only
+         * X is ever garbage. */
+        if (rounds++ > 0 && st.held_lease)
+            deleted_later += st.blobs_deleted;
+    }
+    assert_true(rounds > 1);
+    assert_true(deleted_later > 0); /* X was collected while the writer wrote */
+    int fd = mkfile(x, size);
+    assert_int_equal(store_write(f->s, f->ws, "race/final", fd, 0644, 0, NULL, &e, &err), 0);
+    close(fd);
+    assert_int_equal(store_gc(f->s, "test-holder", 1, &st, &err), 0);
+    char *got = get(f->s, f->ws, "race/final");
+    assert_non_null(got);
+    assert_memory_equal(got, x, size);
+    free(got);
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.missing_blobs, 0);
+    assert_int_equal(rep.corrupt_blobs, 0);
+    assert_int_equal(rep.orphan_entries, 0);
+    free(x);
+}
+
+/* Runs "<prefix><quoted identifier><suffix>" on the PostgreSQL server
+ * (identifiers cannot be parameters); skips the test when not allowed. */
+static void
+pg_ident_sql(struct fixture *f, const char *prefix, const char *ident, const char *suffix)
+{
+    char sql[256];
+    PGconn *c = PQconnectdb(f->where);
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    char *id = PQescapeIdentifier(c, ident, strlen(ident));
+    assert_non_null(id);
+    (void)snprintf(sql, sizeof(sql), "%s%s%s", prefix, id, suffix);
+    PQfreemem(id);
+    PGresult *res = PQexec(c, sql);
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    if (state && !strcmp(state, "42501")) {
+        fprintf(stderr, "skipped: '%s' is not allowed on this server\n", sql);
+        PQclear(res);
+        PQfinish(c);
+        skip();
+    }
+    if (PQresultStatus(res) != PGRES_COMMAND_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(c));
+    PQclear(res);
+    PQfinish(c);
+}
+
+/* Several processes opening a store that does not exist yet all succeed
+ * (PostgreSQL: a fresh database, so they race to create the schema). */
+static void
+test_concurrent_first_open(void **state)
+{
+    struct fixture *f = *state;
+    char where[600], db[40], rnd[13];
+    int go[2];
+    pid_t kids[6];
+    bool pg = !strcmp(backend, "postgres");
+
+    /* SQLite: racing openers of a new store get "PRAGMA journal_mode = WAL:
+     * database is locked" (SQLite does not call the busy handler for that
+     * pragma); store-sqlite.c retries it. */
+    assert_int_equal(rand_id(rnd, 12), 0);
+    (void)snprintf(db, sizeof(db), "abx_t_%s", rnd);
+    if (pg) {
+        /* postgres://host/abx?x -> postgres://host/<db>?x */
+        const char *host = strstr(f->where, "://");
+        assert_non_null(host);
+        const char *slash = strchr(host + 3, '/');
+        assert_non_null(slash);
+        const char *query = strchr(slash, '?');
+        pg_ident_sql(f, "CREATE DATABASE ", db, "");
+        (void)snprintf(where, sizeof(where), "%.*s/%s%s", (int)(slash - f->where), f->where, db,
+                       query ? query : "");
+    } else {
+        (void)snprintf(where, sizeof(where), "%s/fresh", f->dir);
+    }
+    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+    for (int k = 0; k < 6; k++) {
+        kids[k] = fork();
+        assert_true(kids[k] >= 0);
+        if (kids[k] == 0) {
+            struct store *s2;
+            struct err e2 = {0};
+            struct store_ws w = {0};
+            char c;
+            close(go[1]);
+            if (read(go[0], &c, 1) != 0) /* everyone starts when the pipe closes */
+                _exit(9);
+            if (store_open(where, f->dir, &s2, &e2) < 0) {
+                fprintf(stderr, "kid %d: %s\n", k, e2.msg);
+                _exit(10);
+            }
+            (void)snprintf(w.id, sizeof(w.id), "first-%d", k);
+            if (store_ws_create(s2, &w, &e2) < 0) {
+                fprintf(stderr, "kid %d: %s\n", k, e2.msg);
+                _exit(11);
+            }
+            store_close(s2);
+            _exit(0);
+        }
+    }
+    close(go[0]);
+    close(go[1]);
+    int failed = 0;
+    for (int k = 0; k < 6; k++) {
+        int status;
+        assert_int_equal(waitpid(kids[k], &status, 0), kids[k]);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            failed++;
+    }
+    struct store *s3;
+    struct err err = {0};
+    int n = 0;
+    if (failed == 0 && store_open(where, f->dir, &s3, &err) == 0) {
+        assert_int_equal(store_ws_list(s3, count_ws, &n, &err), 0);
+        store_close(s3);
+    }
+    if (pg)
+        pg_ident_sql(f, "DROP DATABASE ", db, " WITH (FORCE)");
+    assert_int_equal(failed, 0);
+    assert_int_equal(n, 6);
+}
+
+/* A raw connection to the test database, for playing the other party. */
+static PGconn *
+pg_raw(struct fixture *f)
+{
+    PGconn *c = PQconnectdb(f->where);
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    return c;
+}
+
+static void
+pg_ok(PGconn *c, const char *sql, int n, const char *const *params)
+{
+    PGresult *res = PQexecParams(c, sql, n, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(c));
+    PQclear(res);
+}
+
+/* Waits until a store connection waits for a row lock. */
+static void
+pg_wait_for_lock_wait(PGconn *c)
+{
+    for (int i = 0; i < 1000; i++) {
+        PGresult *res = PQexec(c, "SELECT count(*) FROM pg_stat_activity"
+                                  " WHERE application_name = 'abxd' AND wait_event_type = 'Lock'"
+                                  " AND datname = current_database()");
+        assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+        bool waiting = strcmp(PQgetvalue(res, 0, 0), "0") != 0;
+        PQclear(res);
+        if (waiting)
+            return;
+        usleep(5000);
+    }
+    fail_msg("the store never waited for the lock");
+}
+
+/* Makes content whose blob exists but nothing references or pins. */
+static void
+make_garbage(struct fixture *f, const char *content, struct store_entry *e)
+{
+    struct err err = {0};
+    assert_int_equal(put(f->s, f->ws, "lock/tmp", content, NULL, e), 0);
+    assert_int_equal(store_delete(f->s, f->ws, "lock/tmp", NULL, &err), 0);
+}
+
+static int
+wait_child(pid_t pid)
+{
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* A writer's transaction locked a garbage blob and is referencing it; a
+ * collector that comes now must wait, then keep the blob and not fail. */
+static void
+test_gc_waits_for_writer(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_check_report rep;
+    char content[80];
+
+    if (strcmp(backend, "postgres") != 0)
+        skip(); /* SQLite's single writer lock rules this interleaving out */
+    (void)snprintf(content, sizeof(content), "locked by a writer in %s", f->ws);
+    make_garbage(f, content, &e);
+    /* The writer: lock the blob row, write the entry, do not commit yet. */
+    PGconn *w = pg_raw(f);
+    char size[32];
+    (void)snprintf(size, sizeof(size), "%zu", strlen(content));
+    const char *params[] = {e.hash, f->ws, size};
+    pg_ok(w, "BEGIN", 0, NULL);
+    pg_ok(w, "SELECT 1 FROM blobs WHERE hash = $1 FOR KEY SHARE", 1, params);
+    pg_ok(w,
+          "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+          " VALUES ($2, 'lock/held', 'lock', 'held', 1, $1, $3::bigint, 420, 0)",
+          3, params);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct store *s2;
+        struct store_gc_stats st;
+        struct err e2 = {0};
+        if (store_open(f->where, f->dir, &s2, &e2) < 0)
+            _exit(10);
+        int r = store_gc(s2, "test-holder", 1, &st, &e2);
+        if (r < 0)
+            fprintf(stderr, "gc: %s\n", e2.msg);
+        store_close(s2);
+        _exit(r < 0 ? 11 : 0);
+    }
+    PGconn *watch = pg_raw(f);
+    pg_wait_for_lock_wait(watch); /* the collector is stuck on the writer */
+    PQfinish(watch);
+    pg_ok(w, "COMMIT", 0, NULL);
+    PQfinish(w);
+    assert_int_equal(wait_child(pid), 0);
+    char *got = get(f->s, f->ws, "lock/held");
+    assert_non_null(got);
+    assert_string_equal(got, content);
+    free(got);
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.missing_blobs + rep.corrupt_blobs + rep.orphan_entries, 0);
+}
+
+/* A collector deleted a garbage blob (not committed yet) just as a write
+ * of the same content found it present: the write waits, finds it gone,
+ * and stores it again instead of failing or pointing at nothing. */
+static void
+test_writer_outlives_gc(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_check_report rep;
+    char content[80];
+
+    if (strcmp(backend, "postgres") != 0)
+        skip(); /* SQLite's single writer lock rules this interleaving out */
+    (void)snprintf(content, sizeof(content), "collected under a writer in %s", f->ws);
+    make_garbage(f, content, &e);
+    /* The collector: delete the blob row, do not commit yet. Its snapshot
+     * predates the writer's pin, so it ignores the pin. */
+    PGconn *gc = pg_raw(f);
+    const char *params[] = {e.hash};
+    pg_ok(gc, "BEGIN", 0, NULL);
+    pg_ok(gc, "DELETE FROM blobs WHERE hash = $1", 1, params);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct store *s2;
+        struct store_entry we;
+        struct err e2 = {0};
+        if (store_open(f->where, f->dir, &s2, &e2) < 0)
+            _exit(10);
+        int r = put(s2, f->ws, "lock/rewritten", content, NULL, &we);
+        store_close(s2);
+        _exit(r < 0 ? 11 : 0);
+    }
+    PGconn *watch = pg_raw(f);
+    pg_wait_for_lock_wait(watch); /* the writer is stuck on the collector */
+    PQfinish(watch);
+    pg_ok(gc, "COMMIT", 0, NULL);
+    PQfinish(gc);
+    assert_int_equal(wait_child(pid), 0);
+    char *got = get(f->s, f->ws, "lock/rewritten");
+    assert_non_null(got);
+    assert_string_equal(got, content);
+    free(got);
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.missing_blobs + rep.corrupt_blobs + rep.orphan_entries, 0);
+}
+
+/* Terminates the server side of every open store connection, as a server
+ * restart or a dropped network would, and waits until they are gone. */
+static void
+kill_store_connections(struct fixture *f)
+{
+    PGconn *c = PQconnectdb(f->where);
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    PGresult *res = PQexec(c, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid)"
+                              " FROM pg_stat_activity WHERE application_name = 'abxd'"
+                              " AND datname = current_database() AND pid <> pg_backend_pid()) t");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_string_not_equal(PQgetvalue(res, 0, 0), "0");
+    PQclear(res);
+    for (int i = 0; i < 500; i++) {
+        res = PQexec(c, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'abxd'"
+                        " AND datname = current_database()");
+        assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+        bool gone = !strcmp(PQgetvalue(res, 0, 0), "0");
+        PQclear(res);
+        if (gone)
+            break;
+        usleep(10000);
+    }
+    PQfinish(c);
+}
+
+/* A store whose connection died (server restart, network) reconnects on
+ * its next use instead of failing from then on. */
+static void
+test_reconnect(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_gc_stats st;
+    bool created;
+
+    if (strcmp(backend, "postgres") != 0)
+        skip(); /* SQLite has no connection to lose */
+    assert_int_equal(put(f->s, f->ws, "rc/a", "one", NULL, &e), 0);
+    kill_store_connections(f);
+    assert_int_equal(store_stat(f->s, f->ws, "rc/a", &e, &err), 0); /* a read first */
+    kill_store_connections(f);
+    assert_int_equal(put(f->s, f->ws, "rc/b", "two", NULL, &e), 0); /* a write first */
+    kill_store_connections(f);
+    assert_int_equal(store_mkdir(f->s, f->ws, "rc/c", &created, &err), 0); /* a transaction */
+    kill_store_connections(f);
+    assert_int_equal(store_gc(f->s, "test-holder", 1, &st, &err), 0);
+    char *got = get(f->s, f->ws, "rc/b");
+    assert_string_equal(got, "two");
+    free(got);
+}
+
+static const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_workspaces, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_list_and_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_honest_directories, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_and_walk, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_if_match, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rename, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_and_dedup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limits_and_abort, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_streamed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_handles, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crash_after_ack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_finds_damage, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_chunk_boundaries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_byte_paths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_paths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_entries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gc_races_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gc_waits_for_writer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_outlives_gc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_first_open, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
+};
+
+int
+main(void)
+{
+    int failed;
+
+    backend = "sqlite";
+    failed = cmocka_run_group_tests_name("store-sqlite", tests, NULL, NULL);
+    if (getenv("ABX_TEST_PG_URL") && *getenv("ABX_TEST_PG_URL")) {
+        backend = "postgres";
+        failed += cmocka_run_group_tests_name("store-postgres", tests, NULL, NULL);
+    } else if (getenv("ABX_TEST_PG_REQUIRED") && !strcmp(getenv("ABX_TEST_PG_REQUIRED"), "1")) {
+        fprintf(stderr, "ABX_TEST_PG_URL is not set but ABX_TEST_PG_REQUIRED=1\n");
+        failed++;
+    } else {
+        fprintf(stderr, "store-postgres: skipped (no ABX_TEST_PG_URL)\n");
+    }
+    return failed ? 1 : 0;
+}
