@@ -22,13 +22,18 @@
  *   404 not_found                         -ENOENT
  *   405 method_not_allowed, other 4xx     -EPROTO
  *   409 is_a_directory                    -EISDIR
- *   409 conflict                          -EBUSY; -EEXIST from abx_rename(), -ESRCH from
- *                                         abx_process_signal(), -EPIPE from abx_process_stdin()
+ *   409 conflict                          -EBUSY; -EEXIST from abx_rename(),
+ *                                         abx_workspace_rename() and abx_workspace_create();
+ *                                         -ESRCH from abx_process_signal(), -EPIPE from
+ *                                         abx_process_stdin()
+ *   412 precondition_failed               -ESTALE (If-Match did not hold: workspaces)
  *   413 too_large                         -EFBIG
  *   429 too_many_requests                 -EAGAIN
  *   431 (headers too large)               -E2BIG
  *   503 unavailable                       -EOPNOTSUPP (draining, or isolation missing)
  *   507 insufficient_storage              -ENOSPC
+ *   500 integrity_error                   -EIO; the message names the damaged paths (a
+ *                                         workspace's stored files failed their hash check)
  *   500 and other 5xx                     -EIO
  *   a malformed answer                    -EBADMSG; -EPROTO if a stream ends early
  *   cannot connect                        -ECONNREFUSED
@@ -47,9 +52,10 @@
  * run on the calling thread and must not call into the same client.
  *
  * Timeouts. Connecting is bounded (10 s by default). Plain requests are bounded
- * in total (300 s by default); streams (exec, output, file transfers) have no
- * total deadline - a long-running process is not an error - but TCP keep-alive
- * detects a dead peer. See abx_client_set_timeouts().
+ * in total (300 s by default); streams (exec, output, file transfers) and the
+ * long store operations (workspace flush and close, store check and gc) have
+ * no total deadline - a long-running process is not an error - but TCP
+ * keep-alive detects a dead peer. See abx_client_set_timeouts().
  *
  * Memory. Result objects are heap-allocated and freed with their _free()
  * function (which takes NULL and returns NULL); strings returned through
@@ -333,13 +339,15 @@ struct abx_file_info {
     uint32_t mode;   /* permission bits */
     char *version;   /* opaque change stamp; compare for equality only */
     char *target;    /* a symlink's target, else NULL */
+    char *hash;      /* content SHA-256 (hex) when abxd sent it (workspaces), else NULL */
     char *json;
 };
 
 struct abx_walk_list {
     size_t n;
     struct abx_file_info **items;
-    char *json; /* the whole answer, {"entries": [...]} */
+    char *state; /* a workspace walk: "warm" or "cold", which it read; else NULL */
+    char *json;  /* the whole answer, {"entries": [...]} */
 };
 
 /* PUT .../files/{path} streamed from fd (read from its current position to
@@ -377,6 +385,168 @@ ABX_PUBLIC int abx_rename(struct abx_client *c, const char *id, const char *from
 
 ABX_PUBLIC struct abx_file_info *abx_file_info_free(struct abx_file_info *f);
 ABX_PUBLIC struct abx_walk_list *abx_walk_list_free(struct abx_walk_list *list);
+
+/* --- workspaces --- */
+
+/* A workspace is a named, durable file tree (docs/api.md, "Workspaces"): cold
+ * while it has no sandbox (its files live in abxd's store), warm while it has
+ * one. Only abx_workspace_exec() wakes it; the file functions work in either
+ * state and never create a sandbox. Workspace ids are 1-64 of a-z, 0-9, '-'
+ * and '_'. The file functions are the sandbox ones (paths, answers, errors)
+ * plus If-Match on writes and deletes:
+ *
+ *   if_match NULL   no precondition
+ *   if_match ""     only if the file does not exist
+ *   if_match V      only if the file is still version V (a version or content
+ *                   hash abxd handed out); -ESTALE (412) otherwise
+ *
+ * V is sent quoted; -EINVAL (before any request) for a V with '"' or control
+ * characters, or longer than 128 bytes. */
+
+/* What to create. A zeroed struct (or NULL) asks for the server's defaults. */
+struct abx_workspace_spec {
+    const char *id;            /* NULL = a random 20-character id */
+    const char *template_name; /* NULL = "base" */
+    double cpu;                /* cores of its sandboxes, 0 = host default */
+    uint64_t memory_mb;        /* MiB, 0 = host default */
+    uint64_t pids;             /* process/thread limit, 0 = host default */
+};
+
+struct abx_workspace_usage {
+    uint64_t bytes; /* stored file bytes */
+    uint64_t files;
+    uint64_t dirs;
+};
+
+struct abx_workspace_info {
+    char *id;
+    char *state; /* "cold", "warm", "waking" or "sleeping" */
+    char *template_name;
+    char *created_at;   /* RFC 3339 */
+    double cpu;         /* cores; 0 = host default or not sent (only create answers it) */
+    uint64_t memory_mb; /* MiB; 0 likewise */
+    uint64_t pids;      /* 0 likewise */
+    bool has_usage;     /* usage and processes are filled (abx_workspace_get()) */
+    struct abx_workspace_usage usage;
+    uint64_t processes; /* running processes of its sandbox */
+    char *json;         /* the object as the server sent it */
+};
+
+struct abx_workspace_list {
+    size_t n;
+    struct abx_workspace_info **items;
+    char *json; /* the whole answer, {"workspaces": [...]} */
+};
+
+/* What a mirror (flush, close) did; all 0 when the workspace was cold. */
+struct abx_sync_report {
+    uint64_t files;     /* files copied into the store */
+    uint64_t dirs;      /* directories created in the store */
+    uint64_t deleted;   /* entries deleted from the store */
+    uint64_t bytes;     /* bytes copied */
+    uint64_t unchanged; /* files whose version had not changed */
+    uint64_t ignored;   /* entries the ignore rules left out */
+    double duration_ms;
+    char *json;
+};
+
+/* POST /v1/workspaces. spec may be NULL. -EEXIST when the id is taken. ret
+ * (optional) receives the info (state "cold"). */
+ABX_PUBLIC int abx_workspace_create(struct abx_client *c, const struct abx_workspace_spec *spec,
+                                    struct abx_workspace_info **ret);
+/* GET /v1/workspaces. */
+ABX_PUBLIC int abx_workspace_list(struct abx_client *c, struct abx_workspace_list **ret);
+/* GET /v1/workspaces/{ws}, with usage. Does not wake it. */
+ABX_PUBLIC int abx_workspace_get(struct abx_client *c, const char *ws,
+                                 struct abx_workspace_info **ret);
+/* DELETE /v1/workspaces/{ws}: kills its sandbox without mirroring and
+ * deletes every file. */
+ABX_PUBLIC int abx_workspace_delete(struct abx_client *c, const char *ws);
+
+/* POST /v1/workspaces/{ws}/exec: abx_exec() in the workspace, which is woken
+ * first (restored from the store; -EIO with the damaged paths in the message
+ * when a stored file fails its hash check). */
+ABX_PUBLIC int abx_workspace_exec(struct abx_client *c, const char *ws,
+                                  const struct abx_exec_spec *spec, abx_started_fn started,
+                                  abx_output_fn output, void *userdata,
+                                  struct abx_exec_result *ret);
+/* The same with "background": true: abx_exec_background() in the workspace.
+ * Workspaces have no process routes: the pid only identifies the process. */
+ABX_PUBLIC int abx_workspace_exec_background(struct abx_client *c, const char *ws,
+                                             const struct abx_exec_spec *spec,
+                                             struct abx_process_info **ret);
+
+/* The file functions of a workspace: as abx_file_upload(), abx_file_put(),
+ * abx_file_download(), abx_file_exists(), abx_file_delete(), abx_walk(),
+ * abx_mkdir(), abx_rmdir() and abx_rename(), on /v1/workspaces/{ws}/...
+ * Answers carry the content hash (abx_file_info.hash); a walk says which
+ * state it read (abx_walk_list.state). if_match: see above. */
+ABX_PUBLIC int abx_workspace_file_upload(struct abx_client *c, const char *ws, const char *path,
+                                         int fd, const char *if_match, struct abx_file_info **ret);
+ABX_PUBLIC int abx_workspace_file_put(struct abx_client *c, const char *ws, const char *path,
+                                      const void *data, size_t len, const char *if_match,
+                                      struct abx_file_info **ret);
+ABX_PUBLIC int abx_workspace_file_download(struct abx_client *c, const char *ws, const char *path,
+                                           int fd, uint64_t *ret_bytes);
+/* 1 when it exists, 0 when it does not; -ENOENT when the workspace does not
+ * exist. */
+ABX_PUBLIC int abx_workspace_file_exists(struct abx_client *c, const char *ws, const char *path,
+                                         enum abx_file_type *ret_type);
+ABX_PUBLIC int abx_workspace_file_delete(struct abx_client *c, const char *ws, const char *path,
+                                         const char *if_match);
+ABX_PUBLIC int abx_workspace_walk(struct abx_client *c, const char *ws, const char *path,
+                                  struct abx_walk_list **ret);
+ABX_PUBLIC int abx_workspace_mkdir(struct abx_client *c, const char *ws, const char *path);
+ABX_PUBLIC int abx_workspace_rmdir(struct abx_client *c, const char *ws, const char *path);
+ABX_PUBLIC int abx_workspace_rename(struct abx_client *c, const char *ws, const char *from,
+                                    const char *to, bool overwrite, struct abx_file_info **ret);
+
+/* POST .../flush: mirrors the sandbox into the store now. POST .../close:
+ * mirrors, then ends the sandbox; the workspace is cold afterwards. ret
+ * (optional) receives what the mirror did. */
+ABX_PUBLIC int abx_workspace_flush(struct abx_client *c, const char *ws,
+                                   struct abx_sync_report **ret);
+ABX_PUBLIC int abx_workspace_close(struct abx_client *c, const char *ws,
+                                   struct abx_sync_report **ret);
+/* GET .../manifest: the stored snapshot (what a wake would restore), every
+ * entry with its hash (files) - not the live sandbox. */
+ABX_PUBLIC int abx_workspace_manifest(struct abx_client *c, const char *ws,
+                                      struct abx_walk_list **ret);
+
+ABX_PUBLIC struct abx_workspace_info *abx_workspace_info_free(struct abx_workspace_info *info);
+ABX_PUBLIC struct abx_workspace_list *abx_workspace_list_free(struct abx_workspace_list *list);
+ABX_PUBLIC struct abx_sync_report *abx_sync_report_free(struct abx_sync_report *r);
+
+/* --- the store --- */
+
+struct abx_store_check {
+    bool ok;     /* every file has its blob and every blob hashes to its name */
+    char *store; /* "sqlite", "postgres" */
+    uint64_t files;
+    uint64_t blobs;
+    uint64_t missing_blobs;
+    uint64_t corrupt_blobs;
+    uint64_t orphan_entries;
+    char *first_problem; /* a description of the first problem, NULL when ok */
+    char *json;
+};
+
+struct abx_store_gc {
+    bool held_lease; /* false: another abxd is collecting; nothing was done */
+    uint64_t blobs_deleted;
+    uint64_t bytes_freed;
+    char *json;
+};
+
+/* GET /v1/store/check: reads every blob, so it takes a while on a large
+ * store. Returns 1 when the store is consistent, 0 when it is not (ret,
+ * optional, says how). */
+ABX_PUBLIC int abx_store_check(struct abx_client *c, struct abx_store_check **ret);
+/* POST /v1/store/gc: deletes blobs no file references. ret is optional. */
+ABX_PUBLIC int abx_store_gc(struct abx_client *c, struct abx_store_gc **ret);
+
+ABX_PUBLIC struct abx_store_check *abx_store_check_free(struct abx_store_check *r);
+ABX_PUBLIC struct abx_store_gc *abx_store_gc_free(struct abx_store_gc *r);
 
 /* --- operations --- */
 

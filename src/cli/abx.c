@@ -4,7 +4,8 @@
  * `abx VERB [OPTIONS] ARGS...` drives one abxd (ABX_URL, ABX_API_KEY) through
  * libabx. Data goes to stdout, one-line errors to stderr; exit 0 on success,
  * 1 when the API or the transport failed, 2 for a wrong command line (exec
- * exits with the command's own code). The verbs live in cmd-*.c.
+ * exits with the command's own code). Verb groups take one more word:
+ * `abx ws VERB ...`, `abx store VERB`. The verbs live in cmd-*.c.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -15,6 +16,83 @@
 
 #include "cli.h"
 #include "util/parse.h"
+
+/* What exec and ws exec share in their help. */
+#define EXEC_OPTIONS                                                              \
+    "      --cwd DIR         working directory (absolute, or relative to HOME)\n" \
+    "      --env K=V         an environment variable (repeatable)\n"              \
+    "      --user USER       'user' (default) or 'root'\n"                        \
+    "      --timeout S       total deadline (0 = none; exit 124 when reached)\n"  \
+    "      --idle-timeout S  deadline without any output (0 = none)\n"
+
+#define IF_MATCH_OPTION                                                                   \
+    "      --if-match V      only if the file is still version V (a version or content\n" \
+    "                        hash, as 'abx ws files --json' shows); '' = only if it\n"    \
+    "                        does not exist. Exit 1 when it no longer holds.\n"
+
+static const struct verb ws_verbs[] = {
+        {"ws create", "[OPTIONS]", "create a workspace and print its id",
+         "      --id ID           its id: 1-64 of a-z, 0-9, '-' and '_' (default: random)\n"
+         "      --cpu X           cores of its sandboxes (fractions allowed, e.g. 0.5)\n"
+         "      --memory-mb N     memory limit of its sandboxes in MiB\n"
+         "      --pids N          process and thread limit of its sandboxes\n"
+         "      --template NAME   the template (default: base)\n"
+         "      --json            print the workspace as JSON instead of its id\n",
+         cmd_ws_create},
+        {"ws ls", "[--json]", "list workspaces and their states",
+         "      --json            print the server's JSON\n", cmd_ws_ls},
+        {"ws info", "WS [--json]", "show a workspace with its stored usage (never wakes it)",
+         "      --json            print the server's JSON\n", cmd_ws_info},
+        {"ws rm", "WS...", "delete workspaces and every file in them",
+         "A warm workspace's sandbox is killed without mirroring.\n", cmd_ws_rm},
+        {"ws exec", "WS [OPTIONS] [--] CMD [ARGS...]",
+         "run a command in a workspace (waking it), exit with its exit code",
+         EXEC_OPTIONS
+         "  -i, --stdin           send our stdin to the command (up to 1 MiB, read before\n"
+         "                        it starts: workspaces have no stdin route)\n"
+         "  -d, --background      start it and print its pid instead of waiting\n"
+         "      --json            print the server's NDJSON (or, with -d, the process)\n"
+         "A cold workspace is restored from the store first. Signals end abx, not the\n"
+         "command, which runs on to its --timeout: workspaces have no signal route.\n",
+         cmd_ws_exec},
+        {"ws cp", "SRC DST [--if-match V]",
+         "copy a file into or out of a workspace (never wakes it)",
+         IF_MATCH_OPTION
+         "One of SRC and DST is WS:PATH, the other a local path or '-' (stdin or\n"
+         "stdout). A DST that is a directory, or ends in '/', gets SRC's name.\n"
+         "Files are streamed, never held in memory whole; a cold workspace's files\n"
+         "come from and go to the store.\n",
+         cmd_ws_cp},
+        {"ws cat", "WS PATH", "print a file of a workspace", "", cmd_ws_cat},
+        {"ws files", "WS [PATH] [--json]", "list everything below PATH (default /) in a workspace",
+         "      --json            print the server's JSON (with versions and the state)\n",
+         cmd_ws_files},
+        {"ws rm-file", "[-r] WS PATH [--if-match V]",
+         "remove a file of a workspace (with -r, also a directory tree)",
+         "  -r, --recursive       remove directories and everything below them\n" IF_MATCH_OPTION,
+         cmd_ws_rm_file},
+        {"ws mkdir", "WS PATH", "create a directory and its parents in a workspace", "",
+         cmd_ws_mkdir},
+        {"ws mv", "WS FROM TO [--overwrite]", "rename a file or directory in a workspace",
+         "      --overwrite       replace TO if it exists\n", cmd_ws_mv},
+        {"ws flush", "WS [--json]", "mirror a warm workspace into the store now",
+         "      --json            print the server's report\n", cmd_ws_flush},
+        {"ws close", "WS [--json]", "mirror a workspace, then end its sandbox (it becomes cold)",
+         "      --json            print the server's report\n", cmd_ws_close},
+        {"ws manifest", "WS [--json]",
+         "list the stored snapshot (what a wake restores) with content hashes",
+         "      --json            print the server's JSON\n", cmd_ws_manifest},
+        {0},
+};
+
+static const struct verb store_verbs[] = {
+        {"store check", "[--json]", "check every stored file's blob and hash; exit 1 when not ok",
+         "      --json            print the server's JSON (exit 1 still when not ok)\n",
+         cmd_store_check},
+        {"store gc", "[--json]", "delete blobs no stored file references",
+         "      --json            print the server's JSON\n", cmd_store_gc},
+        {0},
+};
 
 static const struct verb verbs[] = {
         {"create", "[OPTIONS]", "create a sandbox and print its id",
@@ -42,11 +120,7 @@ static const struct verb verbs[] = {
         {"kill", "ID...", "kill sandboxes and remove them", "", cmd_kill},
         {"exec", "ID [OPTIONS] [--] CMD [ARGS...]",
          "run a command, stream its output, exit with its exit code",
-         "      --cwd DIR         working directory (absolute, or relative to HOME)\n"
-         "      --env K=V         an environment variable (repeatable)\n"
-         "      --user USER       'user' (default) or 'root'\n"
-         "      --timeout S       total deadline (0 = none; exit 124 when reached)\n"
-         "      --idle-timeout S  deadline without any output (0 = none)\n"
+         EXEC_OPTIONS
          "  -i, --stdin           forward our stdin to the command\n"
          "  -d, --background      start it and print its pid instead of waiting\n"
          "      --json            print the server's NDJSON (or, with -d, the process)\n"
@@ -81,6 +155,17 @@ static const struct verb verbs[] = {
         {"drain", "[--json]", "stop abxd from taking new sandboxes",
          "      --json            print the server's JSON\n", cmd_drain},
         {"metrics", "", "print abxd's Prometheus metrics", "", cmd_metrics},
+        {"ws", "VERB [OPTIONS] [ARGS...]", "workspaces: durable file trees (abx ws --help)",
+         "A workspace is a named file tree that outlives sandboxes: cold, its files\n"
+         "live in abxd's store; 'abx ws exec' wakes it into a sandbox (warm), which\n"
+         "abxd mirrors back into the store. The file verbs work in either state and\n"
+         "never wake it.\n",
+         NULL, ws_verbs},
+        {"store", "VERB [OPTIONS]", "the workspace store: check, gc (abx store --help)",
+         "The store keeps the files of cold workspaces, each blob named by its\n"
+         "SHA-256.\n",
+         NULL, store_verbs},
+        {0},
 };
 
 static void
@@ -90,8 +175,24 @@ print_verb_usage(FILE *f, const struct verb *v)
 }
 
 static void
+print_group_help(FILE *f, const struct verb *g)
+{
+    size_t skip = strlen(g->name) + 1;
+
+    print_verb_usage(f, g);
+    fprintf(f, "\n%s\nVerbs:\n", g->help);
+    for (const struct verb *v = g->sub; v->name; v++)
+        fprintf(f, "  %-9s %s\n", v->name + skip, v->summary);
+    fprintf(f, "\n'abx %s VERB --help' describes a verb.\n", g->name);
+}
+
+static void
 print_verb_help(FILE *f, const struct verb *v)
 {
+    if (v->sub) {
+        print_group_help(f, v);
+        return;
+    }
     print_verb_usage(f, v);
     fprintf(f, "\n%c%s.\n\nOptions:\n%s  -h, --help            show this help\n",
             v->summary[0] >= 'a' && v->summary[0] <= 'z' ? v->summary[0] - 'a' + 'A'
@@ -105,8 +206,8 @@ print_main_help(FILE *f)
     fprintf(f, "Usage: abx VERB [OPTIONS] [ARGS...]\n\n"
                "Drive an abxd sandbox host. The host is ABX_URL (default " ABX_DEFAULT_URL
                "),\nthe key ABX_API_KEY.\n\nVerbs:\n");
-    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
+    for (const struct verb *v = verbs; v->name; v++)
+        fprintf(f, "  %-8s %s\n", v->name, v->summary);
     fprintf(f, "\n'abx VERB --help' describes a verb. Exit status: 0 success, 1 failure,\n"
                "2 usage error; exec exits with the command's own status.\n");
 }
@@ -171,6 +272,12 @@ cli_fail(struct cli *cli, int r, const char *fmt, ...)
     if (r == -EACCES && !cli->key)
         return cli_error(cli, "%s: %s (ABX_API_KEY is not set)", what, msg);
     return cli_error(cli, "%s: %s", what, msg);
+}
+
+const char *
+cli_scope_noun(enum cli_scope scope)
+{
+    return scope == CLI_WORKSPACE ? "workspace" : "sandbox";
 }
 
 int
@@ -304,11 +411,61 @@ cli_getopt(struct cli *cli, int argc, char **argv, const char *shortopts,
     return c;
 }
 
+/* Runs verb v with argv[0] its own name. */
+static int
+run_verb(struct cli *cli, const struct verb *v, int argc, char **argv)
+{
+    int r;
+
+    cli->verb = v;
+    opterr = 0;
+    optind = 0; /* re-initialise getopt for this argv */
+    r = v->run(cli, argc, argv);
+    if (r == CLI_HELP)
+        r = 0;
+    else if (r == CLI_BAD)
+        r = EXIT_USAGE;
+    if (r == 0)
+        r = cli_flush(cli);
+    cli->client = abx_client_free(cli->client);
+    return r;
+}
+
+static bool
+is_help(const char *s)
+{
+    return !strcmp(s, "-h") || !strcmp(s, "--help") || !strcmp(s, "help");
+}
+
+/* `abx help VERB [SUB]`: args are VERB and SUB. */
+static int
+help_for(int argc, char **args)
+{
+    const struct verb *v = cli_find_verb(verbs, NULL, args[0]), *sub = NULL;
+
+    if (v && v->sub && argc > 1) {
+        sub = cli_find_verb(v->sub, v->name, args[1]);
+        if (!sub) {
+            fprintf(stderr, "abx %s: unknown verb '%s'\n", v->name, args[1]);
+            print_group_help(stderr, v);
+            return EXIT_USAGE;
+        }
+        v = sub;
+    }
+    if (!v) {
+        fprintf(stderr, "abx: unknown verb '%s'\n", args[0]);
+        print_main_help(stderr);
+        return EXIT_USAGE;
+    }
+    print_verb_help(stdout, v);
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
     struct cli cli = {0};
-    int r;
+    const struct verb *v, *sub;
 
     cli.url = getenv("ABX_URL");
     if (!cli.url || !*cli.url)
@@ -322,17 +479,9 @@ main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *name = argv[1];
-    if (!strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "help")) {
-        if (argc > 2 && strcmp(name, "help") == 0) {
-            for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-                if (!strcmp(argv[2], verbs[i].name)) {
-                    print_verb_help(stdout, &verbs[i]);
-                    return 0;
-                }
-            fprintf(stderr, "abx: unknown verb '%s'\n", argv[2]);
-            print_main_help(stderr);
-            return EXIT_USAGE;
-        }
+    if (is_help(name)) {
+        if (argc > 2 && strcmp(name, "help") == 0)
+            return help_for(argc - 2, argv + 2);
         print_main_help(stdout);
         return 0;
     }
@@ -340,23 +489,32 @@ main(int argc, char **argv)
         printf("abx %s\n", abx_version());
         return 0;
     }
-    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
-        if (strcmp(name, verbs[i].name) != 0)
-            continue;
-        cli.verb = &verbs[i];
-        opterr = 0;
-        optind = 0; /* re-initialise getopt for argv + 1 */
-        r = verbs[i].run(&cli, argc - 1, argv + 1);
-        if (r == CLI_HELP)
-            r = 0;
-        else if (r == CLI_BAD)
-            r = EXIT_USAGE;
-        if (r == 0)
-            r = cli_flush(&cli);
-        cli.client = abx_client_free(cli.client);
-        return r;
+    v = cli_find_verb(verbs, NULL, name);
+    if (!v) {
+        fprintf(stderr, "abx: unknown verb '%s'\n", name);
+        print_main_help(stderr);
+        return EXIT_USAGE;
     }
-    fprintf(stderr, "abx: unknown verb '%s'\n", name);
-    print_main_help(stderr);
-    return EXIT_USAGE;
+    if (!v->sub)
+        return run_verb(&cli, v, argc - 1, argv + 1);
+
+    /* A group: the next word names the verb. */
+    if (argc < 3) {
+        fprintf(stderr, "abx %s: missing the verb\n", v->name);
+        print_group_help(stderr, v);
+        return EXIT_USAGE;
+    }
+    if (is_help(argv[2])) {
+        if (argc > 3 && strcmp(argv[2], "help") == 0)
+            return help_for(2, (char *[]){argv[1], argv[3]});
+        print_group_help(stdout, v);
+        return 0;
+    }
+    sub = cli_find_verb(v->sub, v->name, argv[2]);
+    if (!sub) {
+        fprintf(stderr, "abx %s: unknown verb '%s'\n", v->name, argv[2]);
+        print_group_help(stderr, v);
+        return EXIT_USAGE;
+    }
+    return run_verb(&cli, sub, argc - 2, argv + 2);
 }

@@ -2,9 +2,10 @@
  * cli-parse.c - the pure parsers of the abx command line.
  *
  * No I/O and no global state, so unit tests drive them directly: ID:PATH
- * operands, KEY=VALUE options, decimals and durations, pids, and the path
- * joining cp needs. Numbers are parsed strictly (util/parse.h style): no
- * sign, no blanks, no exponent, no trailing junk.
+ * operands, KEY=VALUE options, decimals and durations, pids, the path
+ * joining cp needs, --if-match values, and finding a verb in a table.
+ * Numbers are parsed strictly (util/parse.h style): no sign, no blanks, no
+ * exponent, no trailing junk.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -190,4 +191,44 @@ cli_join(const char *dir, const char *name, char **ret)
     memcpy(p + dn + slash, name, nn + 1);
     *ret = p;
     return 0;
+}
+
+int
+cli_parse_if_match(const char *arg, char **ret)
+{
+    size_t n = arg ? strlen(arg) : 0;
+    char *v;
+
+    if (!arg)
+        return -EINVAL;
+    if (n >= 2 && arg[0] == '"' && arg[n - 1] == '"') {
+        arg++;
+        n -= 2;
+    }
+    if (n > CLI_IF_MATCH_MAX)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)arg[i] < ' ' || arg[i] == 0x7f || arg[i] == '"')
+            return -EINVAL;
+    v = strndup(arg, n);
+    if (!v)
+        return -ENOMEM;
+    *ret = v;
+    return 0;
+}
+
+const struct verb *
+cli_find_verb(const struct verb *list, const char *group, const char *name)
+{
+    size_t skip = group ? strlen(group) + 1 : 0;
+
+    if (!name)
+        return NULL;
+    for (const struct verb *v = list; v->name; v++) {
+        if (group && (strncmp(v->name, group, skip - 1) != 0 || v->name[skip - 1] != ' '))
+            continue;
+        if (!strcmp(v->name + skip, name))
+            return v;
+    }
+    return NULL;
 }

@@ -1,10 +1,13 @@
 /*
  * cli.h - what the files of the abx command share; never installed.
  *
- * abx.c holds main(), the verb table and the common option and error
+ * abx.c holds main(), the verb tables and the common option and error
  * handling; cmd-*.c implement the verbs on libabx (include/abx/abx.h is the
  * only client header they use); cli-parse.c holds the pure argument parsers,
- * which the unit tests reach through the abx-cli static library.
+ * which the unit tests reach through the abx-cli static library. A verb
+ * group (`abx ws ...`, `abx store ...`) is a verb whose sub-verbs have their
+ * own table. exec and the file verbs are written once for a sandbox and a
+ * workspace (enum cli_scope); `abx exec` and `abx ws exec` differ only there.
  */
 #pragma once
 
@@ -18,10 +21,11 @@
 #define EXIT_FAIL  1 /* the API or the transport failed */
 #define EXIT_USAGE 2 /* the command line is wrong */
 
-#define CLI_ID_MAX 64   /* bytes of a sandbox id */
-#define CLI_KV_MAX 512  /* --env/--meta options per command */
-#define CLI_HELP   -100 /* cli_getopt(): --help was printed */
-#define CLI_BAD    -101 /* cli_getopt(): a usage error was printed */
+#define CLI_ID_MAX       64   /* bytes of a sandbox or workspace id */
+#define CLI_IF_MATCH_MAX 128  /* bytes of an --if-match value */
+#define CLI_KV_MAX       512  /* --env/--meta options per command */
+#define CLI_HELP         -100 /* cli_getopt(): --help was printed */
+#define CLI_BAD          -101 /* cli_getopt(): a usage error was printed */
 
 struct verb;
 
@@ -33,11 +37,19 @@ struct cli {
 };
 
 struct verb {
-    const char *name;
+    const char *name;     /* "create"; in a group with the group's name: "ws create" */
     const char *synopsis; /* "ID [--json]" */
     const char *summary;  /* one line */
-    const char *help;     /* the options, preformatted */
-    int (*run)(struct cli *cli, int argc, char **argv);
+    const char *help;     /* the options, preformatted; for a group, what it is about */
+    int (*run)(struct cli *cli, int argc, char **argv); /* NULL for a group */
+    const struct verb *sub; /* a group's verbs, ended by an entry without a name */
+};
+
+/* Whose files and processes exec and the file verbs work on: the operand is
+ * a sandbox id (`abx exec ID`) or a workspace (`abx ws exec WS`). */
+enum cli_scope {
+    CLI_SANDBOX,
+    CLI_WORKSPACE,
 };
 
 /* --- abx.c --- */
@@ -100,6 +112,34 @@ int cmd_health(struct cli *cli, int argc, char **argv);
 int cmd_ready(struct cli *cli, int argc, char **argv);
 int cmd_drain(struct cli *cli, int argc, char **argv);
 int cmd_metrics(struct cli *cli, int argc, char **argv);
+int cmd_ws_create(struct cli *cli, int argc, char **argv);
+int cmd_ws_ls(struct cli *cli, int argc, char **argv);
+int cmd_ws_info(struct cli *cli, int argc, char **argv);
+int cmd_ws_rm(struct cli *cli, int argc, char **argv);
+int cmd_ws_exec(struct cli *cli, int argc, char **argv);
+int cmd_ws_cp(struct cli *cli, int argc, char **argv);
+int cmd_ws_cat(struct cli *cli, int argc, char **argv);
+int cmd_ws_files(struct cli *cli, int argc, char **argv);
+int cmd_ws_rm_file(struct cli *cli, int argc, char **argv);
+int cmd_ws_mkdir(struct cli *cli, int argc, char **argv);
+int cmd_ws_mv(struct cli *cli, int argc, char **argv);
+int cmd_ws_flush(struct cli *cli, int argc, char **argv);
+int cmd_ws_close(struct cli *cli, int argc, char **argv);
+int cmd_ws_manifest(struct cli *cli, int argc, char **argv);
+int cmd_store_check(struct cli *cli, int argc, char **argv);
+int cmd_store_gc(struct cli *cli, int argc, char **argv);
+
+/* The verbs shared by both scopes: cmd_exec() is exec_main(..., CLI_SANDBOX),
+ * cmd_ws_exec() exec_main(..., CLI_WORKSPACE), and so on. */
+int exec_main(struct cli *cli, int argc, char **argv, enum cli_scope scope); /* cmd-exec.c */
+int files_cp(struct cli *cli, int argc, char **argv, enum cli_scope scope);  /* cmd-files.c */
+int files_cat(struct cli *cli, int argc, char **argv, enum cli_scope scope);
+int files_list(struct cli *cli, int argc, char **argv, enum cli_scope scope);
+int files_rm(struct cli *cli, int argc, char **argv, enum cli_scope scope);
+int files_mkdir(struct cli *cli, int argc, char **argv, enum cli_scope scope);
+int files_mv(struct cli *cli, int argc, char **argv, enum cli_scope scope);
+/* "sandbox" or "workspace", for messages. */
+const char *cli_scope_noun(enum cli_scope scope);
 
 /* --- cli-parse.c: pure parsers; 0 or -errno, ret_ written on success --- */
 
@@ -130,3 +170,14 @@ int cli_basename(const char *path, char **ret);
 
 /* dir + "/" + name without doubling the '/'; heap string. */
 int cli_join(const char *dir, const char *name, char **ret);
+
+/* An --if-match value: a version or content hash, optionally in ETag quotes
+ * ("\"abc\"" is "abc"); "" means "only if the file does not exist". ret is a
+ * heap copy without the quotes. -EINVAL for a '"' inside, a control
+ * character or more than CLI_IF_MATCH_MAX bytes. */
+int cli_parse_if_match(const char *arg, char **ret);
+
+/* The verb called name in list (ended by an entry without a name). In a
+ * group's list (group != NULL) entries are named "<group> <name>". NULL when
+ * there is none. */
+const struct verb *cli_find_verb(const struct verb *list, const char *group, const char *name);

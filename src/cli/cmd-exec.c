@@ -1,5 +1,5 @@
 /*
- * cmd-exec.c - abx exec, ps, logs, signal.
+ * cmd-exec.c - abx exec and abx ws exec, ps, logs, signal.
  *
  * A foreground exec streams the command's stdout and stderr to ours as they
  * arrive and exits with its exit code. Two helper threads, each with its own
@@ -7,7 +7,9 @@
  * our stdin to the process through /stdin when it cannot be sent up front,
  * one forwards the signals we get (Ctrl-C) to the process. The state they
  * share is static: a helper may still be blocked in read(0) when the exec is
- * over, and then the process simply exits under it.
+ * over, and then the process simply exits under it. `abx ws exec` is the same
+ * code on a workspace, which has no process routes: its stdin goes up front
+ * (at most 1 MiB) and signals are not forwarded.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,6 +48,7 @@ enum {
 /* What the helper threads share with the exec. */
 static struct {
     struct cli *cli;
+    enum cli_scope scope;
     const char *id;
     atomic_int pid; /* 0 until the process has started */
     bool json;
@@ -140,15 +143,41 @@ stdin_thread(void *userdata)
     return NULL;
 }
 
+/* Reads all of stdin (up to STDIN_UPFRONT_MAX bytes) into spec's stdin: a
+ * workspace has no /stdin route to pump the rest through. */
+static int
+read_stdin_upfront(struct cli *cli, struct abx_exec_spec *spec, struct buf *data)
+{
+    ssize_t n;
+
+    if (buf_reserve(data, STDIN_UPFRONT_MAX + 1) < 0)
+        return cli_error(cli, "out of memory");
+    n = read_full(STDIN_FILENO, data->data, STDIN_UPFRONT_MAX + 1);
+    if (n < 0)
+        return cli_error(cli, "cannot read standard input: %s", strerror((int)-n));
+    if (n > STDIN_UPFRONT_MAX)
+        return cli_error(cli,
+                         "standard input is larger than %d bytes, which is what a workspace exec "
+                         "takes (it has no stdin route)",
+                         STDIN_UPFRONT_MAX);
+    data->len = (size_t)n;
+    spec->stdin_data = data->data;
+    spec->stdin_len = data->len;
+    return 0;
+}
+
 /* Fills spec's stdin. A regular file of up to 1 MiB goes up front in the exec
- * request; anything else (pipes, terminals, larger files) is pumped. data
- * has room for STDIN_UPFRONT_MAX + 1 bytes. */
+ * request; anything else (pipes, terminals, larger files) is pumped, except
+ * in a workspace, which takes only what fits up front. data has room for
+ * STDIN_UPFRONT_MAX + 1 bytes. */
 static int
 prepare_stdin(struct cli *cli, struct abx_exec_spec *spec, struct buf *data)
 {
     struct stat st;
     off_t pos;
 
+    if (ex.scope == CLI_WORKSPACE)
+        return read_stdin_upfront(cli, spec, data);
     if (fstat(STDIN_FILENO, &st) < 0)
         return cli_error(cli, "cannot inspect standard input: %s", strerror(errno));
     if (S_ISREG(st.st_mode) && (pos = lseek(STDIN_FILENO, 0, SEEK_CUR)) >= 0 &&
@@ -330,9 +359,14 @@ exec_foreground(struct cli *cli, struct abx_client *c, const char *id,
     struct abx_exec_result res = {0};
     int r, k;
 
-    if ((r = start_signal_forwarding(cli)))
+    /* A workspace has no signal route: a signal ends abx as it would any
+     * program, and the command runs on to its deadline. */
+    if (ex.scope == CLI_SANDBOX && (r = start_signal_forwarding(cli)))
         return r;
-    k = abx_exec(c, id, spec, on_started, on_output, cli, &res);
+    if (ex.scope == CLI_WORKSPACE)
+        k = abx_workspace_exec(c, id, spec, on_started, on_output, cli, &res);
+    else
+        k = abx_exec(c, id, spec, on_started, on_output, cli, &res);
     if (ex.stdin_started) {
         if (atomic_load(&ex.stdin_done))
             (void)pthread_join(ex.stdin_thread, NULL);
@@ -340,7 +374,8 @@ exec_foreground(struct cli *cli, struct abx_client *c, const char *id,
             (void)pthread_detach(ex.stdin_thread); /* blocked in read(0) */
     }
     if (k < 0)
-        return cli_fail(cli, k, "cannot run '%s' in sandbox '%s'", spec->argv[0], id);
+        return cli_fail(cli, k, "cannot run '%s' in %s '%s'", spec->argv[0],
+                        cli_scope_noun(ex.scope), id);
     if (ex.json) {
         r = buf_puts(&ex.line, res.json);
         if (r == 0)
@@ -361,9 +396,13 @@ exec_background(struct cli *cli, struct abx_client *c, const char *id,
     char pid[16];
     int k, r;
 
-    k = abx_exec_background(c, id, spec, &p);
+    if (ex.scope == CLI_WORKSPACE)
+        k = abx_workspace_exec_background(c, id, spec, &p);
+    else
+        k = abx_exec_background(c, id, spec, &p);
     if (k < 0)
-        return cli_fail(cli, k, "cannot start '%s' in sandbox '%s'", spec->argv[0], id);
+        return cli_fail(cli, k, "cannot start '%s' in %s '%s'", spec->argv[0],
+                        cli_scope_noun(ex.scope), id);
     (void)snprintf(pid, sizeof(pid), "%d", k);
     r = cli_print_line(cli, ex.json ? p->json : pid);
     abx_process_info_free(p);
@@ -376,7 +415,7 @@ exec_background(struct cli *cli, struct abx_client *c, const char *id,
 }
 
 int
-cmd_exec(struct cli *cli, int argc, char **argv)
+exec_main(struct cli *cli, int argc, char **argv, enum cli_scope scope)
 {
     static const struct option opts[] = {
             {"cwd", required_argument, NULL, OPT_CWD},
@@ -401,6 +440,7 @@ cmd_exec(struct cli *cli, int argc, char **argv)
     buf_init(&in, STDIN_UPFRONT_MAX + 1);
     buf_init(&ex.line, BUF_UNLIMITED);
     ex.cli = cli;
+    ex.scope = scope;
     /* '+': options may come before and after ID; the command starts at the
      * next operand (or after "--") and keeps its own options. */
     for (;;) {
@@ -451,7 +491,7 @@ cmd_exec(struct cli *cli, int argc, char **argv)
             goto out;
     }
     if (!id) {
-        r = cli_usage(cli, "missing the sandbox ID");
+        r = cli_usage(cli, "missing the %s", scope == CLI_WORKSPACE ? "workspace" : "sandbox ID");
         goto out;
     }
     if (optind >= argc) {
@@ -472,6 +512,12 @@ out:
     buf_done(&in);
     buf_done(&ex.line);
     return r;
+}
+
+int
+cmd_exec(struct cli *cli, int argc, char **argv)
+{
+    return exec_main(cli, argc, argv, CLI_SANDBOX);
 }
 
 /* --- ps, logs, signal --- */

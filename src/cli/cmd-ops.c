@@ -1,6 +1,7 @@
 /*
- * cmd-ops.c - abx health, ready, drain, metrics.
+ * cmd-ops.c - abx health, ready, drain, metrics, store check, store gc.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,5 +125,59 @@ cmd_metrics(struct cli *cli, int argc, char **argv)
         return cli_fail(cli, k, "cannot get the metrics of abxd at %s", abx_client_url(c));
     r = cli_print_line(cli, text);
     free(text);
+    return r;
+}
+
+int
+cmd_store_check(struct cli *cli, int argc, char **argv)
+{
+    struct abx_store_check *rep = NULL;
+    struct abx_client *c;
+    bool json;
+    int r, k;
+
+    if ((r = only_json(cli, argc, argv, true, &json)) || (r = cli_client(cli, &c)))
+        return r;
+    k = abx_store_check(c, &rep);
+    if (k < 0)
+        return cli_fail(cli, k, "cannot check the store of abxd at %s", abx_client_url(c));
+    if (json)
+        r = cli_print_line(cli, rep->json);
+    else if (k > 0)
+        printf("ok: %s store, %" PRIu64 " files, %" PRIu64 " blobs\n",
+               rep->store ? rep->store : "?", rep->files, rep->blobs);
+    if (k == 0)
+        (void)cli_error(cli,
+                        "the %s store is damaged: %" PRIu64 " missing blobs, %" PRIu64
+                        " corrupt blobs, %" PRIu64 " orphan entries; first: %s",
+                        rep->store ? rep->store : "?", rep->missing_blobs, rep->corrupt_blobs,
+                        rep->orphan_entries, rep->first_problem ? rep->first_problem : "?");
+    abx_store_check_free(rep);
+    if (r == 0 && k == 0)
+        r = EXIT_FAIL;
+    return r;
+}
+
+int
+cmd_store_gc(struct cli *cli, int argc, char **argv)
+{
+    struct abx_store_gc *rep = NULL;
+    struct abx_client *c;
+    bool json;
+    int r, k;
+
+    if ((r = only_json(cli, argc, argv, true, &json)) || (r = cli_client(cli, &c)))
+        return r;
+    k = abx_store_gc(c, &rep);
+    if (k < 0)
+        return cli_fail(cli, k, "cannot collect the store's garbage at %s", abx_client_url(c));
+    if (json)
+        r = cli_print_line(cli, rep->json);
+    else if (!rep->held_lease)
+        printf("another abxd is collecting (it holds the lease); nothing done\n");
+    else
+        printf("deleted %" PRIu64 " blobs, freed %" PRIu64 " bytes\n", rep->blobs_deleted,
+               rep->bytes_freed);
+    abx_store_gc_free(rep);
     return r;
 }

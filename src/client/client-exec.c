@@ -4,6 +4,8 @@
  * A foreground exec and an output reattach answer NDJSON; the lines are
  * decoded one by one inside libcurl's write callback and the output handed
  * to the caller as it streams, so nothing but the current line is ever held.
+ * Exec is the same request for a sandbox and a workspace (client_exec(),
+ * client_exec_background()); the process table is a sandbox's only.
  */
 #include <errno.h>
 #include <math.h>
@@ -376,8 +378,9 @@ exec_body(struct abx_client *c, const struct abx_exec_spec *spec, bool backgroun
 }
 
 int
-abx_exec(struct abx_client *c, const char *id, const struct abx_exec_spec *spec,
-         abx_started_fn started, abx_output_fn output, void *userdata, struct abx_exec_result *ret)
+client_exec(struct abx_client *c, enum client_scope scope, const char *id,
+            const struct abx_exec_spec *spec, abx_started_fn started, abx_output_fn output,
+            void *userdata, struct abx_exec_result *ret)
 {
     _cleanup_free_ char *body = NULL;
     _cleanup_buf_ struct buf path;
@@ -387,7 +390,7 @@ abx_exec(struct abx_client *c, const char *id, const struct abx_exec_spec *spec,
     if (!c)
         return -EINVAL;
     client_clear(c);
-    if ((r = client_sandbox_url(c, &path, id, "/exec")) < 0)
+    if ((r = client_scope_url(c, &path, scope, id, "/exec")) < 0)
         return r;
     if ((r = exec_body(c, spec, false, &body)) < 0)
         return r;
@@ -398,8 +401,15 @@ abx_exec(struct abx_client *c, const char *id, const struct abx_exec_spec *spec,
 }
 
 int
-abx_exec_background(struct abx_client *c, const char *id, const struct abx_exec_spec *spec,
-                    struct abx_process_info **ret)
+abx_exec(struct abx_client *c, const char *id, const struct abx_exec_spec *spec,
+         abx_started_fn started, abx_output_fn output, void *userdata, struct abx_exec_result *ret)
+{
+    return client_exec(c, CLIENT_SANDBOX, id, spec, started, output, userdata, ret);
+}
+
+int
+client_exec_background(struct abx_client *c, enum client_scope scope, const char *id,
+                       const struct abx_exec_spec *spec, struct abx_process_info **ret)
 {
     _cleanup_(abx_process_info_freep) struct abx_process_info *p = NULL;
     _cleanup_(json_decrefp) json_t *j = NULL;
@@ -413,7 +423,7 @@ abx_exec_background(struct abx_client *c, const char *id, const struct abx_exec_
     if (!c)
         return -EINVAL;
     client_clear(c);
-    if ((r = client_sandbox_url(c, &path, id, "/exec")) < 0)
+    if ((r = client_scope_url(c, &path, scope, id, "/exec")) < 0)
         return r;
     if ((r = exec_body(c, spec, true, &body)) < 0)
         return r;
@@ -434,6 +444,13 @@ abx_exec_background(struct abx_client *c, const char *id, const struct abx_exec_
     if (ret)
         *ret = TAKE_PTR(p);
     return r;
+}
+
+int
+abx_exec_background(struct abx_client *c, const char *id, const struct abx_exec_spec *spec,
+                    struct abx_process_info **ret)
+{
+    return client_exec_background(c, CLIENT_SANDBOX, id, spec, ret);
 }
 
 /* --- processes --- */

@@ -2,10 +2,13 @@
  * client-internal.h - what the files of libabx share; never installed.
  *
  * client.c owns the client and its one request function; the route files
- * (client-sandboxes.c, client-exec.c, client-files.c) build a struct
- * client_req and decode the answer. The pure pieces - the NDJSON line
- * splitter, percent-encoding, the status -> errno table - are here so unit
- * tests can reach them.
+ * (client-sandboxes.c, client-exec.c, client-files.c, client-workspaces.c)
+ * build a struct client_req and decode the answer. Exec and the file routes
+ * are the same for a sandbox and a workspace: client-exec.c and
+ * client-files.c implement them once for either scope (client_exec(),
+ * client_file_*()), and the public abx_* functions of both are one call
+ * each. The pure pieces - the NDJSON line splitter, percent-encoding, the
+ * status -> errno table - are here so unit tests can reach them.
  */
 #pragma once
 
@@ -18,12 +21,15 @@
 #include "abx/abx.h"
 #include "util/buf.h"
 
+struct curl_slist;
+
 #define CLIENT_BODY_MAX     (256u * 1024 * 1024) /* bytes of a buffered JSON answer (walk) */
 #define CLIENT_ERRBODY_MAX  (64u * 1024)         /* bytes of an error answer we keep */
 #define CLIENT_LINE_MAX     (4u * 1024 * 1024)   /* bytes of one NDJSON line */
 #define CLIENT_MSG_MAX      512                  /* bytes of the last error message */
 #define CLIENT_URL_MAX      (64u * 1024)         /* bytes of a request URL */
-#define CLIENT_ID_MAX       64                   /* bytes of a sandbox id */
+#define CLIENT_ID_MAX       64                   /* bytes of a sandbox or workspace id */
+#define CLIENT_IF_MATCH_MAX 128                  /* bytes of an If-Match value */
 #define CLIENT_REQ_BODY_MAX (8u * 1024 * 1024)   /* bytes of a JSON request we build */
 
 /* --- NDJSON line splitting (ndjson.c) --- */
@@ -52,8 +58,14 @@ int ndjson_finish(struct ndjson *nd, ndjson_line_fn fn, void *userdata);
 /* Appends s percent-encoded: everything but RFC 3986 unreserved characters,
  * and '/' when keep_slash. */
 int client_put_encoded(struct buf *b, const char *s, bool keep_slash);
-/* Appends "/v1/sandboxes/<id>" after checking id ([A-Za-z0-9_-], 1..64). */
+/* Appends "<collection>/<id>" after checking id ([A-Za-z0-9_-], 1..64; abxd
+ * decides whether it exists). */
+int client_put_id(struct buf *b, const char *collection, const char *id);
+/* Appends "/v1/sandboxes/<id>" after checking id. */
 int client_put_sandbox(struct buf *b, const char *id);
+/* Checks an If-Match value: at most CLIENT_IF_MATCH_MAX bytes, no '"', no
+ * control characters. -EINVAL otherwise. */
+int client_check_if_match(const char *v);
 /* Appends a workspace path, '/'-rooted, percent-encoded, '/' kept. */
 int client_put_path(struct buf *b, const char *path);
 /* The errno (negative) for an HTTP status and the server's error code (may be
@@ -72,12 +84,13 @@ struct client_req {
     const struct buf *path; /* after the base URL, encoded, with any query */
     const char *body;       /* request body in memory, or NULL */
     size_t body_len;
-    bool body_json;   /* Content-Type: application/json */
-    bool body_upload; /* send body with PUT semantics (Content-Length, read callback) */
-    int upload_fd;    /* >= 0: stream the body from it */
-    bool stream;      /* no total deadline */
-    int conflict;     /* errno for 409 conflict, 0 = EBUSY */
-    long accept;      /* a non-2xx status handled as an answer (readyz's 503), 0 = none */
+    bool body_json;       /* Content-Type: application/json */
+    bool body_upload;     /* send body with PUT semantics (Content-Length, read callback) */
+    int upload_fd;        /* >= 0: stream the body from it */
+    bool stream;          /* no total deadline */
+    const char *if_match; /* If-Match: "<value>" (checked), NULL = none */
+    int conflict;         /* errno for 409 conflict, 0 = EBUSY */
+    long accept;          /* a non-2xx status handled as an answer (readyz's 503), 0 = none */
     enum client_resp resp;
     struct buf *out;     /* CLIENT_RESP_BUFFER (NULL: discard) */
     int out_fd;          /* CLIENT_RESP_FD */
@@ -95,7 +108,8 @@ struct client_req {
     struct buf errbody;
     struct ndjson nd;
     size_t body_pos;
-    int64_t upload_start; /* fd offset the upload started at, -1 = not seekable */
+    int64_t upload_start;       /* fd offset the upload started at, -1 = not seekable */
+    struct curl_slist *headers; /* this request's own header list (If-Match), or NULL */
 };
 
 /* Sets up rq for method and path with everything else off. */
@@ -113,8 +127,21 @@ int client_fail(struct abx_client *c, int r, const char *fmt, ...)
 /* Forgets the last failure; every public call starts with it. */
 void client_clear(struct abx_client *c);
 
-/* Appends "/v1/sandboxes/<id><suffix>" to b; -EINVAL with the error set for a
- * bad id. suffix may be NULL. */
+/* Whose routes a shared function serves: a sandbox's
+ * (/v1/sandboxes/<id>/...) or the same routes of a workspace
+ * (/v1/workspaces/<ws>/...). */
+enum client_scope {
+    CLIENT_SANDBOX,
+    CLIENT_WORKSPACE,
+};
+
+/* "sandbox" or "workspace", for messages. */
+const char *client_scope_noun(enum client_scope scope);
+/* Appends "/v1/sandboxes/<id><suffix>" or "/v1/workspaces/<id><suffix>" to
+ * b; -EINVAL with the error set for a bad id. suffix may be NULL. */
+int client_scope_url(struct abx_client *c, struct buf *b, enum client_scope scope, const char *id,
+                     const char *suffix);
+/* client_scope_url() for a sandbox. */
 int client_sandbox_url(struct abx_client *c, struct buf *b, const char *id, const char *suffix);
 /* One request with a JSON body (stolen, may be NULL) whose 2xx answer is kept
  * in ret_body (optional). ret_status (optional) receives the 2xx status. */
@@ -138,6 +165,39 @@ double client_get_num(json_t *o, const char *key);
 bool client_get_bool(json_t *o, const char *key);
 /* An env/metadata object from n pairs; -EINVAL for a NULL key or value. */
 int client_kv_object(const struct abx_kv *kv, size_t n, json_t **ret);
+
+/* --- routes shared by sandboxes and workspaces --- */
+
+/* Each starts the call (client_clear()) and is what the public function of
+ * the same name does, for scope. if_match (NULL = none) is only sent by a
+ * workspace's writes and deletes. client-exec.c: */
+int client_exec(struct abx_client *c, enum client_scope scope, const char *id,
+                const struct abx_exec_spec *spec, abx_started_fn started, abx_output_fn output,
+                void *userdata, struct abx_exec_result *ret);
+int client_exec_background(struct abx_client *c, enum client_scope scope, const char *id,
+                           const struct abx_exec_spec *spec, struct abx_process_info **ret);
+
+/* client-files.c; fd < 0 uploads data (len bytes) instead. */
+int client_file_upload(struct abx_client *c, enum client_scope scope, const char *id,
+                       const char *path, int fd, const void *data, size_t len, const char *if_match,
+                       struct abx_file_info **ret);
+int client_file_download(struct abx_client *c, enum client_scope scope, const char *id,
+                         const char *path, int fd, uint64_t *ret_bytes);
+int client_file_exists(struct abx_client *c, enum client_scope scope, const char *id,
+                       const char *path, enum abx_file_type *ret_type);
+int client_file_delete(struct abx_client *c, enum client_scope scope, const char *id,
+                       const char *path, const char *if_match);
+int client_walk(struct abx_client *c, enum client_scope scope, const char *id, const char *path,
+                struct abx_walk_list **ret);
+/* op is "/mkdir" or "/rmdir"; ret_status (optional) receives 200 or 201. */
+int client_dir_call(struct abx_client *c, enum client_scope scope, const char *id, const char *op,
+                    const char *path, long *ret_status);
+int client_rename(struct abx_client *c, enum client_scope scope, const char *id, const char *from,
+                  const char *to, bool overwrite, struct abx_file_info **ret);
+/* Decodes {"entries": [...]} (a walk, a manifest) into *ret; what names the
+ * answer in messages. */
+int client_walk_from(struct abx_client *c, const struct buf *answer, const char *what,
+                     struct abx_walk_list **ret);
 
 /* --- decoders shared by route files --- */
 

@@ -114,6 +114,7 @@ client_status_errno(long status, const char *code, int conflict)
             {"path_escape", EXDEV},
             {"not_a_directory", ENOTDIR},
             {"is_a_directory", EISDIR},
+            {"precondition_failed", ESTALE}, /* If-Match did not hold (workspaces) */
             {"insufficient_storage", ENOSPC},
     };
 
@@ -132,6 +133,8 @@ client_status_errno(long status, const char *code, int conflict)
         return -ENOENT;
     case 409:
         return -(conflict > 0 ? conflict : EBUSY);
+    case 412:
+        return -ESTALE;
     case 413:
         return -EFBIG;
     case 429:
@@ -203,9 +206,10 @@ client_put_encoded(struct buf *b, const char *s, bool keep_slash)
 }
 
 int
-client_put_sandbox(struct buf *b, const char *id)
+client_put_id(struct buf *b, const char *collection, const char *id)
 {
     size_t n = id ? strlen(id) : 0;
+    int r;
 
     if (n == 0 || n > CLIENT_ID_MAX)
         return -EINVAL;
@@ -213,10 +217,26 @@ client_put_sandbox(struct buf *b, const char *id)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '_' || *p == '-'))
             return -EINVAL;
-    int r = buf_puts(b, "/v1/sandboxes/");
-    if (r < 0)
+    if ((r = buf_puts(b, collection)) < 0 || (r = buf_putc(b, '/')) < 0)
         return r;
     return buf_puts(b, id);
+}
+
+int
+client_put_sandbox(struct buf *b, const char *id)
+{
+    return client_put_id(b, "/v1/sandboxes", id);
+}
+
+int
+client_check_if_match(const char *v)
+{
+    size_t n = 0;
+
+    for (const char *p = v; *p; p++, n++)
+        if ((unsigned char)*p < ' ' || *p == 0x7f || *p == '"')
+            return -EINVAL;
+    return n <= CLIENT_IF_MATCH_MAX ? 0 : -EINVAL;
 }
 
 int
@@ -501,6 +521,26 @@ fail_from_answer(struct abx_client *c, struct client_req *rq)
     return r;
 }
 
+/* Appends a copy of line to *list; false on OOM (then *list is unchanged). */
+static bool
+append_header(struct curl_slist **list, const char *line)
+{
+    struct curl_slist *l = curl_slist_append(*list, line);
+    if (!l)
+        return false;
+    *list = l;
+    return true;
+}
+
+/* Frees a request's own header list; it may hold the key. */
+static void
+free_headers(struct curl_slist *list)
+{
+    for (struct curl_slist *h = list; h; h = h->next)
+        explicit_bzero(h->data, strlen(h->data));
+    curl_slist_free_all(list);
+}
+
 static int
 setup(struct abx_client *c, struct client_req *rq, struct buf *url)
 {
@@ -539,7 +579,24 @@ setup(struct abx_client *c, struct client_req *rq, struct buf *url)
     SET(CURLOPT_WRITEDATA, rq);
     SET(CURLOPT_HEADERFUNCTION, on_header);
     SET(CURLOPT_HEADERDATA, rq);
-    SET(CURLOPT_HTTPHEADER, rq->body_json ? c->json_headers : c->headers);
+    if (rq->if_match) {
+        /* The client's headers plus this request's own: a list of its own,
+         * since curl_slist nodes cannot be shared. The value goes quoted,
+         * so "" (only if absent) survives as a header. */
+        struct curl_slist *base = rq->body_json ? c->json_headers : c->headers;
+        char line[sizeof("If-Match: \"\"") + CLIENT_IF_MATCH_MAX];
+        if (client_check_if_match(rq->if_match) < 0)
+            return client_fail(c, -EINVAL, "invalid If-Match value '%.64s'", rq->if_match);
+        (void)snprintf(line, sizeof(line), "If-Match: \"%s\"", rq->if_match);
+        for (struct curl_slist *l = base; l; l = l->next)
+            if (!append_header(&rq->headers, l->data))
+                return client_fail(c, -ENOMEM, "out of memory");
+        if (!append_header(&rq->headers, line))
+            return client_fail(c, -ENOMEM, "out of memory");
+        SET(CURLOPT_HTTPHEADER, rq->headers);
+    } else {
+        SET(CURLOPT_HTTPHEADER, rq->body_json ? c->json_headers : c->headers);
+    }
 
     if (rq->upload_fd >= 0 || rq->body_upload) {
         curl_off_t size = -1;
@@ -596,6 +653,7 @@ client_request(struct abx_client *c, struct client_req *rq)
     buf_init(&rq->errbody, CLIENT_ERRBODY_MAX);
     ndjson_init(&rq->nd, CLIENT_LINE_MAX);
     rq->c = c;
+    rq->headers = NULL;
     rq->err = 0;
     rq->status = 0;
     rq->out_bytes = 0;
@@ -636,23 +694,37 @@ client_request(struct abx_client *c, struct client_req *rq)
     }
     r = 0;
 out:
+    free_headers(TAKE_PTR(rq->headers));
     ndjson_done(&rq->nd);
     buf_done(&rq->errbody);
     buf_done(&url);
     return r;
 }
 
-int
-client_sandbox_url(struct abx_client *c, struct buf *b, const char *id, const char *suffix)
+const char *
+client_scope_noun(enum client_scope scope)
 {
-    int r = client_put_sandbox(b, id);
+    return scope == CLIENT_WORKSPACE ? "workspace" : "sandbox";
+}
+
+int
+client_scope_url(struct abx_client *c, struct buf *b, enum client_scope scope, const char *id,
+                 const char *suffix)
+{
+    int r = client_put_id(b, scope == CLIENT_WORKSPACE ? "/v1/workspaces" : "/v1/sandboxes", id);
     if (r == -EINVAL)
-        return client_fail(c, r, "invalid sandbox id '%.80s'", id ? id : "");
+        return client_fail(c, r, "invalid %s id '%.80s'", client_scope_noun(scope), id ? id : "");
     if (r == 0 && suffix)
         r = buf_puts(b, suffix);
     if (r < 0)
         return client_fail(c, r, "cannot build the request URL: %s", strerror(-r));
     return 0;
+}
+
+int
+client_sandbox_url(struct abx_client *c, struct buf *b, const char *id, const char *suffix)
+{
+    return client_scope_url(c, b, CLIENT_SANDBOX, id, suffix);
 }
 
 int

@@ -1,6 +1,7 @@
 /*
- * test-cli-parse.c - the abx command line's pure parsers: ID:PATH operands,
- * KEY=VALUE, decimals, durations, pids, basename and join.
+ * test-cli-parse.c - the abx command line's pure parsers: ID:PATH (and
+ * WS:PATH) operands, KEY=VALUE, decimals, durations, pids, basename and
+ * join, --if-match values, and finding verbs and grouped verbs (`abx ws cp`).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -198,13 +199,127 @@ test_basename_join(void **state)
     free(s);
 }
 
+static void
+test_remote_workspace(void **state)
+{
+    char id[CLI_ID_MAX + 1];
+    const char *path = NULL;
+    (void)state;
+
+    /* Workspace ids are operands like sandbox ids. */
+    assert_int_equal(cli_parse_remote("myws:/a.txt", id, sizeof(id), &path), 1);
+    assert_string_equal(id, "myws");
+    assert_string_equal(path, "/a.txt");
+    assert_int_equal(cli_parse_remote("proj-1_b:dir/", id, sizeof(id), &path), 1);
+    assert_string_equal(id, "proj-1_b");
+    assert_string_equal(path, "dir/");
+    /* The longest id there is fits exactly. */
+    char arg[CLI_ID_MAX + 8];
+    memset(arg, 'w', CLI_ID_MAX);
+    memcpy(arg + CLI_ID_MAX, ":/x", 4);
+    assert_int_equal(cli_parse_remote(arg, id, sizeof(id), &path), 1);
+    assert_int_equal(strlen(id), CLI_ID_MAX);
+    assert_string_equal(path, "/x");
+    assert_int_equal(cli_parse_remote("./a.txt", id, sizeof(id), &path), 0);
+}
+
+static void
+test_if_match(void **state)
+{
+    char *v = NULL;
+    (void)state;
+
+    assert_int_equal(cli_parse_if_match("5891b5b522d5df08", &v), 0);
+    assert_string_equal(v, "5891b5b522d5df08");
+    free(v);
+    /* ETag quotes are optional. */
+    assert_int_equal(cli_parse_if_match("\"abc\"", &v), 0);
+    assert_string_equal(v, "abc");
+    free(v);
+    /* "" and '""' both mean "only if absent". */
+    assert_int_equal(cli_parse_if_match("", &v), 0);
+    assert_string_equal(v, "");
+    free(v);
+    assert_int_equal(cli_parse_if_match("\"\"", &v), 0);
+    assert_string_equal(v, "");
+    free(v);
+    /* A lone quote is not a pair of them. */
+    v = NULL;
+    assert_int_equal(cli_parse_if_match("\"", &v), -EINVAL);
+    assert_int_equal(cli_parse_if_match("a\"b", &v), -EINVAL);
+    assert_int_equal(cli_parse_if_match("\"a\"b\"", &v), -EINVAL);
+    assert_int_equal(cli_parse_if_match("abc\r\nX-Evil: 1", &v), -EINVAL);
+    assert_int_equal(cli_parse_if_match("tab\there", &v), -EINVAL);
+    assert_int_equal(cli_parse_if_match(NULL, &v), -EINVAL);
+    char long_arg[CLI_IF_MATCH_MAX + 4];
+    memset(long_arg, 'a', CLI_IF_MATCH_MAX + 1);
+    long_arg[CLI_IF_MATCH_MAX + 1] = '\0';
+    assert_int_equal(cli_parse_if_match(long_arg, &v), -EINVAL);
+    assert_null(v);
+    long_arg[CLI_IF_MATCH_MAX] = '\0';
+    assert_int_equal(cli_parse_if_match(long_arg, &v), 0);
+    assert_int_equal(strlen(v), CLI_IF_MATCH_MAX);
+    free(v);
+}
+
+static int
+run_nothing(struct cli *cli, int argc, char **argv)
+{
+    (void)cli;
+    (void)argc;
+    (void)argv;
+    return 0;
+}
+
+static void
+test_find_verb(void **state)
+{
+    static const struct verb ws[] = {
+            {"ws rm", "WS...", "delete", "", run_nothing, NULL},
+            {"ws rm-file", "WS PATH", "remove a file", "", run_nothing, NULL},
+            {"ws cp", "SRC DST", "copy", "", run_nothing, NULL},
+            {0},
+    };
+    static const struct verb top[] = {
+            {"rm", "ID PATH", "remove a file", "", run_nothing, NULL},
+            {"ws", "VERB", "workspaces", "", NULL, ws},
+            {"wsx", "", "a name that starts like a group", "", run_nothing, NULL},
+            {0},
+    };
+    (void)state;
+
+    assert_ptr_equal(cli_find_verb(top, NULL, "rm"), &top[0]);
+    assert_ptr_equal(cli_find_verb(top, NULL, "ws"), &top[1]);
+    assert_ptr_equal(cli_find_verb(top, NULL, "wsx"), &top[2]);
+    assert_null(cli_find_verb(top, NULL, "w"));
+    assert_null(cli_find_verb(top, NULL, "ws rm")); /* a group's verb is not a top verb */
+    assert_null(cli_find_verb(top, NULL, ""));
+    assert_null(cli_find_verb(top, NULL, NULL));
+
+    /* In a group, names are matched whole, after the group's. */
+    assert_ptr_equal(cli_find_verb(ws, "ws", "rm"), &ws[0]);
+    assert_ptr_equal(cli_find_verb(ws, "ws", "rm-file"), &ws[1]);
+    assert_ptr_equal(cli_find_verb(ws, "ws", "cp"), &ws[2]);
+    assert_null(cli_find_verb(ws, "ws", "rm-"));
+    assert_null(cli_find_verb(ws, "ws", "ws rm"));
+    assert_null(cli_find_verb(ws, "ws", ""));
+    assert_null(cli_find_verb(ws, "w", "s rm"));
+    assert_null(cli_find_verb(ws, "store", "rm"));
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_remote),  cmocka_unit_test(test_kv),
-            cmocka_unit_test(test_decimal), cmocka_unit_test(test_seconds),
-            cmocka_unit_test(test_pid),     cmocka_unit_test(test_basename_join),
+            cmocka_unit_test(test_remote),
+            cmocka_unit_test(test_kv),
+            cmocka_unit_test(test_decimal),
+            cmocka_unit_test(test_seconds),
+            cmocka_unit_test(test_pid),
+            cmocka_unit_test(test_basename_join),
+            cmocka_unit_test(test_remote_workspace),
+            cmocka_unit_test(test_if_match),
+            cmocka_unit_test(test_find_verb),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,7 +7,9 @@
  * requests libabx sends (method, URL encoding, headers, JSON, chunked
  * uploads), NDJSON delivered in pieces cut anywhere and handed to the
  * callback before the stream ends, and error answers turned into -errno
- * with the server's message.
+ * with the server's message. The workspace functions are checked to send
+ * the sandbox routes' requests under /v1/workspaces/{ws}, with If-Match
+ * where given, and to decode the workspace and store answers.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -70,7 +72,28 @@ test_encoding(void **state)
     long_id[sizeof(long_id) - 1] = '\0';
     assert_int_equal(client_put_sandbox(&b, long_id), -EINVAL);
     assert_int_equal(b.len, 0);
+
+    /* Workspaces: the same id rules under their own collection. */
+    assert_int_equal(client_put_id(&b, "/v1/workspaces", "proj-1_a"), 0);
+    assert_string_equal(b.data, "/v1/workspaces/proj-1_a");
+    buf_reset(&b);
+    assert_int_equal(client_put_id(&b, "/v1/workspaces", "a/../b"), -EINVAL);
+    assert_int_equal(client_put_id(&b, "/v1/workspaces", ""), -EINVAL);
+    assert_int_equal(b.len, 0);
     buf_done(&b);
+
+    /* If-Match values go quoted: nothing that could break out of the quotes. */
+    assert_int_equal(client_check_if_match(""), 0);
+    assert_int_equal(client_check_if_match("0123abcdef"), 0);
+    assert_int_equal(client_check_if_match("a\"b"), -EINVAL);
+    assert_int_equal(client_check_if_match("a\r\nX-Evil: 1"), -EINVAL);
+    assert_int_equal(client_check_if_match("\x7f"), -EINVAL);
+    char long_match[CLIENT_IF_MATCH_MAX + 2];
+    memset(long_match, 'a', sizeof(long_match) - 1);
+    long_match[sizeof(long_match) - 1] = '\0';
+    assert_int_equal(client_check_if_match(long_match), -EINVAL);
+    long_match[CLIENT_IF_MATCH_MAX] = '\0';
+    assert_int_equal(client_check_if_match(long_match), 0);
 
     /* The limit of a URL holds. */
     buf_init(&b, 8);
@@ -92,7 +115,10 @@ test_status_errno(void **state)
     assert_int_equal(client_status_errno(409, "conflict", 0), -EBUSY);
     assert_int_equal(client_status_errno(409, "conflict", EEXIST), -EEXIST);
     assert_int_equal(client_status_errno(409, "is_a_directory", EEXIST), -EISDIR);
+    assert_int_equal(client_status_errno(412, "precondition_failed", 0), -ESTALE);
+    assert_int_equal(client_status_errno(412, NULL, 0), -ESTALE);
     assert_int_equal(client_status_errno(413, "too_large", 0), -EFBIG);
+    assert_int_equal(client_status_errno(500, "integrity_error", 0), -EIO);
     assert_int_equal(client_status_errno(429, NULL, 0), -EAGAIN);
     assert_int_equal(client_status_errno(431, NULL, 0), -E2BIG);
     assert_int_equal(client_status_errno(500, "internal", 0), -EIO);
@@ -807,15 +833,313 @@ test_file_requests(void **state)
     server_stop(s);
 }
 
+/* --- workspaces --- */
+
+/* The body of request i (after the blank line). */
+static const char *
+body_of(const struct server *s, size_t i)
+{
+    const char *b = strstr(s->requests[i].data, "\r\n\r\n");
+    assert_non_null(b);
+    return b + 4;
+}
+
+static void
+test_workspace_lifecycle(void **state)
+{
+    static const struct step steps[] = {
+            {.head = "HTTP/1.1 201 Created\r\n",
+             .body = {"{\"id\": \"proj-1\", \"state\": \"cold\", \"template\": \"base\", "
+                      "\"created_at\": \"2026-11-30T18:19:28.653Z\", \"cpu\": 0.5, "
+                      "\"memory_mb\": 256, \"pids\": null}\n"}},
+            {.head = "HTTP/1.1 409 Conflict\r\n",
+             .body = {"{\"error\": \"conflict\", \"message\": \"workspace 'proj-1' already "
+                      "exists\"}"}},
+            {.head = OK,
+             .body = {"{\"workspaces\": [{\"id\": \"a\", \"state\": \"warm\"}, {\"id\": \"b\", "
+                      "\"template\": \"base\", \"state\": \"cold\"}]}"}},
+            {.head = OK,
+             .body = {"{\"id\": \"a\", \"state\": \"warm\", \"usage\": {\"bytes\": 9, "
+                      "\"files\": 1, \"dirs\": 4}, \"processes\": 2}"}},
+            {.head = "HTTP/1.1 204 No Content\r\n\r\n", .raw = true},
+            {.head = "HTTP/1.1 404 Not Found\r\n",
+             .body = {"{\"error\": \"not_found\", \"message\": \"no workspace 'gone'\"}"}},
+    };
+    struct server *s = server_start(steps, sizeof(steps) / sizeof(steps[0]));
+    struct abx_client *c = client_for(s);
+    struct abx_workspace_info *w = NULL;
+    struct abx_workspace_list *l = NULL;
+    struct abx_workspace_spec spec = {.id = "proj-1", .cpu = 0.5, .memory_mb = 256, .pids = 64};
+    (void)state;
+
+    assert_int_equal(abx_workspace_create(c, &spec, &w), 0);
+    assert_string_equal(w->id, "proj-1");
+    assert_string_equal(w->state, "cold");
+    assert_string_equal(w->template_name, "base");
+    assert_true(w->cpu == 0.5);
+    assert_int_equal(w->memory_mb, 256);
+    assert_int_equal(w->pids, 0); /* null: the host default */
+    assert_false(w->has_usage);
+    assert_non_null(strstr(w->json, "\"pids\": null}"));
+    w = abx_workspace_info_free(w);
+    assert_true(starts(s->requests[0].data, "POST /v1/workspaces HTTP/1.1\r\n"));
+    assert_string_equal(body_of(s, 0),
+                        "{\"id\":\"proj-1\",\"cpu\":0.5,\"memory_mb\":256,\"pids\":64}");
+
+    /* A taken id is -EEXIST, with abxd's message. */
+    assert_int_equal(abx_workspace_create(c, &spec, &w), -EEXIST);
+    assert_string_equal(abx_client_error(c), "workspace 'proj-1' already exists");
+    assert_null(w);
+    struct abx_workspace_spec bad = {.cpu = -1};
+    assert_int_equal(abx_workspace_create(c, &bad, NULL), -EINVAL);
+
+    assert_int_equal(abx_workspace_list(c, &l), 0);
+    assert_int_equal(l->n, 2);
+    assert_string_equal(l->items[0]->state, "warm");
+    assert_string_equal(l->items[1]->id, "b");
+    assert_non_null(strstr(l->json, "\"workspaces\""));
+    l = abx_workspace_list_free(l);
+    assert_true(starts(s->requests[2].data, "GET /v1/workspaces HTTP/1.1\r\n"));
+
+    assert_int_equal(abx_workspace_get(c, "a", &w), 0);
+    assert_true(w->has_usage);
+    assert_int_equal(w->usage.bytes, 9);
+    assert_int_equal(w->usage.files, 1);
+    assert_int_equal(w->usage.dirs, 4);
+    assert_int_equal(w->processes, 2);
+    w = abx_workspace_info_free(w);
+    assert_true(starts(s->requests[3].data, "GET /v1/workspaces/a HTTP/1.1\r\n"));
+
+    assert_int_equal(abx_workspace_delete(c, "a"), 0);
+    assert_true(starts(s->requests[4].data, "DELETE /v1/workspaces/a HTTP/1.1\r\n"));
+    assert_int_equal(abx_workspace_delete(c, "gone"), -ENOENT);
+    assert_string_equal(abx_client_error(c), "no workspace 'gone'");
+
+    /* Refused before any request. */
+    assert_int_equal(abx_workspace_get(c, "a/b", &w), -EINVAL);
+    assert_non_null(strstr(abx_client_error(c), "invalid workspace id"));
+    assert_null(abx_workspace_info_free(NULL));
+    assert_null(abx_workspace_list_free(NULL));
+    abx_client_free(c);
+    server_stop(s);
+}
+
+static void
+test_workspace_files(void **state)
+{
+    static const struct step steps[] = {
+            /* upload with If-Match */
+            {.head = OK,
+             .body = {"{\"path\": \"/src/a.py\", \"type\": \"file\", \"size\": 2, \"mode\": 420, "
+                      "\"version\": \"9f86\", \"hash\": \"9f86\"}"}},
+            /* upload with If-Match "" that no longer holds */
+            {.head = "HTTP/1.1 412 Precondition Failed\r\n",
+             .body = {"{\"error\": \"precondition_failed\", \"message\": \"'/src/a.py' exists "
+                      "(expected none)\"}"}},
+            /* delete with If-Match */
+            {.head = "HTTP/1.1 204 No Content\r\n\r\n", .raw = true},
+            /* download */
+            {.head = "HTTP/1.1 200 OK\r\nX-Abx-State: cold\r\n", .body = {"hi"}},
+            /* exists: 404, then the workspace is asked about */
+            {.head = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", .raw = true},
+            {.head = OK, .body = {"{\"id\": \"ws\", \"state\": \"cold\"}"}},
+            /* walk */
+            {.head = OK,
+             .body = {"{\"entries\": [{\"path\": \"/src\", \"type\": \"dir\", \"version\": "
+                      "\"\"}], \"state\": \"cold\"}"}},
+            /* mkdir */
+            {.head = "HTTP/1.1 201 Created\r\n", .body = {"{\"path\": \"/d\", \"created\": true}"}},
+    };
+    struct server *s = server_start(steps, sizeof(steps) / sizeof(steps[0]));
+    struct abx_client *c = client_for(s);
+    struct abx_file_info *fi = NULL;
+    struct abx_walk_list *wl = NULL;
+    enum abx_file_type type = ABX_FILE_UNKNOWN;
+    char tmpl[] = "/tmp/abx-test-XXXXXX";
+    uint64_t bytes = 0;
+    (void)state;
+
+    assert_int_equal(abx_workspace_file_put(c, "ws", "src/a.py", "hi", 2, "9f86", &fi), 0);
+    assert_string_equal(fi->hash, "9f86");
+    assert_string_equal(fi->version, "9f86");
+    fi = abx_file_info_free(fi);
+    const char *rq = s->requests[0].data;
+    assert_true(starts(rq, "PUT /v1/workspaces/ws/files/src/a.py HTTP/1.1\r\n"));
+    assert_non_null(strcasestr(rq, "\r\nIf-Match: \"9f86\"\r\n"));
+    assert_non_null(strcasestr(rq, "\r\nAuthorization: Bearer sekrit\r\n"));
+    assert_string_equal(body_of(s, 0), "hi");
+
+    /* "" (only if absent) survives as a header; 412 is -ESTALE with the message. */
+    assert_int_equal(abx_workspace_file_put(c, "ws", "/src/a.py", "x", 1, "", NULL), -ESTALE);
+    assert_int_equal(abx_client_http_status(c), 412);
+    assert_string_equal(abx_client_error_code(c), "precondition_failed");
+    assert_string_equal(abx_client_error(c), "'/src/a.py' exists (expected none)");
+    assert_non_null(strcasestr(s->requests[1].data, "\r\nIf-Match: \"\"\r\n"));
+
+    assert_int_equal(abx_workspace_file_delete(c, "ws", "/src/a.py", "9f86"), 0);
+    rq = s->requests[2].data;
+    assert_true(starts(rq, "DELETE /v1/workspaces/ws/files/src/a.py HTTP/1.1\r\n"));
+    assert_non_null(strcasestr(rq, "\r\nIf-Match: \"9f86\"\r\n"));
+
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    assert_int_equal(abx_workspace_file_download(c, "ws", "/src/a.py", fd, &bytes), 0);
+    assert_int_equal(bytes, 2);
+    close(fd);
+    unlink(tmpl);
+    rq = s->requests[3].data;
+    assert_true(starts(rq, "GET /v1/workspaces/ws/files/src/a.py HTTP/1.1\r\n"));
+    /* Without a precondition there is no If-Match. */
+    assert_null(strcasestr(rq, "If-Match"));
+
+    assert_int_equal(abx_workspace_file_exists(c, "ws", "/gone", &type), 0);
+    assert_true(starts(s->requests[4].data, "HEAD /v1/workspaces/ws/files/gone HTTP/1.1"));
+    assert_true(starts(s->requests[5].data, "GET /v1/workspaces/ws HTTP/1.1"));
+
+    assert_int_equal(abx_workspace_walk(c, "ws", NULL, &wl), 0);
+    assert_string_equal(wl->state, "cold");
+    assert_int_equal(wl->n, 1);
+    assert_int_equal(wl->items[0]->type, ABX_FILE_DIRECTORY);
+    assert_null(wl->items[0]->hash);
+    wl = abx_walk_list_free(wl);
+    assert_true(starts(s->requests[6].data, "GET /v1/workspaces/ws/walk?path=%2F HTTP/1.1"));
+
+    assert_int_equal(abx_workspace_mkdir(c, "ws", "d"), 1);
+    assert_true(starts(s->requests[7].data, "POST /v1/workspaces/ws/mkdir HTTP/1.1"));
+    assert_string_equal(body_of(s, 7), "{\"path\":\"/d\"}");
+
+    /* A value that could break out of its quotes is refused before any request. */
+    assert_int_equal(abx_workspace_file_put(c, "ws", "/f", "x", 1, "a\"b", NULL), -EINVAL);
+    assert_non_null(strstr(abx_client_error(c), "If-Match"));
+    assert_int_equal(abx_workspace_file_delete(c, "ws", "/f", "a\nb"), -EINVAL);
+    assert_int_equal(abx_workspace_file_upload(c, "ws", "/f", -1, NULL, NULL), -EBADF);
+    abx_client_free(c);
+    server_stop(s);
+}
+
+static void
+test_workspace_exec_and_mirror(void **state)
+{
+    static const struct step steps[] = {
+            /* a wake that fails its hash check: an error before any line */
+            {.head = "HTTP/1.1 500 Internal Server Error\r\n",
+             .body = {"{\"error\": \"integrity_error\", \"message\": \"restore of workspace "
+                      "'ws' failed: '/dir/bad.txt' does not match its hash\"}"}},
+            {.head = "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n",
+             .body = {"{\"pid\": 3}\n{\"stdout\": \"b2s=\", \"offset\": 0}\n",
+                      "{\"exit_code\": 0, \"pid\": 3}\n"},
+             .close = true},
+            {.head = "HTTP/1.1 201 Created\r\n",
+             .body = {"{\"pid\": 4, \"argv\": [\"sleep\", \"1\"], \"state\": \"running\"}"}},
+            {.head = OK,
+             .body = {"{\"files\": 2, \"dirs\": 1, \"deleted\": 3, \"bytes\": 10, \"unchanged\": "
+                      "4, \"ignored\": 5, \"duration_ms\": 1.5}"}},
+            {.head = OK, .body = {"{\"files\": 0}"}},
+            {.head = OK,
+             .body = {"{\"entries\": [{\"path\": \"/n.txt\", \"type\": \"file\", \"size\": 4, "
+                      "\"mode\": 420, \"version\": \"abc\", \"hash\": \"abc\"}]}"}},
+            {.head = OK,
+             .body = {"{\"ok\": false, \"store\": \"sqlite\", \"files\": 3, \"blobs\": 2, "
+                      "\"missing_blobs\": 0, \"corrupt_blobs\": 1, \"orphan_entries\": 0, "
+                      "\"first_problem\": \"blob 'ab12' does not hash to its name\"}"}},
+            {.head = OK,
+             .body = {"{\"held_lease\": true, \"blobs_deleted\": 2, \"bytes_freed\": 28}"}},
+    };
+    struct server *s = server_start(steps, sizeof(steps) / sizeof(steps[0]));
+    struct abx_client *c = client_for(s);
+    const char *argv[] = {"cat", "n.txt", NULL};
+    struct abx_exec_spec spec = {.argv = argv};
+    struct abx_exec_result res = {0};
+    struct abx_process_info *p = NULL;
+    struct abx_sync_report *rep = NULL;
+    struct abx_walk_list *m = NULL;
+    struct abx_store_check *chk = NULL;
+    struct abx_store_gc *gc = NULL;
+    struct captured cap = {0};
+    (void)state;
+
+    buf_init(&cap.out, BUF_UNLIMITED);
+    buf_init(&cap.err, BUF_UNLIMITED);
+    /* 5xx stays -EIO, but abxd's message (the damaged paths) is kept. */
+    assert_int_equal(abx_workspace_exec(c, "ws", &spec, NULL, cap_output, &cap, &res), -EIO);
+    assert_int_equal(abx_client_http_status(c), 500);
+    assert_string_equal(abx_client_error_code(c), "integrity_error");
+    assert_non_null(strstr(abx_client_error(c), "'/dir/bad.txt' does not match its hash"));
+    assert_null(res.json);
+    assert_true(starts(s->requests[0].data, "POST /v1/workspaces/ws/exec HTTP/1.1\r\n"));
+    assert_string_equal(body_of(s, 0), "{\"argv\":[\"cat\",\"n.txt\"]}");
+
+    assert_int_equal(abx_workspace_exec(c, "ws", &spec, cap_started, cap_output, &cap, &res), 0);
+    assert_int_equal(cap.pid, 3);
+    assert_string_equal(cap.out.data, "ok");
+    assert_int_equal(res.exit_code, 0);
+    abx_exec_result_done(&res);
+
+    assert_int_equal(abx_workspace_exec_background(c, "ws", &spec, &p), 4);
+    assert_true(p->running);
+    p = abx_process_info_free(p);
+    assert_true(starts(s->requests[2].data, "POST /v1/workspaces/ws/exec HTTP/1.1\r\n"));
+    assert_string_equal(body_of(s, 2), "{\"argv\":[\"cat\",\"n.txt\"],\"background\":true}");
+
+    assert_int_equal(abx_workspace_flush(c, "ws", &rep), 0);
+    assert_int_equal(rep->files, 2);
+    assert_int_equal(rep->dirs, 1);
+    assert_int_equal(rep->deleted, 3);
+    assert_int_equal(rep->bytes, 10);
+    assert_int_equal(rep->unchanged, 4);
+    assert_int_equal(rep->ignored, 5);
+    assert_true(rep->duration_ms == 1.5);
+    rep = abx_sync_report_free(rep);
+    assert_true(starts(s->requests[3].data, "POST /v1/workspaces/ws/flush HTTP/1.1\r\n"));
+    assert_int_equal(abx_workspace_close(c, "ws", NULL), 0);
+    assert_true(starts(s->requests[4].data, "POST /v1/workspaces/ws/close HTTP/1.1\r\n"));
+
+    assert_int_equal(abx_workspace_manifest(c, "ws", &m), 0);
+    assert_int_equal(m->n, 1);
+    assert_string_equal(m->items[0]->hash, "abc");
+    assert_null(m->state);
+    m = abx_walk_list_free(m);
+    assert_true(starts(s->requests[5].data, "GET /v1/workspaces/ws/manifest HTTP/1.1\r\n"));
+
+    /* A damaged store is an answer (0), not a failure. */
+    assert_int_equal(abx_store_check(c, &chk), 0);
+    assert_false(chk->ok);
+    assert_string_equal(chk->store, "sqlite");
+    assert_int_equal(chk->corrupt_blobs, 1);
+    assert_int_equal(chk->files, 3);
+    assert_string_equal(chk->first_problem, "blob 'ab12' does not hash to its name");
+    chk = abx_store_check_free(chk);
+    assert_true(starts(s->requests[6].data, "GET /v1/store/check HTTP/1.1\r\n"));
+
+    assert_int_equal(abx_store_gc(c, &gc), 0);
+    assert_true(gc->held_lease);
+    assert_int_equal(gc->blobs_deleted, 2);
+    assert_int_equal(gc->bytes_freed, 28);
+    gc = abx_store_gc_free(gc);
+    assert_true(starts(s->requests[7].data, "POST /v1/store/gc HTTP/1.1\r\n"));
+    buf_done(&cap.out);
+    buf_done(&cap.err);
+    abx_client_free(c);
+    server_stop(s);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_encoding),         cmocka_unit_test(test_status_errno),
-            cmocka_unit_test(test_output_line),      cmocka_unit_test(test_client_new),
-            cmocka_unit_test(test_exec_streams),     cmocka_unit_test(test_exec_stream_failures),
-            cmocka_unit_test(test_output_reattach),  cmocka_unit_test(test_error_answers),
-            cmocka_unit_test(test_sandbox_requests), cmocka_unit_test(test_file_requests),
+            cmocka_unit_test(test_encoding),
+            cmocka_unit_test(test_status_errno),
+            cmocka_unit_test(test_output_line),
+            cmocka_unit_test(test_client_new),
+            cmocka_unit_test(test_exec_streams),
+            cmocka_unit_test(test_exec_stream_failures),
+            cmocka_unit_test(test_output_reattach),
+            cmocka_unit_test(test_error_answers),
+            cmocka_unit_test(test_sandbox_requests),
+            cmocka_unit_test(test_file_requests),
+            cmocka_unit_test(test_workspace_lifecycle),
+            cmocka_unit_test(test_workspace_files),
+            cmocka_unit_test(test_workspace_exec_and_mirror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
