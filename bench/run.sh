@@ -4,7 +4,8 @@
 # Builds the two C tools (bench/spawn-bench.c: fork+exec+wait baselines;
 # bench/abx-bench.c: abxd driven through libabx) against build/, starts its
 # own abxd (bin/abxd) on a free loopback port with a temporary state
-# directory and a generated ABX_API_KEY, runs the measurements, prints the
+# directory and a generated ABX_API_KEY, runs the measurements (the
+# workspace ones through bench/ws-bench.sh, which uses curl), prints the
 # table and writes it into docs/performance.md between the BEGIN/END
 # markers. Whatever happens (failure, Ctrl-C, SIGTERM) it stops its abxd with
 # SIGTERM and removes its temporary directory and abxd's (empty) instance
@@ -16,7 +17,8 @@
 # trials (the documented figures use the defaults):
 #   BENCH_EXEC_N (2000) BENCH_WARMUP (200) BENCH_LIFECYCLE_N (200)
 #   BENCH_LIVE (500) BENCH_THREADS (16) BENCH_SECONDS (10) BENCH_BIG_MIB (1024)
-#   BENCH_SETTLE_S (10) BENCH_DOC (docs/performance.md; "-" = do not write)
+#   BENCH_SETTLE_S (10) BENCH_WS_FILES (10000) BENCH_WS_REPS (5)
+#   BENCH_WS_WAKE_MIB (100) BENCH_DOC (docs/performance.md; "-" = do not write)
 #   BENCH_TMPDIR (/var/tmp: the files and the state directory share its disk)
 #   BENCH_QUICK=1 (small counts everywhere; does not write the document)
 set -euo pipefail
@@ -230,7 +232,7 @@ wait_pool() { # wait_pool N: until abxd holds N warm sandboxes (at most 30 s)
 
 start_abxd() { # start_abxd POOL
     local pool=$1 i
-    note_cmd "ABX_API_KEY=<generated> ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir \$WORK/state"
+    note_cmd "ABX_API_KEY=<generated> ${ABX_LOG_LEVEL:+ABX_LOG_LEVEL=$ABX_LOG_LEVEL }ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir \$WORK/state"
     ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir "$STATE" >"$WORK/abxd.log" 2>&1 &
     ABXD_PID=$!
     PORT=
@@ -243,8 +245,15 @@ start_abxd() { # start_abxd POOL
     [ -n "$PORT" ] || die "abxd did not start listening within 30 s"
     URL=http://127.0.0.1:$PORT
     export ABX_URL=$URL
-    curl -sf "$URL/readyz" >"$WORK/readyz.json" ||
-        die "abxd is not ready: $(curl -s "$URL/readyz") $(tail -n 5 "$WORK/abxd.log")"
+    # A few tries: once a loaded machine refused the first request right
+    # after the listening line.
+    for ((i = 0; i < 50; i++)); do
+        curl -sf "$URL/readyz" >"$WORK/readyz.json" 2>/dev/null && break
+        sleep 0.1
+    done
+    [ "$i" -lt 50 ] ||
+        die "abxd is not ready: $(curl -sS "$URL/readyz" 2>&1) $(tail -n 5 "$WORK/abxd.log")"
+    [ "$i" -eq 0 ] || say "abxd answered /readyz after $((i + 1)) tries"
     if [ "$pool" -gt 0 ]; then wait_pool "$pool"; fi
     if [ -z "$INSTANCE_CGROUPS" ]; then
         INSTANCE_CGROUPS=$(find "/proc/$ABXD_PID/fd" -mindepth 1 -maxdepth 1 -printf '%l\n' 2>/dev/null |
@@ -403,6 +412,22 @@ stop_abxd
 start_abxd 0
 measure "$ABXB" lifecycle -n "$N_LIFE" -w "$LIFE_WARMUP" --name life_cold || true
 stop_abxd
+
+# --- 7. workspaces: mirror, wake, store throughput ---
+
+# A fresh abxd with the default pool, logging at debug level: its log gives
+# each wake's restore time. bench/ws-bench.sh works in $WORK, which holds
+# the state directory, so its host baselines run on the same file system.
+say "7. workspaces: mirror, wake and store throughput"
+ABX_LOG_LEVEL=debug start_abxd 2
+WS_ARGS=(--pid "$ABXD_PID" --work "$WORK" --log "$WORK/abxd.log" --pool 2)
+if [ "${BENCH_QUICK:-0}" = 1 ]; then WS_ARGS+=(--quick); fi
+WS_ARGS+=(--small-mib "$SMALL_MIB" --big-mib "$BIG_MIB")
+if [ -n "${BENCH_WS_FILES:-}" ]; then WS_ARGS+=(--files "$BENCH_WS_FILES"); fi
+if [ -n "${BENCH_WS_REPS:-}" ]; then WS_ARGS+=(--reps "$BENCH_WS_REPS" --wake-reps "$BENCH_WS_REPS"); fi
+if [ -n "${BENCH_WS_WAKE_MIB:-}" ]; then WS_ARGS+=(--wake-mib "$BENCH_WS_WAKE_MIB"); fi
+measure bench/ws-bench.sh "${WS_ARGS[@]}" || true
+stop_abxd
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table ---
@@ -459,6 +484,65 @@ mem_row() {
     d=$(awk -v b="$b" -v w="$w" -v a="$a" -v s="$3" 'BEGIN { printf "%d", s * (w - (b + a) / 2) }')
     awk -v b="$b" -v w="$w" -v a="$a" -v s="$3" -v l="$2" -v d="$d" -v p="$(per_sandbox "$d")" \
         'BEGIN { printf "| %s | %d | %d | %d | %d KiB | %s KiB |\n", l, b, w, a, d, p }'
+}
+# Workspaces (7): ws-bench.sh keeps repeated figures as NAME.p50, .min,
+# .max, .n and .all (comma-separated, in run order), in µs.
+pmm() { # pmm NAME: "p50 (min–max)" in ms, or "-"
+    local p
+    p=$(get "$1.p50")
+    if [ "$p" = - ]; then printf -- '-'; return; fi
+    if [ "$(get "$1.n")" = 1 ]; then ms "$p"; return; fi
+    printf '%s (%s–%s)' "$(ms "$p")" "$(ms "$(get "$1.min")")" "$(ms "$(get "$1.max")")"
+}
+ws_changes() { local c; c=$(get ws_mirror.changes); [ "$c" = - ] || printf '%s' "$c"; }
+# shellcheck disable=SC2016 # the backquotes are Markdown's
+mirror_rows() {
+    local k label base b
+    printf '| initial: all %s files new | 1 | %s | %s | %s | `cp -a` of the tree, then `sync` (fsync) of every file | %s |\n' \
+        "$(get ws_mirror.files)" "$(ms "$(get ws_mirror.initial.server_us)")" \
+        "$(ms "$(get ws_mirror.initial.client_us)")" "$(ms "$(get ws_mirror.initial.cpu_us)")" \
+        "$(ms "$(get ws_base.initial_us)")"
+    for k in 0 $(ws_changes); do
+        if [ "$k" = 0 ]; then
+            label="no change"
+            base='`find -printf` of inode, size, mtime, ctime and mode of every entry'
+            b=$(pmm ws_base.walk_us)
+        else
+            label="$k files changed"
+            base="\`cp --parents\` of the $k files, then \`sync\` of each"
+            b=$(pmm "ws_base.c$k.copy_us")
+        fi
+        printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$label" "$(get "ws_mirror.c$k.server_us.n")" \
+            "$(pmm "ws_mirror.c$k.server_us")" "$(pmm "ws_mirror.c$k.client_us")" \
+            "$(pmm "ws_mirror.c$k.cpu_us")" "$base" "$b"
+    done
+}
+mirror_per_file() { # ms per changed file at the largest change count, mirror and baseline
+    local k c0 ck bk
+    k=$(ws_changes | awk '{ print $NF }')
+    [ -n "$k" ] || { printf -- '-'; return; }
+    c0=$(get ws_mirror.c0.server_us.p50) ck=$(get "ws_mirror.c$k.server_us.p50")
+    bk=$(get "ws_base.c$k.copy_us.p50")
+    awk -v k="$k" -v a="$c0" -v b="$ck" -v c="$bk" 'BEGIN {
+        if (a == "-" || b == "-" || c == "-") { printf "-"; exit }
+        printf "with %d changed, (flush - no-change flush) / %d = **%.2f ms per changed file** on the server, against %.2f ms per file for `cp` + `sync`", k, k, (b - a) / k / 1000, c / k / 1000 }'
+}
+wake_row() { # wake_row LABEL KEY
+    printf '| %s | %s | %s |\n' "$1" "$(pmm "ws_wake.warm.$2")" "$(pmm "ws_wake.dropped.$2")"
+}
+paired_ratio() { # paired_ratio MODE A B [C]: median over rounds of (A - C) / B
+    awk -v a="$(get "ws_wake.$1.$2.all")" -v b="$(get "ws_wake.$1.$3.all")" \
+        -v c="$( [ -n "${4:-}" ] && get "ws_wake.$1.$4.all")" 'BEGIN {
+        n = split(a, x, ","); m = split(b, y, ","); if (c != "") split(c, z, ",")
+        if (n == 0 || n != m || a == "-" || b == "-") { printf "-"; exit }
+        for (i = 1; i <= n; i++) r[i] = (x[i] - (c != "" ? z[i] : 0)) / y[i]
+        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
+        printf "%.2f", n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }'
+}
+store_row() { # store_row MIB put|get LABEL
+    local n="ws_${2}_$1"
+    printf '| %s MiB | %s | %s | %s | %s KiB | %s KiB |\n' "$1" "$3" "$(get "$n.mib_per_s")" \
+        "$(ms "$(get "$n.us")")" "$(get "$n.abxd_rss_before_kib")" "$(get "$n.abxd_peak_rss_kib")"
 }
 table() {
     local rss_delta cg_kib pss_per
@@ -539,6 +623,45 @@ Creating them: p50 $(ms "$(get fill.p50_us)") ms, p99 $(ms "$(get fill.p99_us)")
 | $BIG_MIB MiB | upload | $(get "up_$BIG_MIB.mib_per_s") | $(get "up_$BIG_MIB.abxd_rss_before_kib") KiB | $(get "up_$BIG_MIB.abxd_peak_rss_kib") KiB |
 | $BIG_MIB MiB | download | $(get "down_$BIG_MIB.mib_per_s") | $(get "down_$BIG_MIB.abxd_rss_before_kib") KiB | $(get "down_$BIG_MIB.abxd_peak_rss_kib") KiB |
 | $BIG_MIB MiB, execs running meanwhile | upload | $(get up_during.mib_per_s) | $(get up_during.abxd_rss_before_kib) KiB | $(get up_during.abxd_peak_rss_kib) KiB |
+
+**7. Workspaces** (bench/ws-bench.sh: curl against an abxd with the default pool of 2 and \`ABX_LOG_LEVEL=debug\`, whose log gives each restore's time; SQLite store in the state directory, on the same disk as the host baselines; load average $(get ws.load_start) at the start of this part, $(get ws.load_end) at its end. Client = curl's \`time_total\`, server = the answer's \`duration_ms\`, abxd CPU = all of abxd's threads over the request. Medians, min–max in brackets; ms)
+
+Mirror (\`POST /v1/workspaces/{ws}/flush\`) of a workspace of $(get ws_mirror.files) small files (11–13 bytes each at first) in $(get ws_mirror.dirs) directories, made by an exec of \`sh\`; each changed-files flush follows an exec that appends a line to that many files:
+
+| flush | runs | server | client | abxd CPU | baseline on the host, identical tree | baseline |
+| --- | ---: | ---: | ---: | ---: | --- | ---: |
+$(mirror_rows)
+
+Per file: $(mirror_per_file). abxd's peak RSS over these mirrors $(get ws_mirror.abxd_peak_rss_kib) KiB (VmRSS $(get ws_mirror.abxd_rss_before_kib) KiB before).
+
+Wake of a cold workspace of $(get ws_wake.files) files of $(get ws_wake.file_bytes) bytes ($(awk -v b="$(get ws_wake.bytes)" 'BEGIN { if (b != "-") printf "%.0f", b / 1048576; else printf "-" }') MiB, random) in $(get ws_wake.dirs) directories: the first exec of \`true\` on it (sandbox from the pool, restore of every file with its hash checked), then a warm exec of \`true\`, then \`POST /close\`; after each wake, \`cp -a\` of a host tree of the same shape to a new directory on the same file system. Before each wake and each cp, that side's previous tree has just been deleted (abxd's close deletes the sandbox; the bench deletes the last copy right after), then come \`sync\` and a 1 s pause. $(get ws_wake.reps) rounds with the page cache warm, then $(get ws_wake.reps) with \`echo 3 > /proc/sys/vm/drop_caches\` after the \`sync\`:
+
+| step | page cache warm | after drop_caches |
+| --- | ---: | ---: |
+$(wake_row "**wake**: first exec of \`true\` on the cold workspace (client)" wake_us)
+$(wake_row "of which the restore (abxd's log)" restore_us)
+$(wake_row "abxd CPU during the wake" wake_cpu_us)
+$(wake_row "warm exec of \`true\` right after (reference)" warm_exec_us)
+$(wake_row "**\`cp -a\`** of the same-shape tree" cp_us)
+$(wake_row "cp's CPU (user + sys)" cp_cpu_us)
+| **wake / cp -a**, median of the rounds' ratios | **$(paired_ratio warm wake_us cp_us)x** | **$(paired_ratio dropped wake_us cp_us)x** |
+| (wake − warm exec) / cp -a | $(paired_ratio warm wake_us cp_us warm_exec_us)x | $(paired_ratio dropped wake_us cp_us warm_exec_us)x |
+$(wake_row "close after the wake (client)" close_us)
+$(wake_row "its mirror (server)" close_server_us)
+| directories that mirror wrote to the store again (count) | $(get ws_wake.warm.close_dirs.p50) | $(get ws_wake.dropped.close_dirs.p50) |
+
+The first mirror of that tree: server $(ms "$(get ws_wake.mirror.server_us)") ms, client $(ms "$(get ws_wake.mirror.client_us)") ms.
+
+Store throughput: \`PUT\` of a file of random bytes to a cold workspace (\`/v1/workspaces/{ws}/files/big\`, straight into the store: staged, hashed, fsynced, linked) and \`GET\` of it back into /dev/null (then checked against the source with \`cmp\` by a second, untimed GET); one run each, abxd's VmHWM reset before each transfer. Baseline: \`dd bs=1M conv=fsync\` of the same file to the same disk:
+
+| file | direction | MiB/s | time (ms) | abxd RSS before | abxd peak RSS |
+| --- | --- | ---: | ---: | ---: | ---: |
+$(store_row "$SMALL_MIB" put "PUT to the store")
+$(store_row "$SMALL_MIB" get "GET from the store")
+| $SMALL_MIB MiB | baseline: \`dd conv=fsync\` | $(get "ws_dd_$SMALL_MIB.mib_per_s") | $(ms "$(get "ws_dd_$SMALL_MIB.us")") | | |
+$(store_row "$BIG_MIB" put "PUT to the store")
+$(store_row "$BIG_MIB" get "GET from the store")
+| $BIG_MIB MiB | baseline: \`dd conv=fsync\` | $(get "ws_dd_$BIG_MIB.mib_per_s") | $(ms "$(get "ws_dd_$BIG_MIB.us")") | | |
 
 **Context**: GET /healthz with wrk (2 threads, 16 connections, 5 s): $(get healthz.rps) requests/s (mean latency $(get healthz.latency_avg)).
 
