@@ -100,7 +100,10 @@ fill_stat(const struct stat *st, struct files_stat *ret)
     h = mix(h, (uint64_t)st->st_ctim.tv_sec);
     h = mix(h, (uint64_t)st->st_ctim.tv_nsec);
     h = mix(h, (uint64_t)st->st_mode);
-    (void)snprintf(ret->version, sizeof(ret->version), "%016llx", (unsigned long long)h);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = FILES_VERSION_LEN - 1; i >= 0; i--, h >>= 4)
+        ret->version[i] = hex[h & 15];
+    ret->version[FILES_VERSION_LEN] = '\0';
 }
 
 int
@@ -429,26 +432,22 @@ files_rename(int root, const char *from, const char *to, bool overwrite, uid_t u
 
 /* --- walk --- */
 
-struct walk_item {
-    char *path;
-    struct files_stat st;
-    char *target;
-};
-
 struct walk_state {
-    struct walk_item *items;
-    size_t n, cap;
+    struct files_tree *t;
+    const struct files_walk_opts *o;
+    size_t max;
 };
 
 static int
-cmp_items(const void *a, const void *b)
+cmp_entries(const void *a, const void *b)
 {
-    return strcmp(((const struct walk_item *)a)->path, ((const struct walk_item *)b)->path);
+    return strcmp(((const struct files_entry *)a)->path, ((const struct files_entry *)b)->path);
 }
 
 static int
 walk_dir(int d, struct buf *prefix, int depth, struct walk_state *ws)
 {
+    struct files_tree *t = ws->t;
     if (depth > FILES_MAX_DEPTH)
         return -ELOOP;
     int dup = fcntl(d, F_DUPFD_CLOEXEC, 3);
@@ -472,40 +471,44 @@ walk_dir(int d, struct buf *prefix, int depth, struct walk_state *ws)
             r = -errno;
             break;
         }
-        if (ws->n >= FILES_WALK_MAX) {
-            r = -E2BIG;
-            break;
-        }
-        if (ws->n == ws->cap) {
-            size_t cap = ws->cap ? ws->cap * 2 : 256;
-            struct walk_item *it = realloc(ws->items, cap * sizeof(*it));
-            if (!it) {
-                r = -ENOMEM;
-                break;
-            }
-            ws->items = it;
-            ws->cap = cap;
-        }
         prefix->len = plen;
         if ((r = buf_putc(prefix, '/')) < 0 || (r = buf_puts(prefix, de->d_name)) < 0)
             break;
-        struct walk_item *it = &ws->items[ws->n];
-        memset(it, 0, sizeof(*it));
-        fill_stat(&st, &it->st);
-        it->path = strdup(prefix->data);
-        if (!it->path) {
+        struct files_stat fs;
+        fill_stat(&st, &fs);
+        if (ws->o && ws->o->skip && ws->o->skip(prefix->data + 1, &fs, ws->o->ud))
+            continue;
+        if (t->n >= ws->max) {
+            r = -E2BIG;
+            break;
+        }
+        if (t->n == t->cap) {
+            size_t cap = t->cap ? t->cap * 2 : 256;
+            struct files_entry *v = realloc(t->v, cap * sizeof(*v));
+            if (!v) {
+                r = -ENOMEM;
+                break;
+            }
+            t->v = v;
+            t->cap = cap;
+        }
+        struct files_entry *e = &t->v[t->n];
+        e->st = fs;
+        e->target = NULL;
+        e->path = strdup(prefix->data);
+        if (!e->path) {
             r = -ENOMEM;
             break;
         }
         if (S_ISLNK(st.st_mode)) {
-            char t[PATH_MAX];
-            ssize_t k = readlinkat(d, de->d_name, t, sizeof(t) - 1);
+            char target[PATH_MAX];
+            ssize_t k = readlinkat(d, de->d_name, target, sizeof(target) - 1);
             if (k >= 0) {
-                t[k] = '\0';
-                it->target = strdup(t);
+                target[k] = '\0';
+                e->target = strdup(target);
             }
         }
-        ws->n++;
+        t->n++;
         if (S_ISDIR(st.st_mode)) {
             int sub = openat(d, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub < 0) {
@@ -526,10 +529,23 @@ walk_dir(int d, struct buf *prefix, int depth, struct walk_state *ws)
     return r;
 }
 
-int
-files_walk(int root, const char *rel, files_walk_fn fn, void *ud, struct err *err)
+void
+files_tree_free(struct files_tree *t)
 {
-    struct walk_state ws = {0};
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->v[i].path);
+        free(t->v[i].target);
+    }
+    free(t->v);
+    *t = (struct files_tree){0};
+}
+
+int
+files_tree_list(int root, const char *rel, const struct files_walk_opts *opts,
+        struct files_tree *ret, struct err *err)
+{
+    struct files_tree t = {0};
+    struct walk_state ws = {&t, opts, opts && opts->max ? opts->max : FILES_WALK_MAX};
     struct buf prefix;
     int r;
 
@@ -542,24 +558,29 @@ files_walk(int root, const char *rel, files_walk_fn fn, void *ud, struct err *er
     r = walk_dir(d, &prefix, 0, &ws);
     buf_done(&prefix);
     if (r == -E2BIG)
-        r = err_set(err, E2BIG, "more than %d entries below '/%s'", FILES_WALK_MAX,
+        r = err_set(err, E2BIG, "more than %zu entries below '/%s'", ws.max,
                 path_is_root(rel) ? "" : rel);
     else if (r == -ELOOP)
         r = err_set(err, ELOOP, "directories nested deeper than %d levels", FILES_MAX_DEPTH);
     else if (r < 0)
         r = fail(err, r, rel, "list");
-    if (r == 0) {
-        if (ws.n)
-            qsort(ws.items, ws.n, sizeof(*ws.items), cmp_items);
-        for (size_t i = 0; i < ws.n && r == 0; i++) {
-            struct files_entry e = {ws.items[i].path, ws.items[i].st, ws.items[i].target};
-            r = fn(&e, ud);
-        }
+    if (r < 0) {
+        files_tree_free(&t);
+        return r;
     }
-    for (size_t i = 0; i < ws.n; i++) {
-        free(ws.items[i].path);
-        free(ws.items[i].target);
-    }
-    free(ws.items);
+    if (t.n)
+        qsort(t.v, t.n, sizeof(*t.v), cmp_entries);
+    *ret = t;
+    return 0;
+}
+
+int
+files_walk(int root, const char *rel, files_walk_fn fn, void *ud, struct err *err)
+{
+    struct files_tree t = {0};
+    int r = files_tree_list(root, rel, NULL, &t, err);
+    for (size_t i = 0; r == 0 && i < t.n; i++)
+        r = fn(&t.v[i], ud);
+    files_tree_free(&t);
     return r;
 }

@@ -79,9 +79,9 @@ int files_rename(int root, const char *from, const char *to, bool overwrite, uid
         struct err *err);
 
 struct files_entry {
-    const char *path; /* "/a/b", relative to the workspace root */
+    char *path; /* "/a/b", relative to the workspace root */
     struct files_stat st;
-    const char *target; /* symlinks: where they point, else NULL */
+    char *target; /* symlinks: where they point, else NULL */
 };
 
 /* Lists everything below rel (not rel itself), sorted by path, calling
@@ -89,3 +89,19 @@ struct files_entry {
  * FILES_WALK_MAX entries, -ELOOP past FILES_MAX_DEPTH levels. */
 typedef int (*files_walk_fn)(const struct files_entry *e, void *ud);
 int files_walk(int root, const char *rel, files_walk_fn fn, void *ud, struct err *err);
+
+/* The same listing, kept: v[0..n) sorted by path (strcmp order). */
+struct files_tree {
+    struct files_entry *v;
+    size_t n, cap;
+};
+struct files_walk_opts {
+    /* An entry skip() says yes to is left out, and with a directory all it
+     * holds is never read (rel_path has no leading '/'). */
+    bool (*skip)(const char *rel_path, const struct files_stat *st, void *ud);
+    void *ud;
+    size_t max; /* entries kept; 0 = FILES_WALK_MAX */
+};
+int files_tree_list(int root, const char *rel, const struct files_walk_opts *opts,
+        struct files_tree *ret, struct err *err);
+void files_tree_free(struct files_tree *t);

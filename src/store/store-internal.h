@@ -60,5 +60,5 @@ bool store_path_ok(const char *path, bool root_ok);
 /* Whether ws is a valid workspace id: 1-64 of [a-z0-9_-]. */
 bool store_ws_ok(const char *ws);
 
-/* SHA-256 of everything readable from fd (from offset 0), as hex. */
+/* Wall-clock milliseconds (mtimes, created_ms). */
 uint64_t store_now_ms(void);

@@ -284,15 +284,17 @@ static int
 blob_dir(struct sq *q, const char *hash, bool create, struct err *err)
 {
     char sub[3] = {hash[0], hash[1], '\0'};
-    if (create) {
-        if (mkdirat(q->blobs_fd, sub, 0755) == 0) {
-            if (fsync(q->blobs_fd) < 0)
-                return err_setx(err, errno, "cannot sync the blob directory");
-        } else if (errno != EEXIST) {
-            return err_setx(err, errno, "cannot create blob directory '%s'", sub);
-        }
-    }
     int fd = openat(q->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 || errno != ENOENT || !create)
+        return fd >= 0 ? fd : err_setx(err, errno, "cannot open blob directory '%s'", sub);
+    /* The first of 256: made once, and durably (its entry in blobs/). */
+    if (mkdirat(q->blobs_fd, sub, 0755) == 0) {
+        if (fsync(q->blobs_fd) < 0)
+            return err_setx(err, errno, "cannot sync the blob directory");
+    } else if (errno != EEXIST) {
+        return err_setx(err, errno, "cannot create blob directory '%s'", sub);
+    }
+    fd = openat(q->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return err_setx(err, errno, "cannot open blob directory '%s'", sub);
     return fd;

@@ -37,11 +37,28 @@ add_pattern(struct sync_ignore *ig, const char *p, size_t n)
 {
     if (ig->n >= SYNC_IGNORE_MAX)
         return -E2BIG;
-    char *s = strndup(p, n);
+    bool dir = n && p[n - 1] == '/';
+    char *s = strndup(p, dir ? n - 1 : n);
     if (!s)
         return -ENOMEM;
+    ig->dir_only[ig->n] = dir;
+    ig->glob[ig->n] = strpbrk(s, "*?[\\") != NULL;
     ig->patterns[ig->n++] = s;
     return 0;
+}
+
+/* Whether one name (a path component) matches a rule. */
+static bool
+name_ignored(const struct sync_ignore *ig, const char *name, bool is_dir)
+{
+    for (size_t i = 0; i < ig->n; i++) {
+        if (ig->dir_only[i] && !is_dir)
+            continue;
+        if (ig->glob[i] ? fnmatch(ig->patterns[i], name, FNM_PERIOD) == 0
+                        : strcmp(ig->patterns[i], name) == 0)
+            return true;
+    }
+    return false;
 }
 
 int
@@ -95,31 +112,16 @@ sync_ignored(const struct sync_ignore *ig, const char *path, bool is_dir, uint64
 {
     if (!is_dir && ig->max_file_bytes && size > ig->max_file_bytes)
         return true;
-    /* Check every component: "node_modules/" ignores all below it too. */
-    const char *c = path;
-    for (;;) {
+    char name[256];
+    for (const char *c = path;;) {
         const char *slash = strchr(c, '/');
         size_t n = slash ? (size_t)(slash - c) : strlen(c);
-        bool comp_is_dir = slash != NULL || is_dir;
-        char name[256];
         if (n >= sizeof(name))
             n = sizeof(name) - 1;
         memcpy(name, c, n);
         name[n] = '\0';
-        for (size_t i = 0; i < ig->n; i++) {
-            const char *pat = ig->patterns[i];
-            size_t pl = strlen(pat);
-            if (pl && pat[pl - 1] == '/') {
-                if (!comp_is_dir)
-                    continue;
-                char dpat[256];
-                (void)snprintf(dpat, sizeof(dpat), "%.*s", (int)(pl - 1), pat);
-                if (fnmatch(dpat, name, FNM_PERIOD) == 0)
-                    return true;
-            } else if (fnmatch(pat, name, FNM_PERIOD) == 0) {
-                return true;
-            }
-        }
+        if (name_ignored(ig, name, slash != NULL || is_dir))
+            return true;
         if (!slash)
             return false;
         c = slash + 1;
@@ -362,69 +364,39 @@ sync_restore(struct store *s, const char *ws, const struct sync_sandbox *sb,
 
 /* --- mirror --- */
 
-struct seen {
-    char *path;
-    bool dir;
-    uint64_t size;
-    char version[FILES_VERSION_LEN + 1];
-};
-
-/* present maps every path that exists in the sandbox to PRESENT_OTHER
- * (ignored, or neither file nor directory) or to its index in v plus
- * PRESENT_SEEN. */
-#define PRESENT_OTHER ((uintptr_t)1)
-#define PRESENT_SEEN  ((uintptr_t)2)
-
-struct walk_ctx {
+struct skip_ctx {
     const struct sync_ignore *ig;
-    struct seen *v;
-    size_t n, cap;
-    struct hashmap *present;
     struct sync_report *rep;
 };
 
-static int
-mark_present(struct walk_ctx *w, const char *rel, uintptr_t tag)
+/* Leaves ignored entries out of the walk; an ignored directory is never
+ * read (its ancestors were checked on the way down). */
+static bool
+mirror_skip(const char *rel, const struct files_stat *st, void *ud)
 {
-    char *key = strdup(rel);
-    if (!key || hashmap_put(w->present, key, (void *)tag) < 0) {
-        free(key);
-        return -ENOMEM;
+    struct skip_ctx *c = ud;
+    const char *slash = strrchr(rel, '/');
+    const char *name = slash ? slash + 1 : rel;
+    bool dir = st->type == FILES_DIR;
+    if ((st->type == FILES_FILE && c->ig->max_file_bytes && st->size > c->ig->max_file_bytes) ||
+            ((dir || st->type == FILES_FILE) && name_ignored(c->ig, name, dir))) {
+        c->rep->ignored++;
+        return true;
     }
-    return 0;
+    return false;
 }
 
 static int
-walk_one(const struct files_entry *fe, void *ud)
+cmp_key_entry(const void *key, const void *elem)
 {
-    struct walk_ctx *w = ud;
-    const char *rel = fe->path[0] == '/' ? fe->path + 1 : fe->path;
-    bool dir = fe->st.type == FILES_DIR;
+    /* tree paths are "/a/b"; state paths "a/b" */
+    return strcmp((const char *)key, ((const struct files_entry *)elem)->path + 1);
+}
 
-    /* symlinks, FIFOs...: the store holds files and directories only */
-    if (fe->st.type != FILES_DIR && fe->st.type != FILES_FILE)
-        return mark_present(w, rel, PRESENT_OTHER);
-    if (sync_ignored(w->ig, rel, dir, fe->st.size)) {
-        w->rep->ignored++;
-        return mark_present(w, rel, PRESENT_OTHER);
-    }
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 256;
-        struct seen *v = realloc(w->v, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        w->v = v;
-        w->cap = cap;
-    }
-    struct seen *x = &w->v[w->n];
-    x->path = strdup(rel);
-    if (!x->path)
-        return -ENOMEM;
-    x->dir = dir;
-    x->size = fe->st.size;
-    memcpy(x->version, fe->st.version, sizeof(x->version));
-    w->n++;
-    return mark_present(w, rel, PRESENT_SEEN + (w->n - 1));
+static const struct files_entry *
+tree_find(const struct files_tree *t, const char *rel)
+{
+    return t->n ? bsearch(rel, t->v, t->n, sizeof(*t->v), cmp_key_entry) : NULL;
 }
 
 static int
@@ -439,22 +411,21 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
         struct err *err)
 {
     uint64_t t0 = now_usec();
-    struct walk_ctx w = {.ig = ig, .rep = rep};
+    struct files_tree t = {0};
+    struct skip_ctx sc = {ig, rep};
+    struct files_walk_opts wo = {.skip = mirror_skip, .ud = &sc, .max = SYNC_MIRROR_MAX};
     char **gone = NULL;
     size_t ngone = 0;
     int r;
 
     memset(rep, 0, sizeof(*rep));
-    r = hashmap_new(&w.present);
-    if (r < 0)
-        return r;
-    r = files_walk(sb->root_fd, ".", walk_one, &w, err);
+    r = files_tree_list(sb->root_fd, ".", &wo, &t, err);
     if (r < 0)
         goto out;
 
     /* What the store had from us and the sandbox no longer has (or has as
-     * the other type). Paths that exist but are ignored now stay in the
-     * store. Deepest first, so files go before their directories. */
+     * the other type). Deepest first, so files go before their
+     * directories. */
     gone = calloc(sync_state_size(st) + 1, sizeof(*gone));
     if (!gone) {
         r = -ENOMEM;
@@ -464,8 +435,9 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
         size_t it = 0;
         struct sv *v;
         while ((v = hashmap_next(st->map, &it))) {
-            uintptr_t tag = (uintptr_t)hashmap_get(w.present, v->path);
-            if (tag >= PRESENT_SEEN && w.v[tag - PRESENT_SEEN].dir == v->dir)
+            const struct files_entry *e = tree_find(&t, v->path);
+            if (e && (e->st.type == FILES_DIR) == v->dir &&
+                    (e->st.type == FILES_DIR || e->st.type == FILES_FILE))
                 continue; /* still there, same type */
             gone[ngone++] = v->path;
         }
@@ -473,11 +445,18 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
     qsort(gone, ngone, sizeof(*gone), cmp_desc);
     for (size_t i = 0; i < ngone; i++) {
         struct sv *v = hashmap_get(st->map, gone[i]);
-        uintptr_t tag = (uintptr_t)hashmap_get(w.present, gone[i]);
+        const struct files_entry *e = tree_find(&t, gone[i]);
         struct err e2 = {0};
-        /* Present but ignored now (or no longer a file or directory): the
-         * store keeps its copy; we just stop tracking it. */
-        if (tag != PRESENT_OTHER) {
+        /* Ignored now, or no longer a file or directory (a symlink, a
+         * FIFO): the store keeps its copy; we only stop tracking it. */
+        bool keep = (e && e->st.type != FILES_DIR && e->st.type != FILES_FILE) ||
+                    sync_ignored(ig, v->path, v->dir, 0);
+        struct files_stat fs;
+        if (!keep && !e && !v->dir && ig->max_file_bytes &&
+                files_stat(sb->root_fd, v->path, &fs, NULL) == 0 && fs.type == FILES_FILE &&
+                fs.size > ig->max_file_bytes)
+            keep = true; /* grew past the size cap: ignored, not gone */
+        if (!keep) {
             r = v->dir ? store_rmdir(s, ws, v->path, &e2) : store_delete(s, ws, v->path, NULL, &e2);
             if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -EISDIR) {
                 (void)err_set(err, -r, "%s", e2.msg);
@@ -490,17 +469,22 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
     free(gone);
     gone = NULL;
 
-    /* New directories and changed files, parents first. */
-    for (size_t i = 0; i < w.n; i++) {
-        struct seen *x = &w.v[i];
-        struct sv *old = hashmap_get(st->map, x->path);
-        if (old && old->dir == x->dir && !strcmp(old->version, x->version)) {
+    /* New directories and changed files, parents first. A directory only
+     * has to exist: its own version changes with every entry in it. */
+    for (size_t i = 0; i < t.n; i++) {
+        const struct files_entry *x = &t.v[i];
+        const char *rel = x->path + 1;
+        bool dir = x->st.type == FILES_DIR;
+        if (!dir && x->st.type != FILES_FILE)
+            continue;
+        struct sv *old = hashmap_get(st->map, rel);
+        if (old && old->dir == dir && (dir || !strcmp(old->version, x->st.version))) {
             rep->unchanged++;
             continue;
         }
-        if (x->dir) {
+        if (dir) {
             bool created;
-            r = store_mkdir(s, ws, x->path, &created, err);
+            r = store_mkdir(s, ws, rel, &created, err);
             if (r < 0)
                 goto out;
             rep->dirs++;
@@ -508,7 +492,7 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
             _cleanup_close_ int fd = -EBADF;
             struct files_stat fs;
             struct err e2 = {0};
-            r = files_open_read(sb->root_fd, x->path, &fd, &fs, &e2);
+            r = files_open_read(sb->root_fd, rel, &fd, &fs, &e2);
             if (r == -ENOENT || r == -ENOTDIR || r == -EXDEV || r == -ELOOP || r == -EINVAL ||
                     r == -EISDIR)
                 continue; /* changed under us: the next mirror sees what it became */
@@ -517,7 +501,7 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
                 goto out;
             }
             struct store_entry se;
-            r = store_write(s, ws, x->path, fd, fs.mode, ig->max_file_bytes, NULL, &se, err);
+            r = store_write(s, ws, rel, fd, fs.mode, ig->max_file_bytes, NULL, &se, err);
             if (r == -EFBIG) {
                 err_clear(err);
                 rep->ignored++; /* it grew past the cap while we read it */
@@ -528,17 +512,14 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
             rep->files++;
             rep->bytes += se.size;
         }
-        r = state_set(st, x->path, x->dir, x->version);
+        r = state_set(st, rel, dir, x->st.version);
         if (r < 0)
             goto out;
     }
     r = 0;
 out:
     free(gone);
-    for (size_t i = 0; i < w.n; i++)
-        free(w.v[i].path);
-    free(w.v);
-    hashmap_free_keys(w.present);
+    files_tree_free(&t);
     rep->duration_us = now_usec() - t0;
     return r;
 }

@@ -31,9 +31,14 @@
 
 #define SYNC_IGNORE_MAX     64
 #define SYNC_DEFAULT_MAX_MB 10
+#define SYNC_MIRROR_MAX     500000 /* entries (not ignored) a mirror walks */
 
 struct sync_ignore {
-    char *patterns[SYNC_IGNORE_MAX]; /* "name/" = directory, else a glob on the name */
+    /* Rules are given as "name/" (a directory) or a glob on a file or
+     * directory name; kept here without the '/', flagged. */
+    char *patterns[SYNC_IGNORE_MAX];
+    bool dir_only[SYNC_IGNORE_MAX];
+    bool glob[SYNC_IGNORE_MAX]; /* has wildcards: fnmatch, else compared whole */
     size_t n;
     uint64_t max_file_bytes; /* files larger than this are ignored; 0 = no cap */
 };
@@ -43,7 +48,8 @@ int sync_ignore_default(struct sync_ignore *ig);
 /* Parses a comma-separated list (replacing the defaults). */
 int sync_ignore_parse(struct sync_ignore *ig, const char *list, struct err *err);
 void sync_ignore_done(struct sync_ignore *ig);
-/* path is normalized ("a/b"); size is ignored for directories. */
+/* path is normalized ("a/b"); size is ignored for directories. Every
+ * component is checked: "node_modules/" ignores all below it too. */
 bool sync_ignored(const struct sync_ignore *ig, const char *path, bool is_dir, uint64_t size);
 
 /* What the last restore or mirror saw in the sandbox: path -> version. */

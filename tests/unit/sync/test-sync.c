@@ -197,10 +197,15 @@ test_ignore_rules(void **state)
     assert_true(sync_ignored(&f->ig, "big.bin", false, 5000));
 
     wfile(f->ws_dir, "node_modules/pkg/index.js", "js");
+    wfile(f->ws_dir, "node_modules/pkg/a.js", "js");
+    wfile(f->ws_dir, "node_modules/other/b.js", "js");
     wfile(f->ws_dir, "src/m.pyc", "bytecode");
     wfile(f->ws_dir, "src/m.py", "source");
     wfile(f->ws_dir, "big.bin", big);
     mirror(f, &rep);
+    /* node_modules itself, m.pyc, big.bin: an ignored directory is not
+     * even read, so nothing below it is counted. */
+    assert_int_equal(rep.ignored, 3);
     assert_false(store_has(f, "node_modules"));
     assert_false(store_has(f, "src/m.pyc"));
     assert_false(store_has(f, "big.bin"));
@@ -215,7 +220,20 @@ test_ignore_rules(void **state)
     assert_string_equal(got, "small");
     free(got);
 
+    /* A path mirrored before and ignored under new rules stays in the
+     * store even though the walk no longer reports it. */
     struct err err = {0};
+    wfile(f->ws_dir, "logs/today.log", "log");
+    mirror(f, &rep);
+    assert_true(store_has(f, "logs/today.log"));
+    struct sync_ignore later = {.max_file_bytes = 1000};
+    assert_int_equal(sync_ignore_parse(&later, "logs/", &err), 0);
+    struct sync_report rep2;
+    assert_int_equal(sync_mirror(f->s, "ws1", &f->sb, &later, f->st, &rep2, &err), 0);
+    assert_int_equal(rep2.deleted, 0);
+    assert_true(store_has(f, "logs/today.log"));
+    sync_ignore_done(&later);
+
     struct sync_ignore mine = {.max_file_bytes = 0};
     assert_int_equal(sync_ignore_parse(&mine, "build/, *.o ,tmp*", &err), 0);
     assert_true(sync_ignored(&mine, "a/build/x", false, 1));
