@@ -19,7 +19,8 @@ bad() { FAIL=$((FAIL + 1)); FAILED+=("$1"); printf 'FAIL: %s\n' "$1"; }
 
 # Counts "ok"/"fail" from meson's summary.
 meson_suite() {
-    local dir=$1 suite=$2 label=$3 log="$LOGDIR/$label.log"
+    local dir=$1 suite=$2 label=$3
+    local log="$LOGDIR/$label.log"
     meson test -C "$dir" --suite "$suite" --print-errorlogs >"$log" 2>&1
     local rc=$?
     local ok fail skip
@@ -37,7 +38,8 @@ meson_suite() {
 
 # Runs node's test runner on the integration suite against a build.
 node_suite() {
-    local bindir=$1 label=$2 log="$LOGDIR/$label.log"
+    local bindir=$1 label=$2
+    local log="$LOGDIR/$label.log"
     ABX_BIN_DIR="$bindir" node --test --test-concurrency=2 tests/integration/ >"$log" 2>&1
     local rc=$?
     local p f
