@@ -34,7 +34,7 @@ config_usage(const char *prog)
            "Workspaces: ABX_STORE (a directory or postgres:// URL, default <state>/store),\n"
            "ABX_STORE_WORKERS, ABX_MIRROR_WINDOW_S, ABX_WS_IDLE_S, ABX_SYNC_IGNORE,\n"
            "ABX_SYNC_MAX_FILE_MB. See docs/api.md and docs/store.md.\n",
-            prog, DEFAULT_LISTEN);
+           prog, DEFAULT_LISTEN);
 }
 
 static int
@@ -46,7 +46,7 @@ env_u64(const char *name, uint64_t min, uint64_t max, uint64_t *v, struct err *e
         return 0;
     if (parse_u64(s, &x) < 0 || x < min || x > max)
         return err_set(err, EINVAL, "%s must be an integer from %llu to %llu, not '%.64s'", name,
-                (unsigned long long)min, (unsigned long long)max, s);
+                       (unsigned long long)min, (unsigned long long)max, s);
     *v = x;
     return 0;
 }
@@ -120,10 +120,10 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     if ((r = set_listen(c, (s = getenv("ABX_LISTEN")) && *s ? s : DEFAULT_LISTEN, err)) < 0)
         return r;
     if ((s = getenv("ABX_STATE_DIR")) && *s &&
-            (r = set_string(c->state_dir, sizeof(c->state_dir), s, "ABX_STATE_DIR", err)) < 0)
+        (r = set_string(c->state_dir, sizeof(c->state_dir), s, "ABX_STATE_DIR", err)) < 0)
         return r;
     if ((s = getenv("ABX_API_KEY")) && *s &&
-            (r = set_string(c->api_key, sizeof(c->api_key), s, "ABX_API_KEY", err)) < 0)
+        (r = set_string(c->api_key, sizeof(c->api_key), s, "ABX_API_KEY", err)) < 0)
         return r;
     if ((s = getenv("ABX_ISOLATION")) && *s) {
         c->isolation = jail_mode_from_name(s);
@@ -136,17 +136,17 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
         strcpy(c->cgroup, s);
     }
     if ((s = getenv("ABX_UID_LOCK")) && *s &&
-            (r = set_string(c->uid_lock, sizeof(c->uid_lock), s, "ABX_UID_LOCK", err)) < 0)
+        (r = set_string(c->uid_lock, sizeof(c->uid_lock), s, "ABX_UID_LOCK", err)) < 0)
         return r;
     if ((r = env_u32("ABX_UID_BASE", 65536, 0xF0000000u, &c->uid_base, err)) < 0 ||
-            (r = env_u32("ABX_UID_SLOTS", 1, 60000, &c->uid_slots, err)) < 0 ||
-            (r = env_u32("ABX_POOL", 0, 256, &c->pool, err)) < 0 ||
-            (r = env_u32("ABX_PIDS", 8, 1u << 22, &c->pids, err)) < 0 ||
-            (r = env_u64("ABX_TIMEOUT_S", 0, 365 * 86400ull, &c->timeout_s, err)) < 0 ||
-            (r = env_u64("ABX_MAX_TIMEOUT_S", 1, 365 * 86400ull, &c->max_timeout_s, err)) < 0 ||
-            (r = env_u64("ABX_IDLE_TIMEOUT_S", 0, 365 * 86400ull, &c->idle_timeout_s, err)) < 0 ||
-            (r = env_u64("ABX_EXEC_TIMEOUT_S", 0, 7 * 86400ull, &c->exec_timeout_s, err)) < 0 ||
-            (r = env_u32("ABX_MAX_SANDBOXES", 1, 60000, &c->max_sandboxes, err)) < 0)
+        (r = env_u32("ABX_UID_SLOTS", 1, 60000, &c->uid_slots, err)) < 0 ||
+        (r = env_u32("ABX_POOL", 0, 256, &c->pool, err)) < 0 ||
+        (r = env_u32("ABX_PIDS", 8, 1u << 22, &c->pids, err)) < 0 ||
+        (r = env_u64("ABX_TIMEOUT_S", 0, 365 * 86400ull, &c->timeout_s, err)) < 0 ||
+        (r = env_u64("ABX_MAX_TIMEOUT_S", 1, 365 * 86400ull, &c->max_timeout_s, err)) < 0 ||
+        (r = env_u64("ABX_IDLE_TIMEOUT_S", 0, 365 * 86400ull, &c->idle_timeout_s, err)) < 0 ||
+        (r = env_u64("ABX_EXEC_TIMEOUT_S", 0, 7 * 86400ull, &c->exec_timeout_s, err)) < 0 ||
+        (r = env_u32("ABX_MAX_SANDBOXES", 1, 60000, &c->max_sandboxes, err)) < 0)
         return r;
     mb = c->memory_bytes >> 20;
     if ((r = env_u64("ABX_MEMORY_MB", 16, 1ull << 30, &mb, err)) < 0)
@@ -169,17 +169,16 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
         return r;
     c->shm_bytes = mb << 20;
     if ((s = getenv("ABX_STORE")) && *s &&
-            (r = set_string(c->store, sizeof(c->store), s, "ABX_STORE", err)) < 0)
+        (r = set_string(c->store, sizeof(c->store), s, "ABX_STORE", err)) < 0)
         return r;
     if ((s = getenv("ABX_SYNC_IGNORE"))) {
-        if ((r = set_string(c->sync_ignore, sizeof(c->sync_ignore), s, "ABX_SYNC_IGNORE", err)) <
-                0)
+        if ((r = set_string(c->sync_ignore, sizeof(c->sync_ignore), s, "ABX_SYNC_IGNORE", err)) < 0)
             return r;
         c->sync_ignore_set = true;
     }
     if ((r = env_u32("ABX_STORE_WORKERS", 1, 64, &c->store_workers, err)) < 0 ||
-            (r = env_u64("ABX_MIRROR_WINDOW_S", 1, 86400, &c->mirror_window_s, err)) < 0 ||
-            (r = env_u64("ABX_WS_IDLE_S", 0, 365 * 86400ull, &c->ws_idle_s, err)) < 0)
+        (r = env_u64("ABX_MIRROR_WINDOW_S", 1, 86400, &c->mirror_window_s, err)) < 0 ||
+        (r = env_u64("ABX_WS_IDLE_S", 0, 365 * 86400ull, &c->ws_idle_s, err)) < 0)
         return r;
     mb = c->sync_max_file_bytes >> 20;
     if ((r = env_u64("ABX_SYNC_MAX_FILE_MB", 0, 1ull << 30, &mb, err)) < 0)
@@ -204,7 +203,7 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
             break;
         case 's':
             if ((r = set_string(c->state_dir, sizeof(c->state_dir), optarg, "--state-dir", err)) <
-                    0)
+                0)
                 return r;
             break;
         case 'i':

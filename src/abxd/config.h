@@ -13,13 +13,13 @@ struct config {
     char listen_host[64];
     uint16_t listen_port;
     char state_dir[4096];
-    char api_key[256];       /* "" = read or generate <state>/api-key */
+    char api_key[256]; /* "" = read or generate <state>/api-key */
     enum jail_mode isolation;
-    char cgroup[8];          /* auto, v1, v2 */
+    char cgroup[8]; /* auto, v1, v2 */
     char uid_lock[4096];
     uint32_t uid_base, uid_slots;
-    uint32_t pool;           /* warm sandboxes */
-    uint64_t memory_bytes;   /* default per sandbox */
+    uint32_t pool;         /* warm sandboxes */
+    uint64_t memory_bytes; /* default per sandbox */
     uint32_t cpu_millis;
     uint32_t pids;
     uint64_t timeout_s, max_timeout_s, idle_timeout_s;
@@ -27,11 +27,11 @@ struct config {
     uint32_t max_sandboxes;
     uint64_t max_file_bytes;
     uint64_t root_bytes, tmp_bytes, shm_bytes;
-    char store[4096];        /* "" = <state>/store (SQLite); or postgres://... */
+    char store[4096]; /* "" = <state>/store (SQLite); or postgres://... */
     uint32_t store_workers;
     uint64_t mirror_window_s;
-    uint64_t ws_idle_s;      /* warm workspace untouched this long is closed; 0 = never */
-    char sync_ignore[4096];  /* replaces the default rules when sync_ignore_set */
+    uint64_t ws_idle_s;     /* warm workspace untouched this long is closed; 0 = never */
+    char sync_ignore[4096]; /* replaces the default rules when sync_ignore_set */
     bool sync_ignore_set;
     uint64_t sync_max_file_bytes;
     bool show_help, show_version;

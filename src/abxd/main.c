@@ -87,7 +87,7 @@ load_api_key(struct config *c, int statefd)
         if (b.len < 16 || b.len >= sizeof(c->api_key)) {
             buf_done(&b);
             return log_err_errno(-EINVAL, "API key in '%s/api-key' must be 16-255 characters",
-                    c->state_dir);
+                                 c->state_dir);
         }
         memcpy(c->api_key, b.data, b.len + 1);
         buf_done(&b);
@@ -184,7 +184,7 @@ self_test(struct daemon *d, struct err *err)
         const struct proc_result *res = proc_get_result(p);
         if (!res || res->exit_code != 0)
             pr.r = err_set(&pr.err, EIO, "self-test process exited with %d",
-                    res ? res->exit_code : -1);
+                           res ? res->exit_code : -1);
     }
     /* Freeing kills and reaps synchronously: fine before we serve. */
     sandbox_free(pr.sb);
@@ -219,7 +219,7 @@ workspaces_drained(void *ud)
 {
     struct daemon *d = ud;
     log_info("warm workspaces are mirrored and closed; killing %u sandboxes",
-            api_sandbox_count(d->api));
+             api_sandbox_count(d->api));
     api_kill_all(d->api, all_gone, d);
 }
 
@@ -230,7 +230,7 @@ begin_shutdown(struct daemon *d, const char *why)
         return;
     d->stopping = true;
     log_info("%s: draining (%u warm workspaces, %u sandboxes)", why,
-            d->ws ? workspaces_warm_count(d->ws) : 0, api_sandbox_count(d->api));
+             d->ws ? workspaces_warm_count(d->ws) : 0, api_sandbox_count(d->api));
     api_drain(d->api);
     (void)loop_timer_arm(d->shutdown_timer, now_msec() + SHUTDOWN_GRACE_MS);
     if (d->ws)
@@ -305,8 +305,7 @@ start_workspaces(struct daemon *d, int statefd)
     if ((r = sync_ignore_default(&d->ignore)) < 0)
         return log_err("out of memory"), r;
     d->ignore.max_file_bytes = d->cfg.sync_max_file_bytes;
-    if (d->cfg.sync_ignore_set &&
-            (r = sync_ignore_parse(&d->ignore, d->cfg.sync_ignore, &err)) < 0)
+    if (d->cfg.sync_ignore_set && (r = sync_ignore_parse(&d->ignore, d->cfg.sync_ignore, &err)) < 0)
         return log_err("ABX_SYNC_IGNORE: %s", err.msg), r;
     struct workspaces_config wc = {
             .store = store,
@@ -322,9 +321,8 @@ start_workspaces(struct daemon *d, int statefd)
     r = workspaces_new(d->loop, d->sh, &wc, &d->ws, &err);
     if (r < 0)
         return log_err("cannot open the workspace store: %s", err.msg), r;
-    log_info("workspace store: %s (%s)",
-            strncmp(store, "postgres", 8) ? store : "postgres://...",
-            workspaces_store_kind(d->ws));
+    log_info("workspace store: %s (%s)", strncmp(store, "postgres", 8) ? store : "postgres://...",
+             workspaces_store_kind(d->ws));
     return 0;
 }
 
@@ -350,8 +348,7 @@ lock_state(struct config *c, int *ret_statefd)
         close(fd);
         if (lk >= 0)
             close(lk);
-        return log_err_errno(r, "state directory '%s' is in use by another abxd",
-                c->state_dir);
+        return log_err_errno(r, "state directory '%s' is in use by another abxd", c->state_dir);
     }
     /* lk stays open (and locked) for the life of the process. */
     *ret_statefd = fd;
@@ -395,7 +392,7 @@ main(int argc, char **argv)
         return 1;
 
     if (loop_new(&d.loop) < 0 || loop_timer_new(d.loop, on_sweep, &d, &d.sweep) < 0 ||
-            loop_timer_new(d.loop, on_shutdown_timeout, &d, &d.shutdown_timer) < 0)
+        loop_timer_new(d.loop, on_shutdown_timeout, &d, &d.shutdown_timer) < 0)
         return log_err("out of memory"), 1;
     struct jail_host_config jc = {
             .loop = d.loop,
@@ -425,7 +422,7 @@ main(int argc, char **argv)
                  "from the OOM killer only by their processes' higher score");
     if (d.cfg.isolation != JAIL_NS)
         log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns'",
-                jail_mode_name(d.cfg.isolation));
+                 jail_mode_name(d.cfg.isolation));
 
     struct sandbox_host_config shc = {
             .pool_size = missing.len ? 0 : d.cfg.pool,
@@ -505,9 +502,9 @@ main(int argc, char **argv)
         return log_err("cannot watch signals"), 1;
     (void)loop_timer_arm(d.sweep, now_msec() + sweep_interval(&d.cfg));
 
-    log_notice("listening on http://%s:%u (isolation %s, cgroup %s, state %s)%s",
-            d.cfg.listen_host, http_server_port(d.http), jail_mode_name(d.cfg.isolation),
-            jail_host_cgroup_name(d.jh), d.cfg.state_dir, missing.len ? " - NOT READY" : "");
+    log_notice("listening on http://%s:%u (isolation %s, cgroup %s, state %s)%s", d.cfg.listen_host,
+               http_server_port(d.http), jail_mode_name(d.cfg.isolation),
+               jail_host_cgroup_name(d.jh), d.cfg.state_dir, missing.len ? " - NOT READY" : "");
     r = loop_run(d.loop);
 
     loop_io_free(d.sig_io);

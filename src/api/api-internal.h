@@ -14,7 +14,7 @@
 #define API_JSON_MAX      (1024 * 1024)     /* bytes of a JSON request body */
 #define API_EXEC_BODY_MAX (4 * 1024 * 1024) /* exec bodies carry base64 stdin */
 #define API_ID_LEN        20
-#define API_ENV_MAX       256   /* entries in a create's env */
+#define API_ENV_MAX       256 /* entries in a create's env */
 #define API_ENV_BYTES     65536
 #define API_ARGV_MAX      4096
 #define API_ARGV_BYTES    (192 * 1024)
@@ -45,7 +45,7 @@ struct entry {
     unsigned streams;        /* output streams attached */
     json_t *metadata;
     struct http_req *create_req;
-    struct list waiters;     /* DELETE requests waiting for the end */
+    struct list waiters; /* DELETE requests waiting for the end */
     struct loop_timer *deadline;
 };
 
@@ -72,7 +72,7 @@ struct rq {
     char id[API_ID_LEN + 8];
     long pid;
     bool workspace; /* id names a workspace, not a sandbox */
-    void *op; /* route-specific state (exec, stdin...) with its own lifetime */
+    void *op;       /* route-specific state (exec, stdin...) with its own lifetime */
 };
 
 struct rq *api_rq(struct api *a, struct http_req *req, const char *id);
@@ -102,11 +102,11 @@ void api_stream_attached(struct api *a, const struct out_owner *o, bool attached
 /* An exec request decoded once; freed by the caller after api_exec_run(). */
 struct exec_req;
 int api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **ret,
-        struct err *err);
+                    struct err *err);
 void api_exec_req_free(struct exec_req *q);
 /* Starts q in sb and answers req (NDJSON stream, or 201 when background). */
 void api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
-        const struct out_owner *owner, const struct exec_req *q);
+                  const struct out_owner *owner, const struct exec_req *q);
 
 /* workspaces.c: path is what follows "/v1/workspaces" ("" or "/..."). */
 void wire_workspaces(struct api *a, struct http_req *req, const char *path);
@@ -116,9 +116,9 @@ void wire_store(struct api *a, struct http_req *req, const char *what);
 /* wire-sandboxes.c: seg[0] is "processes"; serves a sandbox or a warm
  * workspace's sandbox (404 when cold). */
 void api_processes(struct api *a, struct http_req *req, const struct out_owner *o, char **seg,
-        int n);
+                   int n);
 /* wire-sandboxes.c */
 void wire_sandboxes(struct api *a, struct http_req *req, char **seg, int nseg);
 /* wire-files.c */
 void wire_files(struct api *a, struct http_req *req, struct entry *e, const char *op,
-        const char *rest);
+                const char *rest);

@@ -6,11 +6,10 @@
 
 #include <errno.h>
 #include <math.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <openssl/crypto.h>
 
 #include "../util/json.h"
 #include "../util/log.h"
@@ -166,9 +165,10 @@ api_entry_json(struct api *a, struct entry *e, bool with_usage)
     const struct jail_limits *l = sandbox_limits(e->sb);
     (void)json_set(o, "id", json_string(e->id));
     (void)json_set(o, "template", json_string("base"));
-    (void)json_set(o, "state", json_string(e->state == E_READY ? "running"
-                                                   : e->state == E_CREATING ? "creating"
-                                                                            : "stopping"));
+    (void)json_set(o, "state",
+                   json_string(e->state == E_READY      ? "running"
+                               : e->state == E_CREATING ? "creating"
+                                                        : "stopping"));
     (void)json_set(o, "created_at", time_json(e->created_wall_ms));
     (void)json_set(o, "end_at", time_json(e->end_at_wall_ms));
     (void)json_set(o, "timeout_s", json_integer((json_int_t)e->timeout_s));
@@ -177,7 +177,8 @@ api_entry_json(struct api *a, struct entry *e, bool with_usage)
     (void)json_set(o, "pids", json_integer(l->pids));
     (void)json_set(o, "isolation", json_string(a->cfg.isolation));
     (void)json_set(o, "metadata", json_incref(e->metadata));
-    (void)json_set(o, "processes",
+    (void)json_set(
+            o, "processes",
             json_integer((json_int_t)(e->state == E_READY ? sandbox_proc_count(e->sb, true) : 0)));
     if (with_usage && e->state == E_READY) {
         struct cgroup_stats st;
@@ -202,7 +203,7 @@ valid_env_key(const char *k)
         return false;
     for (; *k; k++)
         if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9') ||
-                    *k == '_'))
+              *k == '_'))
             return false;
     return true;
 }
@@ -267,7 +268,7 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
     a->m.create_count++;
     arm_deadline(e);
     log_debug("sandbox=%s ready in %.3f ms%s", e->id, t->total_us / 1000.0,
-            t->from_pool ? " (warm)" : "");
+              t->from_pool ? " (warm)" : "");
     if (!req)
         return;
     json_t *o = api_entry_json(a, e, false);
@@ -292,8 +293,8 @@ static void
 create_done(struct http_req *req, const char *body, size_t len)
 {
     struct api *a = ((struct rq *)http_req_userdata(req))->api;
-    static const char *const allowed[] = {"template", "env", "cpu", "memory_mb", "pids",
-            "timeout_s", "metadata", NULL};
+    static const char *const allowed[] = {"template", "env",       "cpu",      "memory_mb",
+                                          "pids",     "timeout_s", "metadata", NULL};
     struct err err = {0};
     json_t *j = NULL;
     const char *tmpl = "base";
@@ -302,7 +303,7 @@ create_done(struct http_req *req, const char *body, size_t len)
     const char **envv = NULL;
     struct entry *e = NULL;
     struct jail_limits lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis,
-            a->cfg.default_pids};
+                              a->cfg.default_pids};
     struct sandbox_spec spec;
     size_t n, i = 0;
     int r;
@@ -314,12 +315,11 @@ create_done(struct http_req *req, const char *body, size_t len)
         return;
     }
     if ((r = json_check_object(j, allowed, &err)) < 0 ||
-            (r = json_get_str(j, "template", false, &tmpl, &err)) < 0 ||
-            (r = json_get_str_map(j, "env", API_ENV_MAX, API_ENV_BYTES, &env, &err)) < 0 ||
-            (r = json_get_str_map(j, "metadata", API_META_MAX, API_META_BYTES, &meta, &err)) <
-                    0 ||
-            (r = json_get_u64(j, "timeout_s", false, a->cfg.max_timeout_s, &timeout, &err)) < 0 ||
-            (r = decode_limits(a, j, &lim, &err)) < 0)
+        (r = json_get_str(j, "template", false, &tmpl, &err)) < 0 ||
+        (r = json_get_str_map(j, "env", API_ENV_MAX, API_ENV_BYTES, &env, &err)) < 0 ||
+        (r = json_get_str_map(j, "metadata", API_META_MAX, API_META_BYTES, &meta, &err)) < 0 ||
+        (r = json_get_u64(j, "timeout_s", false, a->cfg.max_timeout_s, &timeout, &err)) < 0 ||
+        (r = decode_limits(a, j, &lim, &err)) < 0)
         goto fail;
     if (strcmp(tmpl, "base") != 0) {
         api_error_msg(req, 404, "not_found", "no template '%.64s' (this host offers 'base')", tmpl);
@@ -335,7 +335,7 @@ create_done(struct http_req *req, const char *body, size_t len)
     }
     if (a->count >= a->cfg.max_sandboxes) {
         api_error_msg(req, 429, "too_many_requests", "this host already runs %u sandboxes",
-                a->count);
+                      a->count);
         goto out;
     }
     n = env ? json_object_size(env) : 0;
@@ -347,8 +347,7 @@ create_done(struct http_req *req, const char *body, size_t len)
     if (env) {
         const char *k;
         json_t *v;
-        json_object_foreach(env, k, v)
-        {
+        json_object_foreach (env, k, v) {
             if (!valid_env_key(k)) {
                 r = err_set(&err, EINVAL, "'env' key '%.64s' is not a valid variable name", k);
                 goto fail;
@@ -418,7 +417,7 @@ static void
 list_sandboxes(struct api *a, struct http_req *req)
 {
     json_t *arr = json_array();
-    list_foreach(l, &a->entries) {
+    list_foreach (l, &a->entries) {
         struct entry *e = list_entry(l, struct entry, link);
         if (e->state != E_CREATING)
             (void)json_array_append_new(arr, api_entry_json(a, e, false));
@@ -444,8 +443,7 @@ update_done(struct http_req *req, const char *body, size_t len)
     if (!e)
         return;
     lim = *sandbox_limits(e->sb);
-    if ((r = json_parse(body, len, &j, &err)) < 0 ||
-            (r = json_check_object(j, allowed, &err)) < 0)
+    if ((r = json_parse(body, len, &j, &err)) < 0 || (r = json_check_object(j, allowed, &err)) < 0)
         goto fail;
     if ((r = decode_limits(a, j, &lim, &err)) < 0)
         goto fail;
@@ -455,7 +453,7 @@ update_done(struct http_req *req, const char *body, size_t len)
         goto fail;
     }
     if (memcmp(&lim, sandbox_limits(e->sb), sizeof(lim)) != 0 &&
-            (r = sandbox_set_limits(e->sb, &lim, &err)) < 0) {
+        (r = sandbox_set_limits(e->sb, &lim, &err)) < 0) {
         if (r == -EBUSY)
             (void)err_set(&err, EBUSY, "the sandbox uses more than the new limit");
         goto fail;
@@ -551,14 +549,14 @@ metrics(struct api *a, struct http_req *req)
     struct buf b;
     buf_init(&b, 1024 * 1024);
     uint64_t running = 0;
-    list_foreach(l, &a->entries) {
+    list_foreach (l, &a->entries) {
         struct entry *e = list_entry(l, struct entry, link);
         if (e->state == E_READY)
             running += sandbox_proc_count(e->sb, true);
     }
-#define M(name, type, help, val)                                                               \
-    (void)buf_printf(&b, "# HELP abx_" name " " help "\n# TYPE abx_" name " " type "\nabx_" name \
-                         " %llu\n",                                                            \
+#define M(name, type, help, val)                                                                   \
+    (void)buf_printf(                                                                              \
+            &b, "# HELP abx_" name " " help "\n# TYPE abx_" name " " type "\nabx_" name " %llu\n", \
             (unsigned long long)(val))
     M("sandboxes", "gauge", "Live sandboxes.", a->count);
     M("sandboxes_created_total", "counter", "Sandboxes created.", a->m.sandboxes_created);
@@ -570,14 +568,15 @@ metrics(struct api *a, struct http_req *req)
     M("exec_failures_total", "counter", "Exec requests that could not start.", a->m.exec_failures);
     M("requests_total", "counter", "HTTP requests.", a->m.requests);
     M("responses_4xx_total", "counter", "Requests refused as bad input.", a->m.errors_4xx);
-    M("bytes_uploaded_total", "counter", "File bytes written through the API.", a->m.bytes_uploaded);
+    M("bytes_uploaded_total", "counter", "File bytes written through the API.",
+      a->m.bytes_uploaded);
     M("draining", "gauge", "1 while draining.", a->draining ? 1 : 0);
     M("ready", "gauge", "1 when the configured isolation is available.", a->missing[0] ? 0 : 1);
 #undef M
     (void)buf_printf(&b,
-            "# HELP abx_create_seconds_avg Mean time to create a sandbox.\n"
-            "# TYPE abx_create_seconds_avg gauge\nabx_create_seconds_avg %.6f\n",
-            a->m.create_count ? a->m.create_us_sum / 1e6 / a->m.create_count : 0.0);
+                     "# HELP abx_create_seconds_avg Mean time to create a sandbox.\n"
+                     "# TYPE abx_create_seconds_avg gauge\nabx_create_seconds_avg %.6f\n",
+                     a->m.create_count ? a->m.create_us_sum / 1e6 / a->m.create_count : 0.0);
     http_respond(req, 200, "text/plain; version=0.0.4", b.data, b.len);
     buf_done(&b);
 }
@@ -618,7 +617,8 @@ authorized(struct api *a, struct http_req *req)
         return true;
     http_req_add_header(req, "WWW-Authenticate", "Bearer");
     api_error_msg(req, 401, "unauthorized",
-            tok ? "the API key is not valid" : "missing 'Authorization: Bearer <key>' header");
+                  tok ? "the API key is not valid"
+                      : "missing 'Authorization: Bearer <key>' header");
     return false;
 }
 
@@ -627,7 +627,7 @@ method_not_allowed(struct http_req *req, const char *allow)
 {
     http_req_add_header(req, "Allow", allow);
     api_error_msg(req, 405, "method_not_allowed", "%s is not allowed on %.200s (allowed: %s)",
-            http_req_method(req), http_req_path(req), allow);
+                  http_req_method(req), http_req_path(req), allow);
 }
 
 int
@@ -722,7 +722,7 @@ api_begin(struct http_req *req, void *ud)
     }
     if (strlen(path) >= sizeof(copy)) {
         api_error_msg(req, 404, "not_found", "no route for %s %.100s...", http_req_method(req),
-                path);
+                      path);
         return;
     }
     strcpy(copy, path);
@@ -732,8 +732,7 @@ api_begin(struct http_req *req, void *ud)
             if (is(req, "POST")) {
                 if (api_rq(a, req, NULL))
                     http_req_read_body(req, API_JSON_MAX, create_done);
-            }
-            else if (is(req, "GET"))
+            } else if (is(req, "GET"))
                 list_sandboxes(a, req);
             else
                 method_not_allowed(req, "GET, POST");
@@ -843,14 +842,14 @@ api_sweep_idle(struct api *a)
         return 0;
     uint64_t now = now_msec();
     int n = 0;
-    list_foreach_safe(l, tmp, &a->entries) {
+    list_foreach_safe (l, tmp, &a->entries) {
         struct entry *e = list_entry(l, struct entry, link);
         if (e->state != E_READY || e->streams > 0)
             continue;
         if (now - e->last_active_ms < a->cfg.idle_timeout_s * 1000u)
             continue;
         log_info("sandbox=%s idle for %llu s, killing it", e->id,
-                (unsigned long long)((now - e->last_active_ms) / 1000u));
+                 (unsigned long long)((now - e->last_active_ms) / 1000u));
         entry_kill(e);
         n++;
     }
@@ -867,7 +866,7 @@ api_kill_all(struct api *a, void (*done)(void *ud), void *ud)
         done(ud);
         return;
     }
-    list_foreach_safe(l, tmp, &a->entries) {
+    list_foreach_safe (l, tmp, &a->entries) {
         struct entry *e = list_entry(l, struct entry, link);
         if (e->state == E_CREATING)
             sandbox_kill(e->sb);

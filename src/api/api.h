@@ -14,33 +14,33 @@
 
 #include "../http/server.h"
 #include "../sandbox/sandbox.h"
-#include "../workspace/workspace.h"
 #include "../util/buf.h"
 #include "../util/loop.h"
+#include "../workspace/workspace.h"
 
 struct api;
 
 struct api_config {
-    const char *api_key;              /* required on everything but health probes */
-    const char *isolation;            /* name of the jail mode, for info */
-    const char *cgroup;               /* "v1", "v2" or "none", for info */
+    const char *api_key;   /* required on everything but health probes */
+    const char *isolation; /* name of the jail mode, for info */
+    const char *cgroup;    /* "v1", "v2" or "none", for info */
     uint64_t default_memory_bytes;
     uint32_t default_cpu_millis;
     uint32_t default_pids;
-    uint64_t default_timeout_s;       /* sandbox life when create gives none; 0 = none */
+    uint64_t default_timeout_s; /* sandbox life when create gives none; 0 = none */
     uint64_t max_timeout_s;
-    uint64_t idle_timeout_s;          /* host backstop; 0 = off */
-    uint64_t exec_timeout_ms;         /* default exec deadline; 0 = none */
+    uint64_t idle_timeout_s;  /* host backstop; 0 = off */
+    uint64_t exec_timeout_ms; /* default exec deadline; 0 = none */
     uint32_t max_sandboxes;
     unsigned host_cpus;
     uint64_t host_memory_bytes;
     uint64_t max_file_bytes;
-    const char *gc_holder;            /* this process's name for the store's GC lease */
-    uint64_t gc_lease_ms;             /* how long one collection may hold it */
+    const char *gc_holder; /* this process's name for the store's GC lease */
+    uint64_t gc_lease_ms;  /* how long one collection may hold it */
 };
 
 int api_new(struct loop *loop, struct sandbox_host *sh, const struct api_config *c,
-        struct api **ret);
+            struct api **ret);
 void api_free(struct api *a);
 /* Serves /v1/workspaces and /v1/store from ws (owned by the caller, which
  * frees it after api_free). Without it those routes answer 404. */

@@ -21,9 +21,10 @@ normalize(struct http_req *req, const char *raw, char *out, size_t outsz)
     int r = path_normalize(raw, strlen(raw), out, outsz);
     if (r == -ENAMETOOLONG)
         api_error_msg(req, 400, "bad_request", "path is too long (%d bytes, %d per name at most)",
-                PATH_MAX_LEN, PATH_NAME_MAX);
+                      PATH_MAX_LEN, PATH_NAME_MAX);
     else if (r < 0)
-        api_error_msg(req, 400, "bad_request",
+        api_error_msg(
+                req, 400, "bad_request",
                 "path must be '/'-rooted in the workspace, without '..' or control characters");
     return r;
 }
@@ -99,7 +100,7 @@ upload(struct api *a, struct http_req *req, struct entry *e, const char *rel)
     uint64_t len;
     if (cl && parse_u64(cl, &len) == 0 && len > a->cfg.max_file_bytes) {
         api_error_msg(req, 413, "too_large", "files may be at most %llu bytes",
-                (unsigned long long)a->cfg.max_file_bytes);
+                      (unsigned long long)a->cfg.max_file_bytes);
         return;
     }
     if (path_is_root(rel)) {
@@ -234,9 +235,9 @@ body_path(struct http_req *req, json_t *j, const char *key, char *out, size_t n,
     r = path_normalize(p, strlen(p), out, n);
     if (r < 0)
         return err_set(err, EINVAL,
-                "'%s' must be a '/'-rooted path in the workspace, without '..' or control "
-                "characters",
-                key);
+                       "'%s' must be a '/'-rooted path in the workspace, without '..' or control "
+                       "characters",
+                       key);
     (void)req;
     return 0;
 }
@@ -259,10 +260,10 @@ dir_op(struct http_req *req, const char *body, size_t len, const char *op)
         static const char *const allowed[] = {"from", "to", "overwrite", NULL};
         bool overwrite = false;
         if ((r = json_check_object(j, allowed, &err)) < 0 ||
-                (r = body_path(req, j, "from", a, sizeof(a), &err)) < 0 ||
-                (r = body_path(req, j, "to", b, sizeof(b), &err)) < 0 ||
-                (r = json_get_bool(j, "overwrite", false, &overwrite, &err)) < 0 ||
-                (r = sandbox_rename(e->sb, a, b, overwrite, &err)) < 0)
+            (r = body_path(req, j, "from", a, sizeof(a), &err)) < 0 ||
+            (r = body_path(req, j, "to", b, sizeof(b), &err)) < 0 ||
+            (r = json_get_bool(j, "overwrite", false, &overwrite, &err)) < 0 ||
+            (r = sandbox_rename(e->sb, a, b, overwrite, &err)) < 0)
             goto fail;
         struct files_stat st;
         if ((r = sandbox_file_stat(e->sb, b, &st, &err)) < 0)
@@ -271,7 +272,7 @@ dir_op(struct http_req *req, const char *body, size_t len, const char *op)
     } else {
         static const char *const allowed[] = {"path", NULL};
         if ((r = json_check_object(j, allowed, &err)) < 0 ||
-                (r = body_path(req, j, "path", a, sizeof(a), &err)) < 0)
+            (r = body_path(req, j, "path", a, sizeof(a), &err)) < 0)
             goto fail;
         if (!strcmp(op, "mkdir")) {
             bool created;

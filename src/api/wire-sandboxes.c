@@ -21,8 +21,8 @@
 #include "api-internal.h"
 
 #define LINE_ROOM (API_LINE_CHUNK / 3 * 4 + 256) /* worst-case size of one output line */
-#define HOLD_MS   10                               /* see struct out_op */
-#define HOLD_BODY (256 * 1024)                     /* largest answer sent in one piece */
+#define HOLD_MS   10                             /* see struct out_op */
+#define HOLD_BODY (256 * 1024)                   /* largest answer sent in one piece */
 
 /* --- JSON of a process --- */
 
@@ -59,7 +59,8 @@ proc_json(struct proc *p)
     (void)json_set(o, "oom_killed", json_boolean(res && res->oom_killed));
     (void)json_set(o, "started_at", time_or_null(proc_started_wall_ms(p)));
     (void)json_set(o, "ended_at", time_or_null(res ? proc_ended_wall_ms(p) : 0));
-    (void)json_set(o, "duration_ms", res ? json_integer((json_int_t)res->duration_ms) : json_null());
+    (void)json_set(o, "duration_ms",
+                   res ? json_integer((json_int_t)res->duration_ms) : json_null());
     (void)json_set(o, "output_start", json_integer((json_int_t)proc_output_start(p)));
     (void)json_set(o, "output_end", json_integer((json_int_t)proc_output_end(p)));
     (void)json_set(o, "stdin_open", json_boolean(proc_stdin_is_open(p)));
@@ -81,9 +82,9 @@ struct out_op {
     bool follow;
     bool counted; /* counted in the entry's streams */
     bool holding;
-    uint64_t hold_until; /* monotonic ms */
+    uint64_t hold_until;     /* monotonic ms */
     struct loop_timer *hold; /* fires at hold_until, or at once when woken */
-    json_t *first; /* the line to send before any output */
+    json_t *first;           /* the line to send before any output */
     struct buf line;
 };
 
@@ -312,7 +313,7 @@ on_hold_timer(struct loop_timer *t, void *ud)
  * written before any output. hold: a foreground exec (see struct out_op). */
 static void
 stream_output(struct api *a, struct http_req *req, const struct out_owner *owner, struct proc *p,
-        uint64_t offset, bool follow, json_t *first, bool hold)
+              uint64_t offset, bool follow, json_t *first, bool hold)
 {
     struct out_op *op = calloc(1, sizeof(*op));
     int r;
@@ -386,11 +387,11 @@ decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err)
 }
 
 int
-api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **ret,
-        struct err *err)
+api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **ret, struct err *err)
 {
-    static const char *const allowed[] = {"argv", "env", "cwd", "user", "stdin", "stdin_open",
-            "timeout_s", "idle_timeout_s", "background", NULL};
+    static const char *const allowed[] = {"argv",       "env",        "cwd",       "user",
+                                          "stdin",      "stdin_open", "timeout_s", "idle_timeout_s",
+                                          "background", NULL};
     json_t *argv = NULL, *env = NULL;
     const char *cwd = NULL, *user = "user", *stdin_b64 = NULL;
     size_t n, k = 0;
@@ -402,18 +403,17 @@ api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **r
     buf_init(&q->in, PROC_STDIN_MAX);
     q->x.timeout_ms = a->cfg.exec_timeout_ms;
     if ((r = json_parse(body, len, &q->j, err)) < 0 ||
-            (r = json_check_object(q->j, allowed, err)) < 0 ||
-            (r = json_get_str_array(q->j, "argv", true, 1, API_ARGV_MAX, API_ARGV_BYTES, &argv,
-                     err)) < 0 ||
-            (r = json_get_str_map(q->j, "env", SANDBOX_ENV_MAX / 2, API_ENV_BYTES, &env, err)) <
-                    0 ||
-            (r = json_get_str(q->j, "cwd", false, &cwd, err)) < 0 ||
-            (r = json_get_str(q->j, "user", false, &user, err)) < 0 ||
-            (r = json_get_str(q->j, "stdin", false, &stdin_b64, err)) < 0 ||
-            (r = json_get_bool(q->j, "stdin_open", false, &q->x.stdin_open, err)) < 0 ||
-            (r = json_get_bool(q->j, "background", false, &q->x.background, err)) < 0 ||
-            (r = decode_seconds(q->j, "timeout_s", &q->x.timeout_ms, err)) < 0 ||
-            (r = decode_seconds(q->j, "idle_timeout_s", &q->x.idle_timeout_ms, err)) < 0)
+        (r = json_check_object(q->j, allowed, err)) < 0 ||
+        (r = json_get_str_array(q->j, "argv", true, 1, API_ARGV_MAX, API_ARGV_BYTES, &argv, err)) <
+                0 ||
+        (r = json_get_str_map(q->j, "env", SANDBOX_ENV_MAX / 2, API_ENV_BYTES, &env, err)) < 0 ||
+        (r = json_get_str(q->j, "cwd", false, &cwd, err)) < 0 ||
+        (r = json_get_str(q->j, "user", false, &user, err)) < 0 ||
+        (r = json_get_str(q->j, "stdin", false, &stdin_b64, err)) < 0 ||
+        (r = json_get_bool(q->j, "stdin_open", false, &q->x.stdin_open, err)) < 0 ||
+        (r = json_get_bool(q->j, "background", false, &q->x.background, err)) < 0 ||
+        (r = decode_seconds(q->j, "timeout_s", &q->x.timeout_ms, err)) < 0 ||
+        (r = decode_seconds(q->j, "idle_timeout_s", &q->x.idle_timeout_ms, err)) < 0)
         goto fail;
     if (!json_string_value(json_array_get(argv, 0))[0]) {
         r = err_set(err, EINVAL, "'argv[0]' must not be empty");
@@ -448,8 +448,7 @@ api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **r
     if (env) {
         const char *key;
         json_t *v;
-        json_object_foreach(env, key, v)
-        {
+        json_object_foreach (env, key, v) {
             if (!*key || strchr(key, '=')) {
                 r = err_set(err, EINVAL, "'env' key '%.64s' is not a valid variable name", key);
                 goto fail;
@@ -509,8 +508,8 @@ exec_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, v
 }
 
 void
-api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
-        const struct out_owner *owner, const struct exec_req *q)
+api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb, const struct out_owner *owner,
+             const struct exec_req *q)
 {
     struct err err = {0};
     struct exec_op *op = calloc(1, sizeof(*op));
@@ -570,13 +569,13 @@ owner_sandbox(struct api *a, struct http_req *req, const struct out_owner *o)
     struct sandbox *sb = a->ws ? workspaces_peek(a->ws, o->id) : NULL;
     if (!sb)
         api_error_msg(req, 404, "not_found",
-                "workspace '%s' is not warm: it has no processes (exec wakes it)", o->id);
+                      "workspace '%s' is not warm: it has no processes (exec wakes it)", o->id);
     return sb;
 }
 
 static struct proc *
 find_proc(struct http_req *req, struct sandbox *sb, const struct out_owner *o, long pidnum,
-        const char *pidstr)
+          const char *pidstr)
 {
     int32_t pid = (int32_t)pidnum;
     if (pidstr && (parse_i32(pidstr, &pid) < 0 || pid <= 0)) {
@@ -586,7 +585,7 @@ find_proc(struct http_req *req, struct sandbox *sb, const struct out_owner *o, l
     struct proc *p = sandbox_proc_find(sb, pid);
     if (!p)
         api_error_msg(req, 404, "not_found", "no process %d in %s '%s'", pid,
-                o->kind == OWNER_SANDBOX ? "sandbox" : "workspace", o->id);
+                      o->kind == OWNER_SANDBOX ? "sandbox" : "workspace", o->id);
     return p;
 }
 
@@ -632,9 +631,9 @@ static const struct {
     const char *name;
     int sig;
 } signals[] = {
-        {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-        {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
-        {"STOP", SIGSTOP}, {"TSTP", SIGTSTP}, {"ALRM", SIGALRM}, {"PIPE", SIGPIPE},
+        {"HUP", SIGHUP},     {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+        {"USR1", SIGUSR1},   {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
+        {"STOP", SIGSTOP},   {"TSTP", SIGTSTP}, {"ALRM", SIGALRM}, {"PIPE", SIGPIPE},
         {"WINCH", SIGWINCH},
 };
 
@@ -654,8 +653,9 @@ signal_done(struct http_req *req, const char *body, size_t len)
     struct proc *p = sb ? find_proc(req, sb, &o, q->pid, NULL) : NULL;
     if (!p)
         return;
-    if ((r = json_parse(body, len, &j, &err)) < 0 || (r = json_check_object(j, allowed, &err)) < 0 ||
-            (r = json_get_bool(j, "group", false, &group, &err)) < 0)
+    if ((r = json_parse(body, len, &j, &err)) < 0 ||
+        (r = json_check_object(j, allowed, &err)) < 0 ||
+        (r = json_get_bool(j, "group", false, &group, &err)) < 0)
         goto fail;
     s = json_object_get(j, "signal");
     if (json_is_integer(s) && json_integer_value(s) > 0 && json_integer_value(s) < 65) {
@@ -723,12 +723,14 @@ stdin_done(struct http_req *req, const char *body, size_t len)
     p = sb ? find_proc(req, sb, &o, q->pid, NULL) : NULL;
     if (!p)
         goto out;
-    if ((r = json_parse(body, len, &j, &err)) < 0 || (r = json_check_object(j, allowed, &err)) < 0 ||
-            (r = json_get_str(j, "data", true, &data, &err)) < 0 ||
-            (r = json_get_bool(j, "close", false, &close_after, &err)) < 0)
+    if ((r = json_parse(body, len, &j, &err)) < 0 ||
+        (r = json_check_object(j, allowed, &err)) < 0 ||
+        (r = json_get_str(j, "data", true, &data, &err)) < 0 ||
+        (r = json_get_bool(j, "close", false, &close_after, &err)) < 0)
         goto fail;
     if ((r = b64_decode(&in, data, strlen(data))) < 0) {
-        r = err_set(&err, r == -EFBIG ? EFBIG : EINVAL, "'data' is not valid base64 (or too large)");
+        r = err_set(&err, r == -EFBIG ? EFBIG : EINVAL,
+                    "'data' is not valid base64 (or too large)");
         goto fail;
     }
     so = calloc(1, sizeof(*so));
@@ -776,7 +778,7 @@ method(struct http_req *req, const char *m, const char *allow)
         return true;
     http_req_add_header(req, "Allow", allow);
     api_error_msg(req, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)",
-            http_req_method(req), allow);
+                  http_req_method(req), allow);
     return false;
 }
 
@@ -805,8 +807,8 @@ api_processes(struct api *a, struct http_req *req, const struct out_owner *o, ch
             output(a, req, o, p);
         return;
     }
-    if (n == 3 && (!strcmp(what, "signal") || !strcmp(what, "stdin") ||
-                          !strcmp(what, "close-stdin"))) {
+    if (n == 3 &&
+        (!strcmp(what, "signal") || !strcmp(what, "stdin") || !strcmp(what, "close-stdin"))) {
         if (!method(req, "POST", "POST"))
             return;
         if (!strcmp(what, "close-stdin")) {
@@ -822,7 +824,7 @@ api_processes(struct api *a, struct http_req *req, const struct out_owner *o, ch
         return;
     }
     api_error_msg(req, 404, "not_found", "no route for %s %.200s", http_req_method(req),
-            http_req_path(req));
+                  http_req_path(req));
 }
 
 void
@@ -841,7 +843,7 @@ wire_sandboxes(struct api *a, struct http_req *req, char **seg, int n)
         return;
     }
     if (n == 4 && (!strcmp(op, "walk") || !strcmp(op, "mkdir") || !strcmp(op, "rmdir") ||
-                          !strcmp(op, "rename"))) {
+                   !strcmp(op, "rename"))) {
         struct entry *e = api_find(a, req, id);
         if (e)
             wire_files(a, req, e, op, NULL);
@@ -854,5 +856,5 @@ wire_sandboxes(struct api *a, struct http_req *req, char **seg, int n)
         return;
     }
     api_error_msg(req, 404, "not_found", "no route for %s %.200s", http_req_method(req),
-            http_req_path(req));
+                  http_req_path(req));
 }

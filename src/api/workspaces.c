@@ -19,7 +19,6 @@
 #include <string.h>
 #include <unistd.h>
 
-
 #include "../util/cleanup.h"
 #include "../util/json.h"
 #include "../util/log.h"
@@ -39,7 +38,7 @@ valid_ws_id(const char *id)
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9') || id[i] == '-' ||
-                    id[i] == '_'))
+              id[i] == '_'))
             return false;
     return true;
 }
@@ -139,14 +138,14 @@ struct wjob {
     bool has_match, overwrite, created;
     int r;
     struct err err;
-    json_t *out;              /* the answer (200 or status) */
+    json_t *out; /* the answer (200 or status) */
     unsigned status;
-    int fd;                   /* a file to stream back */
+    int fd; /* a file to stream back */
     struct store_entry e;
     struct store_ws meta;
     struct store_usage usage;
-    struct store_writer *wr;  /* a staged upload */
-    int root_fd;              /* warm: the workspace root, duplicated */
+    struct store_writer *wr; /* a staged upload */
+    int root_fd;             /* warm: the workspace root, duplicated */
     uid_t uid;
     gid_t gid;
     bool head;
@@ -274,12 +273,11 @@ create_done(struct http_req *req, const char *body, size_t len)
     else if ((r = json_parse(body, len, &j, &err)) < 0)
         goto fail;
     if ((r = json_check_object(j, allowed, &err)) < 0 ||
-            (r = json_get_str(j, "id", false, &id, &err)) < 0 ||
-            (r = json_get_str(j, "template", false, &tmpl, &err)) < 0 ||
-            (r = json_get_num(j, "cpu", false, 0.01, (double)a->cfg.host_cpus, &cpu, &err)) < 0 ||
-            (r = json_get_u64(j, "memory_mb", false, a->cfg.host_memory_bytes >> 20, &mem, &err)) <
-                    0 ||
-            (r = json_get_u64(j, "pids", false, 1u << 22, &pids, &err)) < 0)
+        (r = json_get_str(j, "id", false, &id, &err)) < 0 ||
+        (r = json_get_str(j, "template", false, &tmpl, &err)) < 0 ||
+        (r = json_get_num(j, "cpu", false, 0.01, (double)a->cfg.host_cpus, &cpu, &err)) < 0 ||
+        (r = json_get_u64(j, "memory_mb", false, a->cfg.host_memory_bytes >> 20, &mem, &err)) < 0 ||
+        (r = json_get_u64(j, "pids", false, 1u << 22, &pids, &err)) < 0)
         goto fail;
     if (id && !valid_ws_id(id)) {
         r = err_set(&err, EINVAL, "'id' must be 1-64 of a-z, 0-9, '-' and '_'");
@@ -349,11 +347,10 @@ list_done(void *ud)
     if (j->r == 0) {
         size_t i;
         json_t *o;
-        json_array_foreach(j->out, i, o)
-        {
+        json_array_foreach (j->out, i, o) {
             const char *id = json_string_value(json_object_get(o, "id"));
             (void)json_set(o, "state",
-                    json_string(ws_state_name(workspaces_state(j->api->ws, id ? id : ""))));
+                           json_string(ws_state_name(workspaces_state(j->api->ws, id ? id : ""))));
         }
         json_t *wrap = json_object();
         (void)json_set(wrap, "workspaces", j->out);
@@ -383,7 +380,7 @@ info_done(void *ud)
         (void)json_set(o, "usage", u);
         struct sandbox *sb = workspaces_peek(j->api->ws, j->ws);
         (void)json_set(o, "processes",
-                json_integer(sb ? (json_int_t)sandbox_proc_count(sb, true) : 0));
+                       json_integer(sb ? (json_int_t)sandbox_proc_count(sb, true) : 0));
         j->out = o;
     }
     wjob_done(j);
@@ -478,7 +475,7 @@ warm_check(struct wjob *j, struct err *err)
         struct files_stat st2;
         char hash[STORE_HASH_LEN + 1];
         if (files_open_read(j->root_fd, j->rel, &fd, &st2, NULL) == 0 &&
-                store_hash_fd(fd, hash, NULL) == 0 && !strcmp(hash, j->match))
+            store_hash_fd(fd, hash, NULL) == 0 && !strcmp(hash, j->match))
             return 0;
     }
     return err_set(err, ESTALE, "'/%s' changed since version '%.64s'", j->rel, j->match);
@@ -494,8 +491,8 @@ run_put_cold(struct store *s, struct wjob *j)
     /* Only for the status code (201 new, 200 replaced); the write itself
      * is atomic whatever happens in between. */
     bool existed = store_stat(s, j->ws, j->rel, &prev, &e) == 0;
-    j->r = store_writer_commit(s, j->wr, j->ws, j->rel, 0644, j->has_match ? j->match : NULL,
-            &j->e, &j->err);
+    j->r = store_writer_commit(s, j->wr, j->ws, j->rel, 0644, j->has_match ? j->match : NULL, &j->e,
+                               &j->err);
     j->wr = NULL;
     if (j->r < 0)
         return;
@@ -516,7 +513,7 @@ run_put_warm(struct store *s, struct wjob *j)
         return;
     struct sync_sandbox sb = {j->root_fd, j->uid, j->gid};
     j->r = sync_copy_in(&sb, j->rel, store_writer_fd(j->wr), NULL, hex, NULL, &st, &j->created,
-            &j->err);
+                        &j->err);
     if (j->r < 0)
         return;
     j->status = j->created ? 201 : 200;
@@ -581,7 +578,7 @@ put_begin(struct api *a, struct http_req *req, const char *ws, const char *rel)
     uint64_t len;
     if (cl && parse_u64(cl, &len) == 0 && len > a->cfg.max_file_bytes) {
         api_error_msg(req, 413, "too_large", "files may be at most %llu bytes",
-                (unsigned long long)a->cfg.max_file_bytes);
+                      (unsigned long long)a->cfg.max_file_bytes);
         return;
     }
     if (path_is_root(rel)) {
@@ -729,8 +726,7 @@ struct fop_req {
     enum fop op;
 };
 
-static void
-walk_warm_collect(struct wjob *j, struct sandbox *sb);
+static void walk_warm_collect(struct wjob *j, struct sandbox *sb);
 
 static int
 warm_walk_one(const struct files_entry *fe, void *ud)
@@ -776,19 +772,15 @@ fop_settled(void *ud, struct sandbox *sb)
     free(f);
     if (!sb) {
         static void (*const cold[])(struct store *, struct wjob *) = {
-                [FOP_GET] = run_get_cold,
-                [FOP_HEAD] = run_get_cold,
-                [FOP_DELETE] = run_delete_cold,
-                [FOP_WALK] = run_walk_cold,
-                [FOP_MKDIR] = run_mkdir_cold,
-                [FOP_RMDIR] = run_rmdir_cold,
+                [FOP_GET] = run_get_cold,       [FOP_HEAD] = run_get_cold,
+                [FOP_DELETE] = run_delete_cold, [FOP_WALK] = run_walk_cold,
+                [FOP_MKDIR] = run_mkdir_cold,   [FOP_RMDIR] = run_rmdir_cold,
                 [FOP_RENAME] = run_rename_cold,
         };
         j->head = op == FOP_HEAD;
         j->run = cold[op];
-        if (workspaces_run(j->api->ws, wjob_run, op == FOP_GET || op == FOP_HEAD ? get_cold_done
-                                                                               : wjob_done,
-                    j) < 0) {
+        if (workspaces_run(j->api->ws, wjob_run,
+                           op == FOP_GET || op == FOP_HEAD ? get_cold_done : wjob_done, j) < 0) {
             api_error(j->req, -ENOMEM, NULL);
             wjob_free(j);
         }
@@ -876,7 +868,7 @@ fop_settled(void *ud, struct sandbox *sb)
 
 static void
 fop_start(struct api *a, struct http_req *req, const char *ws, enum fop op, const char *rel,
-        const char *rel2, bool overwrite)
+          const char *rel2, bool overwrite)
 {
     struct wjob *j = wjob_new(a, req, ws);
     struct fop_req *f = calloc(1, sizeof(*f));
@@ -902,7 +894,8 @@ norm(struct http_req *req, const char *raw, char *out, size_t n)
 {
     int r = path_normalize(raw, strlen(raw), out, n);
     if (r < 0)
-        api_error_msg(req, 400, "bad_request",
+        api_error_msg(
+                req, 400, "bad_request",
                 "path must be '/'-rooted in the workspace, without '..' or control characters");
     return r;
 }
@@ -923,14 +916,14 @@ dir_body(struct http_req *req, const char *body, size_t len, enum fop op)
     if (op == FOP_RENAME) {
         static const char *const allowed[] = {"from", "to", "overwrite", NULL};
         if ((r = json_check_object(j, allowed, &err)) < 0 ||
-                (r = json_get_str(j, "from", true, &p, &err)) < 0 ||
-                (r = json_get_str(j, "to", true, &to, &err)) < 0 ||
-                (r = json_get_bool(j, "overwrite", false, &overwrite, &err)) < 0)
+            (r = json_get_str(j, "from", true, &p, &err)) < 0 ||
+            (r = json_get_str(j, "to", true, &to, &err)) < 0 ||
+            (r = json_get_bool(j, "overwrite", false, &overwrite, &err)) < 0)
             goto fail;
     } else {
         static const char *const allowed[] = {"path", NULL};
         if ((r = json_check_object(j, allowed, &err)) < 0 ||
-                (r = json_get_str(j, "path", true, &p, &err)) < 0)
+            (r = json_get_str(j, "path", true, &p, &err)) < 0)
             goto fail;
     }
     if (norm(req, p, a, sizeof(a)) < 0 || (to && norm(req, to, b, sizeof(b)) < 0)) {
@@ -938,7 +931,7 @@ dir_body(struct http_req *req, const char *body, size_t len, enum fop op)
         return;
     }
     if ((op == FOP_RENAME && (path_is_root(a) || path_is_root(b))) ||
-            (op == FOP_RMDIR && path_is_root(a))) {
+        (op == FOP_RMDIR && path_is_root(a))) {
         r = err_set(&err, EINVAL, "the workspace root cannot be moved or removed");
         goto fail;
     }
@@ -1070,7 +1063,7 @@ run_check(struct store *s, struct wjob *j)
     (void)json_set(j->out, "corrupt_blobs", json_integer((json_int_t)rep.corrupt_blobs));
     (void)json_set(j->out, "orphan_entries", json_integer((json_int_t)rep.orphan_entries));
     (void)json_set(j->out, "first_problem",
-            rep.first_problem[0] ? json_string(rep.first_problem) : json_null());
+                   rep.first_problem[0] ? json_string(rep.first_problem) : json_null());
 }
 
 static void
@@ -1095,13 +1088,13 @@ method_is(struct http_req *req, const char *m, const char *allow)
         return true;
     http_req_add_header(req, "Allow", allow);
     api_error_msg(req, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)",
-            http_req_method(req), allow);
+                  http_req_method(req), allow);
     return false;
 }
 
 static void
-simple_job(struct api *a, struct http_req *req, const char *ws, void (*run)(struct store *,
-        struct wjob *), void (*done)(void *))
+simple_job(struct api *a, struct http_req *req, const char *ws,
+           void (*run)(struct store *, struct wjob *), void (*done)(void *))
 {
     struct wjob *j = wjob_new(a, req, ws);
     if (!j) {
@@ -1134,7 +1127,7 @@ wire_store(struct api *a, struct http_req *req, const char *what)
         return;
     }
     api_error_msg(req, 404, "not_found", "no route for %s %.200s", http_req_method(req),
-            http_req_path(req));
+                  http_req_path(req));
 }
 
 /* path is what follows "/v1/workspaces" ("" or "/..."). */
@@ -1242,8 +1235,7 @@ wire_workspaces(struct api *a, struct http_req *req, const char *path)
         char copy[256], *seg[4];
         int ns = strlen(rest) < sizeof(copy) ? api_split(strcpy(copy, rest), seg, 4) : -1;
         if (ns < 1) {
-            api_error_msg(req, 404, "not_found", "no route for %s %.200s", m,
-                    http_req_path(req));
+            api_error_msg(req, 404, "not_found", "no route for %s %.200s", m, http_req_path(req));
             return;
         }
         struct out_owner o = {.kind = OWNER_WORKSPACE};

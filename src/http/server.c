@@ -209,7 +209,7 @@ http_req_userdata(const struct http_req *req)
 
 void
 http_req_read_body(struct http_req *req, size_t max,
-        void (*done)(struct http_req *, const char *, size_t))
+                   void (*done)(struct http_req *, const char *, size_t))
 {
     req->mode = BODY_BUFFER;
     req->body_max = max;
@@ -219,7 +219,7 @@ http_req_read_body(struct http_req *req, size_t max,
 
 void
 http_req_stream_body(struct http_req *req, int (*chunk)(struct http_req *, const char *, size_t),
-        void (*done)(struct http_req *))
+                     void (*done)(struct http_req *))
 {
     req->mode = BODY_STREAM;
     req->chunk = chunk;
@@ -289,11 +289,12 @@ park(struct http_req *req, unsigned status, struct MHD_Response *resp)
 
 void
 http_respond(struct http_req *req, unsigned status, const char *content_type, const void *body,
-        size_t len)
+             size_t len)
 {
     if (req->answered || req->closed)
         return;
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *resp =
+            MHD_create_response_from_buffer(len, (void *)(uintptr_t)body, MHD_RESPMEM_MUST_COPY);
     if (!resp) {
         log_err("out of memory creating a response");
         return;
@@ -305,7 +306,7 @@ http_respond(struct http_req *req, unsigned status, const char *content_type, co
 
 void
 http_respond_fd(struct http_req *req, unsigned status, const char *content_type, int fd,
-        uint64_t size)
+                uint64_t size)
 {
     if (req->answered || req->closed) {
         safe_close(fd);
@@ -315,7 +316,7 @@ http_respond_fd(struct http_req *req, unsigned status, const char *content_type,
     if (!resp) {
         safe_close(fd);
         http_respond(req, 500, "application/json",
-                "{\"error\":\"internal\",\"message\":\"cannot stream the file\"}", 56);
+                     "{\"error\":\"internal\",\"message\":\"cannot stream the file\"}", 56);
         return;
     }
     if (content_type)
@@ -385,7 +386,7 @@ stream_free_cb(void *cls)
 
 int
 http_stream_start(struct http_req *req, unsigned status, const char *content_type,
-        const struct http_stream_ops *ops, void *ud, struct http_stream **ret)
+                  const struct http_stream_ops *ops, void *ud, struct http_stream **ret)
 {
     if (req->answered || req->closed)
         return -ECONNRESET;
@@ -396,9 +397,8 @@ http_stream_start(struct http_req *req, unsigned status, const char *content_typ
     s->ops = ops;
     s->ud = ud;
     buf_init(&s->buf, HTTP_STREAM_BUF);
-    struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, s,
-                    stream_free_cb);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                                  stream_read, s, stream_free_cb);
     if (!resp) {
         free(s);
         return -ENOMEM;
@@ -487,10 +487,10 @@ respond_error(struct http_req *req, unsigned status, const char *code, const cha
 static bool
 expects_small_body(struct http_req *req)
 {
-    const char *cl = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
-            MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *cl =
+            MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     const char *te = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
-            MHD_HTTP_HEADER_TRANSFER_ENCODING);
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
     uint64_t n;
     if (te)
         return true; /* chunked: drained up to HTTP_DRAIN_MAX, then cut */
@@ -501,7 +501,7 @@ expects_small_body(struct http_req *req)
 
 static enum MHD_Result
 on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-        const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
+          const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
     struct http_server *srv = cls;
     struct http_req *req = *con_cls;
@@ -563,7 +563,7 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         } else if (req->too_large) {
             char msg[128];
             (void)snprintf(msg, sizeof(msg), "request body is larger than %zu bytes",
-                    req->mode == BODY_BUFFER ? req->body_max : (size_t)0);
+                           req->mode == BODY_BUFFER ? req->body_max : (size_t)0);
             respond_error(req, 413, "too_large", msg);
         } else if (req->failed) {
             respond_error(req, 500, "internal", "the request body could not be stored");
@@ -588,7 +588,7 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 
 static void
 on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-        enum MHD_RequestTerminationCode toe)
+             enum MHD_RequestTerminationCode toe)
 {
     struct http_req *req = *con_cls;
     (void)cls;
@@ -606,7 +606,7 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void
 on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-        enum MHD_ConnectionNotificationCode toe)
+              enum MHD_ConnectionNotificationCode toe)
 {
     struct http_server *srv = cls;
     (void)conn;
@@ -641,10 +641,14 @@ unescape(void *cls, struct MHD_Connection *c, char *s)
     for (char *r = s; *r; r++) {
         if (r[0] == '%' && r[1] && r[2]) {
             int hi = r[1], lo = r[2];
-            int h = hi >= '0' && hi <= '9' ? hi - '0' : hi >= 'a' && hi <= 'f' ? hi - 'a' + 10
-                    : hi >= 'A' && hi <= 'F' ? hi - 'A' + 10 : -1;
-            int l = lo >= '0' && lo <= '9' ? lo - '0' : lo >= 'a' && lo <= 'f' ? lo - 'a' + 10
-                    : lo >= 'A' && lo <= 'F' ? lo - 'A' + 10 : -1;
+            int h = hi >= '0' && hi <= '9'   ? hi - '0'
+                    : hi >= 'a' && hi <= 'f' ? hi - 'a' + 10
+                    : hi >= 'A' && hi <= 'F' ? hi - 'A' + 10
+                                             : -1;
+            int l = lo >= '0' && lo <= '9'   ? lo - '0'
+                    : lo >= 'a' && lo <= 'f' ? lo - 'a' + 10
+                    : lo >= 'A' && lo <= 'F' ? lo - 'A' + 10
+                                             : -1;
             if (h >= 0 && l >= 0) {
                 int v = h * 16 + l;
                 *w++ = v == 0 ? 0x01 : (char)v;
@@ -703,7 +707,7 @@ make_listener(const char *host, uint16_t port, uint16_t *ret_port, struct err *e
         sl = sizeof(*in6);
     } else {
         return err_set(err, EINVAL, "listen address '%s' is not a numeric IPv4 or IPv6 address",
-                host);
+                       host);
     }
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
@@ -728,7 +732,7 @@ make_listener(const char *host, uint16_t port, uint16_t *ret_port, struct err *e
 
 int
 http_server_new(struct loop *loop, const struct http_server_config *c, struct http_server **ret,
-        struct err *err)
+                struct err *err)
 {
     struct http_server *s = calloc(1, sizeof(*s));
     if (!s)
@@ -742,19 +746,15 @@ http_server_new(struct loop *loop, const struct http_server_config *c, struct ht
         return fd;
     }
     s->listen_fd = fd;
-    s->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
-            NULL, NULL, on_access, s,
-            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-            MHD_OPTION_LISTEN_SOCKET, fd,
-            MHD_OPTION_CONNECTION_LIMIT, c->max_connections,
-            MHD_OPTION_CONNECTION_TIMEOUT, c->conn_timeout_s,
-            MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->conn_memory,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-            MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+    s->mhd = MHD_start_daemon(
+            MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_access,
+            s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTEN_SOCKET, fd,
+            MHD_OPTION_CONNECTION_LIMIT, c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+            c->conn_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->conn_memory,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
             /* abxd ignores SIGPIPE; saying so lets MHD use sendfile(). */
-            MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1,
-            MHD_OPTION_END);
+            MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1, MHD_OPTION_END);
     if (!s->mhd) {
         close(fd);
         free(s);

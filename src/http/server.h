@@ -29,17 +29,17 @@ struct http_req;
 struct http_stream;
 
 struct http_server_config {
-    const char *host;          /* numeric IPv4 or IPv6 address */
-    uint16_t port;             /* 0 = any free port */
+    const char *host; /* numeric IPv4 or IPv6 address */
+    uint16_t port;    /* 0 = any free port */
     unsigned max_connections;
-    unsigned conn_timeout_s;   /* idle connections are closed after this */
-    size_t conn_memory;        /* per-connection buffer; bounds request headers */
+    unsigned conn_timeout_s; /* idle connections are closed after this */
+    size_t conn_memory;      /* per-connection buffer; bounds request headers */
     void (*begin)(struct http_req *req, void *ud);
     void *ud;
 };
 
-int http_server_new(struct loop *loop, const struct http_server_config *c,
-        struct http_server **ret, struct err *err);
+int http_server_new(struct loop *loop, const struct http_server_config *c, struct http_server **ret,
+                    struct err *err);
 /* Resumes every suspended connection and stops the server. */
 void http_server_free(struct http_server *s);
 uint16_t http_server_port(const struct http_server *s);
@@ -56,20 +56,20 @@ bool http_req_is_head(const struct http_req *req);
 /* Per-request state of the surface; on_close runs once when the request is
  * over (answered, or the client went away). */
 void http_req_set_userdata(struct http_req *req, void *ud,
-        void (*on_close)(struct http_req *req, void *ud));
+                           void (*on_close)(struct http_req *req, void *ud));
 void *http_req_userdata(const struct http_req *req);
 
 /* Buffers the body (413 when larger than max) and calls done when it is
  * complete. Without a call to either body function the body must be
  * empty (else 413). */
 void http_req_read_body(struct http_req *req, size_t max,
-        void (*done)(struct http_req *req, const char *body, size_t len));
+                        void (*done)(struct http_req *req, const char *body, size_t len));
 /* Streams the body: chunk() for each piece (a negative return ends the
  * request with the response already set via http_respond*(), or 500),
  * then done(). */
 void http_req_stream_body(struct http_req *req,
-        int (*chunk)(struct http_req *req, const char *data, size_t len),
-        void (*done)(struct http_req *req));
+                          int (*chunk)(struct http_req *req, const char *data, size_t len),
+                          void (*done)(struct http_req *req));
 
 /* Takes no body (else 413) and answers later, from the loop: the request
  * waits, suspended, for http_respond*() or http_stream_start(). */
@@ -80,10 +80,10 @@ void http_req_add_header(struct http_req *req, const char *name, const char *val
 
 /* Answers; valid once, at any time (a suspended request resumes). Bodies
  * are copied; fd is taken over. */
-void http_respond(struct http_req *req, unsigned status, const char *content_type,
-        const void *body, size_t len);
+void http_respond(struct http_req *req, unsigned status, const char *content_type, const void *body,
+                  size_t len);
 void http_respond_fd(struct http_req *req, unsigned status, const char *content_type, int fd,
-        uint64_t size);
+                     uint64_t size);
 bool http_req_answered(const struct http_req *req);
 
 /* Keeps a reference to the request beyond begin()/done() for asynchronous
@@ -102,7 +102,7 @@ struct http_stream_ops {
 };
 
 int http_stream_start(struct http_req *req, unsigned status, const char *content_type,
-        const struct http_stream_ops *ops, void *ud, struct http_stream **ret);
+                      const struct http_stream_ops *ops, void *ud, struct http_stream **ret);
 /* Appends up to HTTP_STREAM_BUF buffered bytes: -EAGAIN when full (wait for fill). */
 int http_stream_write(struct http_stream *s, const void *data, size_t len);
 size_t http_stream_room(const struct http_stream *s);

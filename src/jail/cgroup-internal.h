@@ -18,7 +18,7 @@ struct cgroup_ops {
     int (*create)(struct cgroup_host *h, const char *name, struct err *err);
     int (*attach)(struct cgroup_host *h, const char *name, pid_t pid, struct err *err);
     int (*set_limits)(struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
-            struct err *err);
+                      struct err *err);
     int (*get_stats)(struct cgroup_host *h, const char *name, struct cgroup_stats *ret);
     int (*freeze)(struct cgroup_host *h, const char *name, bool frozen, struct err *err);
     int (*kill_all)(struct cgroup_host *h, const char *name);

@@ -42,9 +42,10 @@ find_mount(const char *c, char *out, size_t outsz)
             if (sscanf(line, "%*s %*s %*s %*s %511s", mp) == 1) {
                 char fstype[32] = "", src[64] = "", opts[512] = "";
                 if (sscanf(dash + 3, "%31s %63s %511s", fstype, src, opts) == 3 &&
-                        !strcmp(fstype, "cgroup")) {
+                    !strcmp(fstype, "cgroup")) {
                     char *save = NULL;
-                    for (char *tok = strtok_r(opts, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+                    for (char *tok = strtok_r(opts, ",", &save); tok;
+                         tok = strtok_r(NULL, ",", &save))
                         if (!strcmp(tok, c)) {
                             if ((size_t)snprintf(out, outsz, "%s", mp) < outsz)
                                 r = 0;
@@ -73,7 +74,7 @@ cgroup_v1_setup(struct cgroup_host *h, struct err *err)
             if (required) {
                 size_t n = strlen(missing);
                 (void)snprintf(missing + n, sizeof(missing) - n, "%scgroup %s controller",
-                        n ? "; " : "", ctrl_names[c]);
+                               n ? "; " : "", ctrl_names[c]);
             }
             continue;
         }
@@ -84,8 +85,8 @@ cgroup_v1_setup(struct cgroup_host *h, struct err *err)
             if (required) {
                 size_t k = strlen(missing);
                 (void)snprintf(missing + k, sizeof(missing) - k,
-                        "%swritable cgroup %s hierarchy (%s)", k ? "; " : "", ctrl_names[c],
-                        strerror(errno));
+                               "%swritable cgroup %s hierarchy (%s)", k ? "; " : "", ctrl_names[c],
+                               strerror(errno));
             }
             continue;
         }
@@ -126,14 +127,14 @@ v1_attach(struct cgroup_host *h, const char *name, pid_t pid, struct err *err)
         int r = write_existing_at(h->inst[c], path, val);
         if (r < 0)
             return err_setx(err, -r, "cannot move pid %d into cgroup '%s/%s'", (int)pid,
-                    h->inst_path[c], name);
+                            h->inst_path[c], name);
     }
     return 0;
 }
 
 static int
 set_at(struct cgroup_host *h, int c, const char *name, const char *file, const char *val,
-        struct err *err)
+       struct err *err)
 {
     char path[128];
     (void)snprintf(path, sizeof(path), "%s/%s", name, file);
@@ -145,7 +146,7 @@ set_at(struct cgroup_host *h, int c, const char *name, const char *file, const c
 
 static int
 v1_set_limits(struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
-        struct err *err)
+              struct err *err)
 {
     char val[32], path[128];
     int r;
@@ -225,8 +226,9 @@ v1_kill_all(struct cgroup_host *h, const char *name)
     bool frozen = v1_freeze(h, name, true, NULL) == 0;
     int total = 0;
     for (int round = 0; round < 16; round++) {
-        _cleanup_close_ int d = openat(h->inst[CG_PIDS] >= 0 ? h->inst[CG_PIDS] : h->inst[CG_MEMORY],
-                name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int d =
+                openat(h->inst[CG_PIDS] >= 0 ? h->inst[CG_PIDS] : h->inst[CG_MEMORY], name,
+                       O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (d < 0)
             break;
         int n = cgroup_kill_listed(d);

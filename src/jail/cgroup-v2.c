@@ -41,7 +41,7 @@ find_v2_mount(char *out, size_t outsz)
         char *dash = strstr(line, " - ");
         char mp[512], fstype[32];
         if (dash && sscanf(line, "%*s %*s %*s %*s %511s", mp) == 1 &&
-                sscanf(dash + 3, "%31s", fstype) == 1 && !strcmp(fstype, "cgroup2")) {
+            sscanf(dash + 3, "%31s", fstype) == 1 && !strcmp(fstype, "cgroup2")) {
             r = (size_t)snprintf(out, outsz, "%s", mp) < outsz ? 0 : -ENAMETOOLONG;
             break;
         }
@@ -100,11 +100,11 @@ cgroup_v2_setup(struct cgroup_host *h, struct err *err)
     (void)snprintf(path, sizeof(path), "%s/cgroup.controllers", mnt);
     r = read_file_at(AT_FDCWD, path, 4096, &ctl);
     bool have = r >= 0 && strstr(ctl.data, "memory") && strstr(ctl.data, "pids") &&
-            strstr(ctl.data, "cpu");
+                strstr(ctl.data, "cpu");
     buf_done(&ctl);
     if (!have) {
         (void)snprintf(h->missing, sizeof(h->missing),
-                "cgroup v2 memory, pids and cpu controllers (not enabled at '%.160s')", mnt);
+                       "cgroup v2 memory, pids and cpu controllers (not enabled at '%.160s')", mnt);
         return err_set(err, ENOENT, "%s", h->missing);
     }
     r = own_cgroup(own, sizeof(own));
@@ -131,7 +131,7 @@ cgroup_v2_setup(struct cgroup_host *h, struct err *err)
     }
     if (r < 0) {
         (void)snprintf(h->missing, sizeof(h->missing),
-                "delegated cgroup v2 subtree at '%.160s' (%.40s)", base, strerror(-r));
+                       "delegated cgroup v2 subtree at '%.160s' (%.40s)", base, strerror(-r));
         return err_setx(err, -r, "cannot enable %s in '%s'", V2_CONTROLLERS, base);
     }
     int n = snprintf(h->inst_path[0], sizeof(h->inst_path[0]), "%s/%s", base, h->instance);
@@ -157,8 +157,7 @@ v2_create(struct cgroup_host *h, const char *name, struct err *err)
 }
 
 static int
-set_at(struct cgroup_host *h, const char *name, const char *file, const char *val,
-        struct err *err)
+set_at(struct cgroup_host *h, const char *name, const char *file, const char *val, struct err *err)
 {
     char path[128];
     (void)snprintf(path, sizeof(path), "%s/%s", name, file);
@@ -178,7 +177,7 @@ v2_attach(struct cgroup_host *h, const char *name, pid_t pid, struct err *err)
 
 static int
 v2_set_limits(struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
-        struct err *err)
+              struct err *err)
 {
     char val[64];
     int r;

@@ -25,7 +25,7 @@ valid_name(const char *name)
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
-                    name[i] == '-'))
+              name[i] == '-'))
             return false;
     return true;
 }
@@ -36,15 +36,13 @@ have_unified_controllers(void)
     struct buf b;
     buf_init(&b, 4096);
     int r = read_file_at(AT_FDCWD, "/sys/fs/cgroup/cgroup.controllers", 4096, &b);
-    bool ok = r >= 0 && strstr(b.data, "memory") && strstr(b.data, "pids") &&
-            strstr(b.data, "cpu");
+    bool ok = r >= 0 && strstr(b.data, "memory") && strstr(b.data, "pids") && strstr(b.data, "cpu");
     buf_done(&b);
     return ok;
 }
 
 int
-cgroup_host_open(const char *force, const char *instance, struct cgroup_host **ret,
-        struct err *err)
+cgroup_host_open(const char *force, const char *instance, struct cgroup_host **ret, struct err *err)
 {
     struct cgroup_host *h = calloc(1, sizeof(*h));
     int r;
@@ -78,7 +76,7 @@ cgroup_host_open(const char *force, const char *instance, struct cgroup_host **r
         h->ops = NULL;
         if (!h->missing[0])
             (void)snprintf(h->missing, sizeof(h->missing), "cgroup (%.200s)",
-                    err_isset(err) ? err->msg : "unavailable");
+                           err_isset(err) ? err->msg : "unavailable");
         err_clear(err);
     }
     *ret = h;
@@ -126,10 +124,10 @@ cgroup_host_missing(const struct cgroup_host *h, struct buf *out)
     return buf_puts(out, h->missing);
 }
 
-#define NEED_OPS(h)                                                                            \
-    do {                                                                                       \
-        if (!(h)->ops)                                                                         \
-            return -EOPNOTSUPP;                                                                \
+#define NEED_OPS(h)             \
+    do {                        \
+        if (!(h)->ops)          \
+            return -EOPNOTSUPP; \
     } while (0)
 
 int
@@ -183,7 +181,7 @@ cgroup_procs_paths(struct cgroup_host *h, const char *name, char (*paths)[512], 
 
 int
 cgroup_set_limits(struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
-        struct err *err)
+                  struct err *err)
 {
     NEED_OPS(h);
     return h->ops->set_limits(h, name, l, err);

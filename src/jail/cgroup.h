@@ -35,18 +35,18 @@ struct cgroup_limits {
 };
 
 struct cgroup_stats {
-    uint64_t memory_bytes;  /* current usage */
-    uint64_t memory_peak;   /* bytes, 0 when unknown */
-    uint64_t pids;          /* current tasks */
-    uint64_t cpu_usec;      /* cumulative CPU time, 0 when unknown */
-    uint64_t oom_kills;     /* processes the OOM killer took in this group */
+    uint64_t memory_bytes; /* current usage */
+    uint64_t memory_peak;  /* bytes, 0 when unknown */
+    uint64_t pids;         /* current tasks */
+    uint64_t cpu_usec;     /* cumulative CPU time, 0 when unknown */
+    uint64_t oom_kills;    /* processes the OOM killer took in this group */
 };
 
 /* Detects the layout. force is "auto", "v1" or "v2". instance names our
  * directory ("abx-<hash>"). A host with no usable controllers is returned
  * anyway with version CGROUP_NONE; cgroup_host_missing() says why. */
 int cgroup_host_open(const char *force, const char *instance, struct cgroup_host **ret,
-        struct err *err);
+                     struct err *err);
 struct cgroup_host *cgroup_host_free(struct cgroup_host *h);
 enum cgroup_version cgroup_host_version(const struct cgroup_host *h);
 const char *cgroup_version_name(enum cgroup_version v);
@@ -65,7 +65,7 @@ int cgroup_attach(struct cgroup_host *h, const char *name, pid_t pid, struct err
  * v1 hierarchy) into paths[i] (each pathsz bytes); returns the count. */
 int cgroup_procs_paths(struct cgroup_host *h, const char *name, char (*paths)[512], int max);
 int cgroup_set_limits(struct cgroup_host *h, const char *name, const struct cgroup_limits *l,
-        struct err *err);
+                      struct err *err);
 int cgroup_get_stats(struct cgroup_host *h, const char *name, struct cgroup_stats *ret);
 int cgroup_freeze(struct cgroup_host *h, const char *name, bool frozen, struct err *err);
 /* SIGKILLs every process in the group (cgroup.kill on v2, freeze-kill-thaw on v1). */

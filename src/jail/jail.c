@@ -66,7 +66,7 @@ struct jail_host {
     int init_fd;
     int null_fd;
     struct workq *wq; /* deletes workspaces off the loop thread */
-    bool oom_protect;  /* we may set oom_score_adj to -1000 */
+    bool oom_protect; /* we may set oom_score_adj to -1000 */
     uint64_t root_bytes, tmp_bytes, shm_bytes;
     char missing[1024];
 };
@@ -157,7 +157,7 @@ make_init_fd(struct err *err)
     }
     /* Sealed: nobody, including a sandbox reading /proc/1/exe, can alter it. */
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
-            fchmod(fd, 0555) < 0) {
+        fchmod(fd, 0555) < 0) {
         r = -errno;
         safe_close(fd);
         return err_setx(err, -r, "cannot seal the init image");
@@ -210,12 +210,12 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
     h->tmp_bytes = c->tmp_bytes;
     h->shm_bytes = c->shm_bytes;
     if ((size_t)snprintf(h->state_dir, sizeof(h->state_dir), "%s", c->state_dir) >=
-                    sizeof(h->state_dir) ||
-            (size_t)snprintf(h->sandboxes_dir, sizeof(h->sandboxes_dir), "%s/sandboxes",
-                    c->state_dir) >= sizeof(h->sandboxes_dir) ||
-            (size_t)snprintf(h->rootmnt, sizeof(h->rootmnt), "%s/rootmnt", c->state_dir) >=
-                    sizeof(h->rootmnt) ||
-            (size_t)snprintf(h->etc, sizeof(h->etc), "%s/etc", c->state_dir) >= sizeof(h->etc)) {
+                sizeof(h->state_dir) ||
+        (size_t)snprintf(h->sandboxes_dir, sizeof(h->sandboxes_dir), "%s/sandboxes",
+                         c->state_dir) >= sizeof(h->sandboxes_dir) ||
+        (size_t)snprintf(h->rootmnt, sizeof(h->rootmnt), "%s/rootmnt", c->state_dir) >=
+                sizeof(h->rootmnt) ||
+        (size_t)snprintf(h->etc, sizeof(h->etc), "%s/etc", c->state_dir) >= sizeof(h->etc)) {
         r = err_set(err, ENAMETOOLONG, "state directory path too long");
         goto fail;
     }
@@ -230,7 +230,7 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
         goto fail;
     }
     if (h->mode == JAIL_UID &&
-            (chmod(h->state_dir, 0711) < 0 || fchmod(h->sandboxes_fd, 0711) < 0)) {
+        (chmod(h->state_dir, 0711) < 0 || fchmod(h->sandboxes_fd, 0711) < 0)) {
         r = err_setx(err, errno, "cannot make '%s' searchable for uid mode", h->sandboxes_dir);
         goto fail;
     }
@@ -276,12 +276,12 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
     if (geteuid() != 0) {
         char what[96];
         (void)snprintf(what, sizeof(what), "root privileges (abxd runs as uid %u)",
-                (unsigned)geteuid());
+                       (unsigned)geteuid());
         add_missing(h, what);
         goto done;
     }
     (void)snprintf(instance, sizeof(instance), "abx-%012llx",
-            (unsigned long long)(fnv1a(c->state_dir) & 0xffffffffffffULL));
+                   (unsigned long long)(fnv1a(c->state_dir) & 0xffffffffffffULL));
     r = cgroup_host_open(c->cgroup, instance, &h->cg, err);
     if (r < 0)
         goto fail;
@@ -453,7 +453,7 @@ on_timer(struct loop_timer *t, void *ud)
 
     if (j->state == J_CREATING) {
         (void)err_set(&j->err, ETIMEDOUT, "sandbox init did not become ready in %d ms",
-                JAIL_CREATE_TIMEOUT_MS);
+                      JAIL_CREATE_TIMEOUT_MS);
         j->failure = -ETIMEDOUT;
         jail_kill(j);
     } else if (j->state == J_DYING && j->pid > 0) {
@@ -613,7 +613,7 @@ handle_event(struct jail *j, const struct proto_event *ev)
             j->failure = -(int)ev->errnum;
             char tmp[128];
             (void)err_set(&j->err, (int)ev->errnum, "sandbox set-up failed at '%.64s': %s",
-                    ev->step, strerror_r((int)ev->errnum, tmp, sizeof(tmp)));
+                          ev->step, strerror_r((int)ev->errnum, tmp, sizeof(tmp)));
         }
         jail_kill(j);
         return;
@@ -622,7 +622,7 @@ handle_event(struct jail *j, const struct proto_event *ev)
             return;
         if (j->cb->spawned)
             j->cb->spawned(j, ev->token, ev->pid > 0 ? ev->pid : 0,
-                    ev->pid > 0 ? 0 : -(int)ev->errnum, ev->step, j->userdata);
+                           ev->pid > 0 ? 0 : -(int)ev->errnum, ev->step, j->userdata);
         return;
     case PROTO_EXITED:
         if (j->state != J_READY)
@@ -646,8 +646,10 @@ on_ctl(struct loop_io *io, uint32_t revents, void *ud)
     for (int i = 0; i < JAIL_RX_BATCH && j->ctl >= 0 && j->state != J_GONE; i++) {
         char cbuf[CMSG_SPACE(sizeof(int) * 8)];
         struct iovec iov = {rx, sizeof(rx)};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                .msg_controllen = sizeof(cbuf)};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = cbuf,
+                            .msg_controllen = sizeof(cbuf)};
         ssize_t k = recvmsg(j->ctl, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (k < 0 && (errno == EAGAIN || errno == EINTR))
             return;
@@ -726,7 +728,7 @@ send_config(struct jail *j, struct err *err)
     struct jail_host *h = j->host;
     struct proto_config c = {
             .version = PROTO_VERSION,
-            .mode = h->mode == JAIL_NS ? PROTO_MODE_NS
+            .mode = h->mode == JAIL_NS    ? PROTO_MODE_NS
                     : h->mode == JAIL_UID ? PROTO_MODE_UID
                                           : PROTO_MODE_NONE,
             .user_uid = (uint32_t)jail_user_uid(j),
@@ -792,8 +794,8 @@ clone_init(struct jail *j, int child_end, struct err *err)
 
 int
 jail_create(struct jail_host *h, struct loop *loop, const char *id,
-        const struct jail_limits *limits, const struct jail_callbacks *cb, void *userdata,
-        struct jail **ret, struct err *err)
+            const struct jail_limits *limits, const struct jail_callbacks *cb, void *userdata,
+            struct jail **ret, struct err *err)
 {
     int r;
     int sp[2] = {-EBADF, -EBADF};
@@ -806,7 +808,7 @@ jail_create(struct jail_host *h, struct loop *loop, const char *id,
         return err_set(err, EINVAL, "invalid sandbox id");
     if (h->missing[0])
         return err_set(err, EOPNOTSUPP, "isolation mode '%s' is not available: %s",
-                jail_mode_name(h->mode), h->missing);
+                       jail_mode_name(h->mode), h->missing);
     struct jail *j = calloc(1, sizeof(*j));
     if (!j)
         return -ENOMEM;
@@ -935,17 +937,16 @@ jail_spawn(struct jail *j, uint64_t token, const struct jail_spawn *sp, struct e
     static char b[PROTO_MAX_MSG];
     struct proto_writer w;
     proto_writer_init(&w, b, sizeof(b), PROTO_SPAWN);
-    int r = proto_encode_spawn(&w, token, uid, gid, PROTO_SPAWN_SETSID, sp->cwd, sp->argv,
-            sp->env);
+    int r = proto_encode_spawn(&w, token, uid, gid, PROTO_SPAWN_SETSID, sp->cwd, sp->argv, sp->env);
     if (r < 0)
         return err_set(err, E2BIG, "argv and env are larger than %d bytes (or %d entries)",
-                PROTO_MAX_MSG, PROTO_MAX_ARGS);
+                       PROTO_MAX_MSG, PROTO_MAX_ARGS);
 
     char cbuf[CMSG_SPACE(sizeof(int) * 3)];
     memset(cbuf, 0, sizeof(cbuf));
     struct iovec iov = {b, w.len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-            .msg_controllen = sizeof(cbuf)};
+    struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
@@ -984,7 +985,7 @@ jail_set_limits(struct jail *j, const struct jail_limits *l, struct err *err)
 {
     if (!j->have_cgroup)
         return err_set(err, EOPNOTSUPP, "limits need a cgroup (isolation mode '%s')",
-                jail_mode_name(j->host->mode));
+                       jail_mode_name(j->host->mode));
     struct cgroup_limits cl = {l->memory_bytes, l->cpu_millis, l->pids};
     return cgroup_set_limits(j->host->cg, j->id, &cl, err);
 }

@@ -38,7 +38,7 @@ enum jail_mode jail_mode_from_name(const char *s);
 #define JAIL_UID_RANGE 65536u /* host uids per sandbox: in-sandbox 0..65535 */
 
 struct jail_host_config {
-    struct loop *loop;        /* where teardown completions are delivered */
+    struct loop *loop; /* where teardown completions are delivered */
     enum jail_mode mode;
     const char *state_dir;    /* absolute; sandboxes live in state_dir/sandboxes */
     const char *cgroup;       /* "auto", "v1" or "v2" */
@@ -92,7 +92,7 @@ struct jail_callbacks {
     void (*ready)(struct jail *j, int r, const struct err *err, void *userdata);
     /* A spawn request finished: pid > 0, or r < 0 with the failing step. */
     void (*spawned)(struct jail *j, uint64_t token, pid_t pid, int r, const char *step,
-            void *userdata);
+                    void *userdata);
     /* A process we spawned exited (wait status). */
     void (*exited)(struct jail *j, pid_t pid, int status, void *userdata);
     /* A ready jail is gone (killed or init died) and fully cleaned up. */
@@ -103,8 +103,8 @@ struct jail_callbacks {
  * ready callback fires later, or -errno synchronously (-EAGAIN: no free uid
  * slot). */
 int jail_create(struct jail_host *h, struct loop *loop, const char *id,
-        const struct jail_limits *limits, const struct jail_callbacks *cb, void *userdata,
-        struct jail **ret, struct err *err);
+                const struct jail_limits *limits, const struct jail_callbacks *cb, void *userdata,
+                struct jail **ret, struct err *err);
 
 struct jail_spawn {
     bool root;               /* run as sandbox root instead of "user" */

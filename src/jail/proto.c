@@ -146,7 +146,7 @@ proto_get_str(struct proto_reader *r, uint32_t *ret_len)
     uint32_t n = proto_get_u32(r);
     /* n bytes, then the NUL; no NUL may hide inside. */
     if (r->bad || n >= r->len - r->pos || r->buf[r->pos + n] != '\0' ||
-            memchr(r->buf + r->pos, '\0', n)) {
+        memchr(r->buf + r->pos, '\0', n)) {
         r->bad = true;
         if (ret_len)
             *ret_len = 0;
@@ -243,7 +243,7 @@ proto_decode_config(const void *buf, size_t n, struct proto_config *c)
 
 int
 proto_encode_spawn(struct proto_writer *w, uint64_t token, uint32_t uid, uint32_t gid,
-        uint32_t flags, const char *cwd, const char *const *argv, const char *const *env)
+                   uint32_t flags, const char *cwd, const char *const *argv, const char *const *env)
 {
     uint32_t argc = 0, envc = 0;
     while (argv[argc])
@@ -278,7 +278,7 @@ proto_decode_spawn(struct proto_reader *r, struct proto_spawn *s)
     s->argc = proto_get_u32(r);
     s->envc = proto_get_u32(r);
     if (r->bad || s->argc == 0 || s->argc > PROTO_MAX_ARGS || s->envc > PROTO_MAX_ARGS ||
-            s->argc + s->envc > PROTO_MAX_ARGS)
+        s->argc + s->envc > PROTO_MAX_ARGS)
         return -EBADMSG;
     return 0;
 }

@@ -17,11 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION  1
-#define PROTO_MAX_MSG  (256 * 1024) /* bytes per packet, argv+env included */
-#define PROTO_MAX_FDS  3
-#define PROTO_MAX_ARGS 8192 /* argv + env entries per spawn */
-#define PROTO_MAX_BINDS 16
+#define PROTO_VERSION     1
+#define PROTO_MAX_MSG     (256 * 1024) /* bytes per packet, argv+env included */
+#define PROTO_MAX_FDS     3
+#define PROTO_MAX_ARGS    8192 /* argv + env entries per spawn */
+#define PROTO_MAX_BINDS   16
 #define PROTO_MAX_CGROUPS 8
 
 enum proto_type {
@@ -95,17 +95,17 @@ struct proto_bind {
 
 struct proto_config {
     uint32_t version, mode;
-    uint32_t user_uid, user_gid;   /* "user" inside (ns) or on the host (uid) */
-    uint32_t root_uid_host;        /* host uid/gid that sandbox root maps to (ns) */
+    uint32_t user_uid, user_gid; /* "user" inside (ns) or on the host (uid) */
+    uint32_t root_uid_host;      /* host uid/gid that sandbox root maps to (ns) */
     uint32_t root_gid_host;
-    uint32_t tty_gid_host;         /* host gid that shows as "tty" (5) inside */
+    uint32_t tty_gid_host; /* host gid that shows as "tty" (5) inside */
     uint64_t root_bytes, tmp_bytes, shm_bytes;
-    const char *rootmnt;           /* host directory to build the new root on */
-    const char *workspace;         /* host path of the workspace */
-    const char *etc;               /* host path of the generated /etc */
+    const char *rootmnt;   /* host directory to build the new root on */
+    const char *workspace; /* host path of the workspace */
+    const char *etc;       /* host path of the generated /etc */
     const char *hostname;
-    const void *bpf;               /* struct sock_filter[], may be empty */
-    uint32_t bpf_len;              /* bytes */
+    const void *bpf;  /* struct sock_filter[], may be empty */
+    uint32_t bpf_len; /* bytes */
     uint32_t nbinds;
     struct proto_bind binds[PROTO_MAX_BINDS];
     /* cgroup.procs files init writes itself into before anything else, so
@@ -129,7 +129,8 @@ int proto_decode_config(const void *buf, size_t n, struct proto_config *c);
 
 /* Encodes a spawn; argv and env are NULL-terminated string arrays. */
 int proto_encode_spawn(struct proto_writer *w, uint64_t token, uint32_t uid, uint32_t gid,
-        uint32_t flags, const char *cwd, const char *const *argv, const char *const *env);
+                       uint32_t flags, const char *cwd, const char *const *argv,
+                       const char *const *env);
 /* Decodes the fixed part and leaves r positioned at the first argv string;
  * the caller reads argc + envc strings and then calls proto_reader_done(). */
 int proto_decode_spawn(struct proto_reader *r, struct proto_spawn *s);
@@ -137,12 +138,12 @@ int proto_decode_spawn(struct proto_reader *r, struct proto_spawn *s);
 /* Messages from init, decoded by abxd. */
 struct proto_event {
     uint32_t type;
-    uint64_t token;     /* SPAWNED */
-    int32_t pid;        /* SPAWNED (> 0 on success), EXITED */
-    int32_t status;     /* EXITED: wait status */
-    uint32_t errnum;    /* FAILED, SPAWNED on failure */
-    const char *step;   /* FAILED, SPAWNED on failure */
-    uint64_t usec;      /* READY: setup time inside init */
+    uint64_t token;   /* SPAWNED */
+    int32_t pid;      /* SPAWNED (> 0 on success), EXITED */
+    int32_t status;   /* EXITED: wait status */
+    uint32_t errnum;  /* FAILED, SPAWNED on failure */
+    const char *step; /* FAILED, SPAWNED on failure */
+    uint64_t usec;    /* READY: setup time inside init */
 };
 
 /* Decodes any init->abxd packet; -EBADMSG for anything malformed or unknown. */

@@ -36,21 +36,61 @@ static const char resolv[] = "# no network: sandboxes reach loopback only\n";
 
 /* Host entries copied verbatim (files, symlinks or whole directories). */
 static const char *const allow[] = {
-        "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "localtime", "timezone",
-        "mime.types", "services", "protocols", "ethertypes", "inputrc", "profile", "profile.d",
-        "bash.bashrc", "environment", "shells", "login.defs", "debian_version", "os-release",
-        "issue", "magic", "magic.mime", "ca-certificates", "ca-certificates.conf", "fonts",
-        "terminfo", "skel", "gai.conf", "host.conf", "locale.alias", "locale.gen", "papersize",
-        "mailcap", "python3", "python3.11", "python3.12", "perl", "vim", "nanorc",
-        "bash_completion", "bash_completion.d", "subversion", "X11", "gitconfig.d",
-        "xdg", "dpkg", "ImageMagick-6", NULL,
+        "ld.so.cache",
+        "ld.so.conf",
+        "ld.so.conf.d",
+        "alternatives",
+        "localtime",
+        "timezone",
+        "mime.types",
+        "services",
+        "protocols",
+        "ethertypes",
+        "inputrc",
+        "profile",
+        "profile.d",
+        "bash.bashrc",
+        "environment",
+        "shells",
+        "login.defs",
+        "debian_version",
+        "os-release",
+        "issue",
+        "magic",
+        "magic.mime",
+        "ca-certificates",
+        "ca-certificates.conf",
+        "fonts",
+        "terminfo",
+        "skel",
+        "gai.conf",
+        "host.conf",
+        "locale.alias",
+        "locale.gen",
+        "papersize",
+        "mailcap",
+        "python3",
+        "python3.11",
+        "python3.12",
+        "perl",
+        "vim",
+        "nanorc",
+        "bash_completion",
+        "bash_completion.d",
+        "subversion",
+        "X11",
+        "gitconfig.d",
+        "xdg",
+        "dpkg",
+        "ImageMagick-6",
+        NULL,
 };
 /* Inside copied directories, names never copied. */
 static bool
 denied(const char *name)
 {
     return !strcmp(name, "private") || strstr(name, "shadow") || strstr(name, "ssh") ||
-            strstr(name, "secret") || strstr(name, ".key");
+           strstr(name, "secret") || strstr(name, ".key");
 }
 
 static int copy_entry(int sdir, int ddir, const char *name, int depth, int *budget);

@@ -21,11 +21,11 @@ struct uidpool {
 
 int
 uidpool_open(const char *lockfile, uint32_t base, uint32_t size, uint32_t nslots,
-        struct uidpool **ret, struct err *err)
+             struct uidpool **ret, struct err *err)
 {
     if (size == 0 || nslots == 0 || (uint64_t)base + (uint64_t)size * nslots > UINT32_MAX - 1)
-        return err_set(err, EINVAL, "uid pool %u + %u x %u does not fit in 32 bits", base,
-                nslots, size);
+        return err_set(err, EINVAL, "uid pool %u + %u x %u does not fit in 32 bits", base, nslots,
+                       size);
     if (base < 65536)
         return err_set(err, EINVAL, "uid pool base %u overlaps ordinary host users", base);
     char dir[512];

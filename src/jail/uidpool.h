@@ -17,7 +17,7 @@
 struct uidpool;
 
 int uidpool_open(const char *lockfile, uint32_t base, uint32_t size, uint32_t nslots,
-        struct uidpool **ret, struct err *err);
+                 struct uidpool **ret, struct err *err);
 struct uidpool *uidpool_free(struct uidpool *p);
 
 /* Takes a free slot; -EAGAIN when every slot is held by someone. */

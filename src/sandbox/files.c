@@ -147,7 +147,7 @@ files_open_read(int root, const char *rel, int *ret_fd, struct files_stat *ret, 
 /* Opens the parent directory of rel (creating it) and splits off the name. */
 static int
 open_parent(int root, const char *rel, bool create, uid_t uid, gid_t gid, char *name,
-        struct err *err)
+            struct err *err)
 {
     char parent[PATH_MAX_LEN + 2];
     int r = path_split(rel, parent, name, sizeof(parent));
@@ -172,7 +172,7 @@ struct files_upload {
 
 int
 files_upload_begin(int root, const char *rel, uid_t uid, gid_t gid, uint64_t max_bytes,
-        struct files_upload **ret, struct err *err)
+                   struct files_upload **ret, struct err *err)
 {
     struct files_upload *up = calloc(1, sizeof(*up));
     if (!up)
@@ -193,8 +193,8 @@ files_upload_begin(int root, const char *rel, uid_t uid, gid_t gid, uint64_t max
         char rnd[17];
         (void)rand_hex(rnd, 8);
         (void)snprintf(up->tmpname, sizeof(up->tmpname), ".abx-upload-%s", rnd);
-        up->fd = openat(up->dirfd, up->tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                0644);
+        up->fd = openat(up->dirfd, up->tmpname,
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     }
     if (up->fd < 0) {
         r = fail(err, -errno, rel, "create");
@@ -217,7 +217,7 @@ files_upload_write(struct files_upload *up, const void *data, size_t n, struct e
         char p[PATH_MAX_LEN + 2];
         show(up->rel, p, sizeof(p));
         return err_set(err, EFBIG, "'%.512s' would be larger than %llu bytes", p,
-                (unsigned long long)up->max);
+                       (unsigned long long)up->max);
     }
     int r = write_full(up->fd, data, n);
     if (r < 0)
@@ -240,7 +240,7 @@ files_upload_abort(struct files_upload *up)
 
 int
 files_upload_commit(struct files_upload *up, struct files_stat *ret, bool *ret_created,
-        struct err *err)
+                    struct err *err)
 {
     struct stat st;
     int r;
@@ -404,7 +404,7 @@ files_rmdir(int root, const char *rel, struct err *err)
 
 int
 files_rename(int root, const char *from, const char *to, bool overwrite, uid_t uid, gid_t gid,
-        struct err *err)
+             struct err *err)
 {
     char fname[PATH_NAME_MAX + 1], tname[PATH_NAME_MAX + 1];
 
@@ -424,8 +424,8 @@ files_rename(int root, const char *from, const char *to, bool overwrite, uid_t u
     if (renameat2(fdir, fname, tdir, tname, overwrite ? 0 : RENAME_NOREPLACE) < 0) {
         if (errno == EINVAL)
             return err_set(err, EINVAL, "cannot move '/%.256s' into itself", from);
-        return fail(err, -errno, errno == EEXIST || errno == ENOTEMPTY || errno == EISDIR ? to : from,
-                "rename");
+        return fail(err, -errno,
+                    errno == EEXIST || errno == ENOTEMPTY || errno == EISDIR ? to : from, "rename");
     }
     return 0;
 }
@@ -542,7 +542,7 @@ files_tree_free(struct files_tree *t)
 
 int
 files_tree_list(int root, const char *rel, const struct files_walk_opts *opts,
-        struct files_tree *ret, struct err *err)
+                struct files_tree *ret, struct err *err)
 {
     struct files_tree t = {0};
     struct walk_state ws = {&t, opts, opts && opts->max ? opts->max : FILES_WALK_MAX};
@@ -559,7 +559,7 @@ files_tree_list(int root, const char *rel, const struct files_walk_opts *opts,
     buf_done(&prefix);
     if (r == -E2BIG)
         r = err_set(err, E2BIG, "more than %zu entries below '/%s'", ws.max,
-                path_is_root(rel) ? "" : rel);
+                    path_is_root(rel) ? "" : rel);
     else if (r == -ELOOP)
         r = err_set(err, ELOOP, "directories nested deeper than %d levels", FILES_MAX_DEPTH);
     else if (r < 0)

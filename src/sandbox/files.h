@@ -25,9 +25,9 @@
 
 #include "../util/err.h"
 
-#define FILES_VERSION_LEN   16
-#define FILES_WALK_MAX      100000 /* entries one walk may return */
-#define FILES_MAX_DEPTH     256    /* directory levels walk and rmdir descend */
+#define FILES_VERSION_LEN 16
+#define FILES_WALK_MAX    100000 /* entries one walk may return */
+#define FILES_MAX_DEPTH   256    /* directory levels walk and rmdir descend */
 
 enum files_type {
     FILES_FILE,
@@ -51,19 +51,19 @@ int files_stat(int root, const char *rel, struct files_stat *ret, struct err *er
 
 /* Opens a regular file for reading; ret_fd is O_RDONLY|O_CLOEXEC. */
 int files_open_read(int root, const char *rel, int *ret_fd, struct files_stat *ret,
-        struct err *err);
+                    struct err *err);
 
 struct files_upload;
 
 /* Starts writing rel (creating its parent directories as uid:gid). Data
  * beyond max_bytes fails with -EFBIG. */
 int files_upload_begin(int root, const char *rel, uid_t uid, gid_t gid, uint64_t max_bytes,
-        struct files_upload **ret, struct err *err);
+                       struct files_upload **ret, struct err *err);
 int files_upload_write(struct files_upload *up, const void *data, size_t n, struct err *err);
 /* Links the data into place (replacing a file, never a directory) and frees
  * up. ret_created says whether rel did not exist before. */
 int files_upload_commit(struct files_upload *up, struct files_stat *ret, bool *ret_created,
-        struct err *err);
+                        struct err *err);
 /* Discards the data and frees up. NULL is ok. */
 void files_upload_abort(struct files_upload *up);
 
@@ -71,12 +71,12 @@ void files_upload_abort(struct files_upload *up);
 int files_delete(int root, const char *rel, struct err *err);
 /* mkdir -p; ret_created is false when it already existed as a directory. */
 int files_mkdir(int root, const char *rel, uid_t uid, gid_t gid, bool *ret_created,
-        struct err *err);
+                struct err *err);
 /* Removes a directory and everything below it; never the root. */
 int files_rmdir(int root, const char *rel, struct err *err);
 /* Renames from to (creating to's parents). -EEXIST unless overwrite. */
 int files_rename(int root, const char *from, const char *to, bool overwrite, uid_t uid, gid_t gid,
-        struct err *err);
+                 struct err *err);
 
 struct files_entry {
     char *path; /* "/a/b", relative to the workspace root */
@@ -103,5 +103,5 @@ struct files_walk_opts {
     size_t max; /* entries kept; 0 = FILES_WALK_MAX */
 };
 int files_tree_list(int root, const char *rel, const struct files_walk_opts *opts,
-        struct files_tree *ret, struct err *err);
+                    struct files_tree *ret, struct err *err);
 void files_tree_free(struct files_tree *t);

@@ -16,9 +16,9 @@
 #include "../util/fd.h"
 #include "../util/timeutil.h"
 
-#define READ_CHUNK      (64 * 1024)
-#define READS_PER_WAKE  4
-#define REC_MIN_CAP     8192
+#define READ_CHUNK     (64 * 1024)
+#define READS_PER_WAKE 4
+#define REC_MIN_CAP    8192
 
 struct log_rec {
     struct list link;
@@ -91,7 +91,7 @@ log_start(const struct proc *p)
 static void
 wake_readers(struct proc *p)
 {
-    list_foreach_safe(l, tmp, &p->readers) {
+    list_foreach_safe (l, tmp, &p->readers) {
         struct proc_reader *r = list_entry(l, struct proc_reader, link);
         if (r->wake)
             r->wake(r->ud);
@@ -123,7 +123,7 @@ log_trim(struct proc *p)
 {
     const size_t target = PROC_LOG_MAX - READ_CHUNK;
     uint64_t keep_from = p->log_end;
-    list_foreach(l, &p->readers) {
+    list_foreach (l, &p->readers) {
         struct proc_reader *r = list_entry(l, struct proc_reader, link);
         keep_from = MIN(keep_from, r->offset);
     }
@@ -143,8 +143,7 @@ log_trim(struct proc *p)
 static int
 log_append(struct proc *p, enum proc_stream s, const char *data, size_t n)
 {
-    struct log_rec *t = list_empty(&p->log) ? NULL
-                                            : list_entry(p->log.prev, struct log_rec, link);
+    struct log_rec *t = list_empty(&p->log) ? NULL : list_entry(p->log.prev, struct log_rec, link);
     size_t done = 0;
 
     if (t && t->stream == s && t->cap > t->len) {
@@ -405,7 +404,7 @@ on_grace(struct loop_timer *t, void *ud)
 
 int
 proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd, int err_fd,
-        const struct proc_owner *owner, void *owner_ud, struct proc **ret)
+         const struct proc_owner *owner, void *owner_ud, struct proc **ret)
 {
     struct proc *p = calloc(1, sizeof(*p));
     int r;
@@ -449,12 +448,12 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
         goto fail;
     }
     if ((r = loop_timer_new(loop, on_deadline, p, &p->t_deadline)) < 0 ||
-            (r = loop_timer_new(loop, on_deadline, p, &p->t_idle)) < 0 ||
-            (r = loop_timer_new(loop, on_grace, p, &p->t_grace)) < 0)
+        (r = loop_timer_new(loop, on_deadline, p, &p->t_idle)) < 0 ||
+        (r = loop_timer_new(loop, on_grace, p, &p->t_grace)) < 0)
         goto fail;
     /* Fresh pipe ends: O_NONBLOCK can be set without reading the flags. */
     if (fcntl(out_fd, F_SETFL, O_NONBLOCK) < 0 || fcntl(err_fd, F_SETFL, O_NONBLOCK) < 0 ||
-            (in_fd >= 0 && fcntl(in_fd, F_SETFL, O_NONBLOCK) < 0)) {
+        (in_fd >= 0 && fcntl(in_fd, F_SETFL, O_NONBLOCK) < 0)) {
         r = -errno;
         goto fail;
     }
@@ -464,8 +463,8 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
      * process just blocks on its pipe for that moment. */
     p->reading_paused = true;
     if ((r = loop_io_add(loop, out_fd, EPOLLET, on_stdout, p, &p->out_io)) < 0 ||
-            (r = loop_io_add(loop, err_fd, EPOLLET, on_stderr, p, &p->err_io)) < 0 ||
-            (in_fd >= 0 && (r = loop_io_add(loop, in_fd, 0, on_stdin, p, &p->in_io)) < 0))
+        (r = loop_io_add(loop, err_fd, EPOLLET, on_stderr, p, &p->err_io)) < 0 ||
+        (in_fd >= 0 && (r = loop_io_add(loop, in_fd, 0, on_stdin, p, &p->in_io)) < 0))
         goto fail;
     if (spec->stdin_len) {
         r = proc_stdin_write(p, spec->stdin_data, spec->stdin_len, NULL, NULL);
@@ -604,7 +603,7 @@ proc_free(struct proc *p)
 {
     if (!p)
         return;
-    list_foreach_safe(l, tmp, &p->readers) {
+    list_foreach_safe (l, tmp, &p->readers) {
         struct proc_reader *r = list_entry(l, struct proc_reader, link);
         list_remove(&r->link);
         r->p = NULL;
@@ -617,7 +616,7 @@ proc_free(struct proc *p)
     loop_timer_free(p->t_deadline);
     loop_timer_free(p->t_idle);
     loop_timer_free(p->t_grace);
-    list_foreach_safe(l, tmp, &p->log) {
+    list_foreach_safe (l, tmp, &p->log) {
         list_remove(l);
         free(list_entry(l, struct log_rec, link));
     }
@@ -725,7 +724,7 @@ proc_log_bytes(const struct proc *p)
 
 int
 proc_reader_new(struct proc *p, uint64_t offset, void (*wake)(void *ud), void *ud,
-        struct proc_reader **ret)
+                struct proc_reader **ret)
 {
     struct proc_reader *r = calloc(1, sizeof(*r));
     if (!r)
@@ -765,7 +764,7 @@ proc_reader_peek(struct proc_reader *r, size_t max, struct proc_chunk *ret)
         ret->dropped = start - r->offset;
         return 1;
     }
-    list_foreach(l, &p->log) {
+    list_foreach (l, &p->log) {
         struct log_rec *rec = list_entry(l, struct log_rec, link);
         if (r->offset >= rec->offset && r->offset < rec->offset + rec->len) {
             size_t off = (size_t)(r->offset - rec->offset);

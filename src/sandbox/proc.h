@@ -44,14 +44,14 @@ enum proc_stream {
 enum proc_state {
     PROC_STARTING, /* spawn requested, no pid yet */
     PROC_RUNNING,
-    PROC_EXITED,   /* exit status known and output drained: final */
+    PROC_EXITED, /* exit status known and output drained: final */
 };
 
 struct proc_result {
-    int exit_code;        /* 0..255; 124 timed out; 128+N killed by signal N */
-    int signal;           /* terminating signal, 0 if it exited */
+    int exit_code; /* 0..255; 124 timed out; 128+N killed by signal N */
+    int signal;    /* terminating signal, 0 if it exited */
     bool timed_out;
-    bool oom_killed;      /* killed by the memory limit */
+    bool oom_killed; /* killed by the memory limit */
     uint64_t duration_ms;
 };
 
@@ -84,7 +84,7 @@ struct proc_spec {
  * its pipes (out_fd and err_fd read ends, in_fd write end or -1 when it has
  * no stdin to write; non-blocking is set here). */
 int proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd, int err_fd,
-        const struct proc_owner *owner, void *owner_ud, struct proc **ret);
+             const struct proc_owner *owner, void *owner_ud, struct proc **ret);
 /* Frees the process and its log; readers are detached (they see the end). */
 void proc_free(struct proc *p);
 
@@ -100,7 +100,7 @@ void proc_abandon(struct proc *p);
 pid_t proc_pid(const struct proc *p);
 enum proc_state proc_get_state(const struct proc *p);
 const struct proc_result *proc_get_result(const struct proc *p); /* NULL until exited */
-const char *proc_argv_text(const struct proc *p); /* argv joined by NUL, see argc */
+const char *proc_argv_text(const struct proc *p);                /* argv joined by NUL, see argc */
 size_t proc_argc(const struct proc *p);
 const char *proc_cwd(const struct proc *p);
 bool proc_is_root(const struct proc *p);
@@ -119,8 +119,7 @@ int proc_signal(struct proc *p, int sig, bool group);
  * (r = 0), or the pipe broke / stdin was closed (r < 0). -EFBIG when the
  * queue would exceed PROC_STDIN_MAX, -EPIPE when stdin is closed. */
 typedef void (*proc_stdin_done_fn)(void *ud, int r);
-int proc_stdin_write(struct proc *p, const void *data, size_t n, proc_stdin_done_fn done,
-        void *ud);
+int proc_stdin_write(struct proc *p, const void *data, size_t n, proc_stdin_done_fn done, void *ud);
 /* Closes stdin once the queued data has been written. */
 int proc_stdin_close(struct proc *p);
 
@@ -138,7 +137,7 @@ struct proc_chunk {
 /* Attaches a reader at offset (clamped to the end). wake(ud) is called
  * (possibly many times) when new output or the end is available. */
 int proc_reader_new(struct proc *p, uint64_t offset, void (*wake)(void *ud), void *ud,
-        struct proc_reader **ret);
+                    struct proc_reader **ret);
 void proc_reader_free(struct proc_reader *r);
 /* Next chunk at the cursor, at most max bytes: 1 with a chunk (advance with
  * proc_reader_consume), 0 when nothing is available yet, -ENODATA at the

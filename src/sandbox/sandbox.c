@@ -181,7 +181,7 @@ on_retry(struct loop_timer *t, void *ud)
 static struct jail *
 pool_take(struct sandbox_host *h)
 {
-    list_foreach(l, &h->pool) {
+    list_foreach (l, &h->pool) {
         struct pooled *pj = list_entry(l, struct pooled, link);
         if (!pj->ready || !jail_is_ready(pj->jail))
             continue;
@@ -196,7 +196,7 @@ pool_take(struct sandbox_host *h)
 
 int
 sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_host_config *c,
-        struct sandbox_host **ret)
+                 struct sandbox_host **ret)
 {
     struct sandbox_host *h = calloc(1, sizeof(*h));
     if (!h)
@@ -222,7 +222,7 @@ sandbox_host_drain_pool(struct sandbox_host *h)
 {
     h->draining = true;
     loop_timer_disarm(h->retry);
-    list_foreach_safe(l, tmp, &h->pool) {
+    list_foreach_safe (l, tmp, &h->pool) {
         struct pooled *pj = list_entry(l, struct pooled, link);
         jail_kill(pj->jail); /* pool_gone / pool_ready(error) free it */
     }
@@ -233,7 +233,7 @@ sandbox_host_free(struct sandbox_host *h)
 {
     if (!h)
         return NULL;
-    list_foreach_safe(l, tmp, &h->pool) {
+    list_foreach_safe (l, tmp, &h->pool) {
         struct pooled *pj = list_entry(l, struct pooled, link);
         list_remove(&pj->link);
         jail_free(pj->jail);
@@ -310,7 +310,7 @@ on_jail_gone(struct jail *j, void *ud)
 
     sb->state = SB_GONE;
     fail_pending(sb, -ESRCH, "sandbox is gone");
-    list_foreach(l, &sb->procs) {
+    list_foreach (l, &sb->procs) {
         struct entry *e = list_entry(l, struct entry, link);
         proc_abandon(e->p);
     }
@@ -321,7 +321,7 @@ on_jail_gone(struct jail *j, void *ud)
 static struct entry *
 find_entry(struct sandbox *sb, pid_t pid)
 {
-    list_foreach(l, &sb->procs) {
+    list_foreach (l, &sb->procs) {
         struct entry *e = list_entry(l, struct entry, link);
         if (e->pid == pid)
             return e;
@@ -348,7 +348,7 @@ on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, v
     struct pending *pd = NULL;
     (void)j;
 
-    list_foreach(l, &sb->pending) {
+    list_foreach (l, &sb->pending) {
         struct pending *x = list_entry(l, struct pending, link);
         if (x->token == token) {
             pd = x;
@@ -376,7 +376,7 @@ on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, v
             r = -ENOMEM;
         if (r == -ENOENT || r == -ENOTDIR)
             (void)err_set(&err, ENOENT, "cannot start the process: %s failed: %s", step,
-                    strerror(-r));
+                          strerror(-r));
         else
             (void)err_setx(&err, -r, "cannot start the process: %s failed", step);
         free(e);
@@ -433,7 +433,7 @@ copy_env(struct sandbox *sb, const char *const *env)
 
 int
 sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec *spec,
-        sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err)
+               sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err)
 {
     struct sandbox *sb = calloc(1, sizeof(*sb));
     struct jail *j = NULL;
@@ -611,7 +611,7 @@ owner_finished(void *ud, struct proc *p)
     sb->nrunning--;
     sb->nexited++;
     /* Keep the newest finished processes; forget the oldest. */
-    list_foreach_safe(l, tmp, &sb->procs) {
+    list_foreach_safe (l, tmp, &sb->procs) {
         if (sb->nexited <= SANDBOX_KEEP_EXITED)
             break;
         struct entry *x = list_entry(l, struct entry, link);
@@ -636,8 +636,8 @@ build_env(struct sandbox *sb, const struct sandbox_exec *x, const char **out, si
 
     (void)snprintf(home_buf, sizeof(home_buf), "HOME=%s", jail_home(sb->jail, x->root));
     const char *defaults[] = {"PATH=" SANDBOX_DEFAULT_PATH, home_buf,
-            x->root && ns ? "USER=root" : "USER=user",
-            x->root && ns ? "LOGNAME=root" : "LOGNAME=user", "LANG=C.UTF-8"};
+                              x->root && ns ? "USER=root" : "USER=user",
+                              x->root && ns ? "LOGNAME=root" : "LOGNAME=user", "LANG=C.UTF-8"};
     const char *const *layers[3] = {defaults, (const char *const *)sb->env, x->env};
     size_t counts[3] = {ELEMENTSOF(defaults), sb->nenv, 0};
     while (x->env && x->env[counts[2]])
@@ -686,7 +686,7 @@ resolve_cwd(struct sandbox *sb, const struct sandbox_exec *x, char *out, size_t 
 
 int
 sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn cb, void *ud,
-        struct err *err)
+             struct err *err)
 {
     int in[2] = {-EBADF, -EBADF}, out[2] = {-EBADF, -EBADF}, er[2] = {-EBADF, -EBADF};
     _cleanup_free_ const char **env = NULL;
@@ -703,7 +703,7 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
         return err_set(err, EINVAL, "argv must name a program");
     if (sb->nrunning >= SANDBOX_MAX_RUNNING)
         return err_set(err, EAGAIN, "sandbox '%s' already runs %d processes", sb->id,
-                SANDBOX_MAX_RUNNING);
+                       SANDBOX_MAX_RUNNING);
     env = calloc(SANDBOX_ENV_MAX + 1, sizeof(char *));
     if (!env)
         return -ENOMEM;
@@ -719,7 +719,7 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
     /* A process given no stdin reads /dev/null: no pipe to make and watch. */
     bool want_stdin = x->stdin_len > 0 || x->stdin_open;
     if ((want_stdin && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 ||
-            pipe2(er, O_CLOEXEC) < 0) {
+        pipe2(er, O_CLOEXEC) < 0) {
         r = err_setx(err, errno, "cannot create pipes");
         goto fail;
     }
@@ -812,10 +812,10 @@ sandbox_root_fd(const struct sandbox *sb)
     return sb->jail ? jail_workspace_fd(sb->jail) : -EBADF;
 }
 
-#define NEED_READY(sb, err)                                                                    \
-    do {                                                                                       \
-        if ((sb)->state != SB_READY)                                                           \
-            return err_set(err, ESRCH, "sandbox '%s' is not running", (sb)->id);               \
+#define NEED_READY(sb, err)                                                      \
+    do {                                                                         \
+        if ((sb)->state != SB_READY)                                             \
+            return err_set(err, ESRCH, "sandbox '%s' is not running", (sb)->id); \
     } while (0)
 
 int
@@ -827,7 +827,7 @@ sandbox_file_stat(struct sandbox *sb, const char *rel, struct files_stat *ret, s
 
 int
 sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd, struct files_stat *ret,
-        struct err *err)
+                       struct err *err)
 {
     NEED_READY(sb, err);
     return files_open_read(jail_workspace_fd(sb->jail), rel, ret_fd, ret, err);
@@ -835,11 +835,11 @@ sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd, struct 
 
 int
 sandbox_upload_begin(struct sandbox *sb, const char *rel, struct files_upload **ret,
-        struct err *err)
+                     struct err *err)
 {
     NEED_READY(sb, err);
     return files_upload_begin(jail_workspace_fd(sb->jail), rel, jail_user_uid(sb->jail),
-            jail_user_gid(sb->jail), sb->host->cfg.max_file_bytes, ret, err);
+                              jail_user_gid(sb->jail), sb->host->cfg.max_file_bytes, ret, err);
 }
 
 int
@@ -854,7 +854,7 @@ sandbox_mkdir(struct sandbox *sb, const char *rel, bool *ret_created, struct err
 {
     NEED_READY(sb, err);
     return files_mkdir(jail_workspace_fd(sb->jail), rel, jail_user_uid(sb->jail),
-            jail_user_gid(sb->jail), ret_created, err);
+                       jail_user_gid(sb->jail), ret_created, err);
 }
 
 int
@@ -866,11 +866,11 @@ sandbox_rmdir(struct sandbox *sb, const char *rel, struct err *err)
 
 int
 sandbox_rename(struct sandbox *sb, const char *from, const char *to, bool overwrite,
-        struct err *err)
+               struct err *err)
 {
     NEED_READY(sb, err);
-    return files_rename(jail_workspace_fd(sb->jail), from, to, overwrite,
-            jail_user_uid(sb->jail), jail_user_gid(sb->jail), err);
+    return files_rename(jail_workspace_fd(sb->jail), from, to, overwrite, jail_user_uid(sb->jail),
+                        jail_user_gid(sb->jail), err);
 }
 
 int

@@ -27,22 +27,22 @@
 #include "files.h"
 #include "proc.h"
 
-#define SANDBOX_MAX_RUNNING   1024 /* running processes per sandbox */
-#define SANDBOX_KEEP_EXITED   64   /* finished processes kept for status and output */
-#define SANDBOX_ENV_MAX       1024 /* environment entries per exec */
-#define SANDBOX_DEFAULT_PATH  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define SANDBOX_MAX_RUNNING  1024 /* running processes per sandbox */
+#define SANDBOX_KEEP_EXITED  64   /* finished processes kept for status and output */
+#define SANDBOX_ENV_MAX      1024 /* environment entries per exec */
+#define SANDBOX_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 struct sandbox_host;
 struct sandbox;
 
 struct sandbox_host_config {
-    uint32_t pool_size;        /* ready jails kept warm; 0 = none */
+    uint32_t pool_size;             /* ready jails kept warm; 0 = none */
     struct jail_limits pool_limits; /* limits pool jails carry until claimed */
-    uint64_t max_file_bytes;   /* largest file an upload may write */
+    uint64_t max_file_bytes;        /* largest file an upload may write */
 };
 
 int sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_host_config *c,
-        struct sandbox_host **ret);
+                     struct sandbox_host **ret);
 /* Stops refilling the pool and kills what is in it. */
 void sandbox_host_drain_pool(struct sandbox_host *h);
 struct sandbox_host *sandbox_host_free(struct sandbox_host *h);
@@ -66,7 +66,7 @@ typedef void (*sandbox_gone_fn)(struct sandbox *sb, void *ud);
 /* Creates sandbox id. ready fires (never synchronously) with r = 0, or with
  * r < 0 after which the caller frees sb. */
 int sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec *spec,
-        sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err);
+                   sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err);
 /* Called once when a ready sandbox is gone (killed or died) and cleaned up. */
 void sandbox_set_gone_handler(struct sandbox *sb, sandbox_gone_fn fn, void *ud);
 /* Kills asynchronously: every process, the jail, its traces. Idempotent. */
@@ -97,9 +97,9 @@ struct sandbox_exec {
 
 /* Started: p is in the table (p == NULL and r < 0 when it could not start). */
 typedef void (*sandbox_exec_fn)(struct sandbox *sb, struct proc *p, int r, const struct err *err,
-        void *ud);
+                                void *ud);
 int sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn cb, void *ud,
-        struct err *err);
+                 struct err *err);
 
 /* Process table. Iteration is in start order. */
 struct proc *sandbox_proc_find(struct sandbox *sb, pid_t pid);
@@ -108,16 +108,14 @@ struct proc *sandbox_proc_next(struct sandbox *sb, struct proc *prev); /* prev N
 
 /* Workspace file operations (see files.h; paths normalized by the caller). */
 int sandbox_root_fd(const struct sandbox *sb);
-int sandbox_file_stat(struct sandbox *sb, const char *rel, struct files_stat *ret,
-        struct err *err);
-int sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd,
-        struct files_stat *ret, struct err *err);
+int sandbox_file_stat(struct sandbox *sb, const char *rel, struct files_stat *ret, struct err *err);
+int sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd, struct files_stat *ret,
+                           struct err *err);
 int sandbox_upload_begin(struct sandbox *sb, const char *rel, struct files_upload **ret,
-        struct err *err);
+                         struct err *err);
 int sandbox_file_delete(struct sandbox *sb, const char *rel, struct err *err);
 int sandbox_mkdir(struct sandbox *sb, const char *rel, bool *ret_created, struct err *err);
 int sandbox_rmdir(struct sandbox *sb, const char *rel, struct err *err);
 int sandbox_rename(struct sandbox *sb, const char *from, const char *to, bool overwrite,
-        struct err *err);
-int sandbox_walk(struct sandbox *sb, const char *rel, files_walk_fn fn, void *ud,
-        struct err *err);
+                   struct err *err);
+int sandbox_walk(struct sandbox *sb, const char *rel, files_walk_fn fn, void *ud, struct err *err);

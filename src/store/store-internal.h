@@ -6,9 +6,9 @@
 
 #include "store.h"
 
-#define STORE_CHUNK      (1024 * 1024)      /* PostgreSQL blob chunk */
-#define STORE_PIN_MS     (10 * 60 * 1000)   /* how long a write's pin protects its blob */
-#define STORE_ORPHAN_MS  (60 * 60 * 1000)   /* blob files without a row older than this go */
+#define STORE_CHUNK     (1024 * 1024)    /* PostgreSQL blob chunk */
+#define STORE_PIN_MS    (10 * 60 * 1000) /* how long a write's pin protects its blob */
+#define STORE_ORPHAN_MS (60 * 60 * 1000) /* blob files without a row older than this go */
 
 struct store_ops {
     const char *kind;
@@ -21,25 +21,25 @@ struct store_ops {
     /* The staged data in fd (positioned anywhere; size bytes, hash known)
      * becomes path. fd is borrowed; it is an O_TMPFILE in the staging dir. */
     int (*commit)(struct store *s, const char *ws, const char *path, uint32_t mode,
-            const char *if_match, int fd, const char *hash, uint64_t size,
-            struct store_entry *ret, struct err *err);
+                  const char *if_match, int fd, const char *hash, uint64_t size,
+                  struct store_entry *ret, struct err *err);
     int (*read)(struct store *s, const char *ws, const char *path, int *ret_fd,
-            struct store_entry *ret, struct err *err);
+                struct store_entry *ret, struct err *err);
     int (*stat)(struct store *s, const char *ws, const char *path, struct store_entry *ret,
-            struct err *err);
+                struct err *err);
     int (*list)(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-            struct err *err);
+                struct err *err);
     int (*walk)(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-            struct err *err);
+                struct err *err);
     int (*remove)(struct store *s, const char *ws, const char *path, const char *if_match,
-            struct err *err);
+                  struct err *err);
     int (*mkdir)(struct store *s, const char *ws, const char *path, bool *ret_created,
-            struct err *err);
+                 struct err *err);
     int (*rmdir)(struct store *s, const char *ws, const char *path, struct err *err);
-    int (*rename)(struct store *s, const char *ws, const char *from, const char *to,
-            bool overwrite, struct err *err);
+    int (*rename)(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
+                  struct err *err);
     int (*gc)(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
-            struct err *err);
+              struct err *err);
     int (*check)(struct store *s, struct store_check_report *ret, struct err *err);
 };
 

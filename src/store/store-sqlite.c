@@ -209,9 +209,9 @@ insert_dir(struct sq *q, const char *ws, const char *path, uint64_t now, struct 
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     store_split(path, parent, name);
     int r = prep(q,
-            "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
-            " VALUES (?1, ?2, ?3, ?4, 2, NULL, 0, 493, ?5)",
-            &st, err);
+                 "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+                 " VALUES (?1, ?2, ?3, ?4, 2, NULL, 0, 493, ?5)",
+                 &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, ws);
@@ -260,7 +260,7 @@ mkdir_locked(struct sq *q, const char *ws, const char *path, bool *created, stru
 
 static int
 check_if_match(const char *path, const struct store_entry *cur, bool exists, const char *if_match,
-        struct err *err)
+               struct err *err)
 {
     if (!if_match)
         return 0;
@@ -271,10 +271,10 @@ check_if_match(const char *path, const struct store_entry *cur, bool exists, con
     }
     if (!exists)
         return err_set(err, ESTALE, "'/%s' does not exist (expected version %.16s...)", path,
-                if_match);
+                       if_match);
     if (cur->type != STORE_FILE || strcmp(cur->hash, if_match) != 0)
-        return err_set(err, ESTALE, "'/%s' changed: it is at version %.16s..., not %.16s...",
-                path, cur->hash, if_match);
+        return err_set(err, ESTALE, "'/%s' changed: it is at version %.16s..., not %.16s...", path,
+                       cur->hash, if_match);
     return 0;
 }
 
@@ -309,7 +309,7 @@ blob_open(struct sq *q, const char *hash, struct err *err)
     int fd = openat(d, hash, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
         return err_setx(err, errno == ENOENT ? EIO : errno,
-                "blob %.16s... is missing from the store", hash);
+                        "blob %.16s... is missing from the store", hash);
     return fd;
 }
 
@@ -323,8 +323,7 @@ blob_place(struct sq *q, int fd, const char *hash, struct err *err)
         return d;
     (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
     if (linkat(AT_FDCWD, proc, d, hash, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
-        return err_setx(err, errno == ENOSPC ? ENOSPC : errno, "cannot store blob %.16s...",
-                hash);
+        return err_setx(err, errno == ENOSPC ? ENOSPC : errno, "cannot store blob %.16s...", hash);
     if (fsync(d) < 0)
         return err_setx(err, errno, "cannot sync the blob directory");
     return 0;
@@ -338,13 +337,14 @@ sq_ws_create(struct store *s, const struct store_ws *w, struct err *err)
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     int r = prep(q,
-            "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids)"
-            " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            &st, err);
+                 "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                 &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, w->id);
-    (void)sqlite3_bind_int64(st, 2, (sqlite3_int64)(w->created_ms ? w->created_ms : store_now_ms()));
+    (void)sqlite3_bind_int64(st, 2,
+                             (sqlite3_int64)(w->created_ms ? w->created_ms : store_now_ms()));
     bind_text(st, 3, w->template_name[0] ? w->template_name : "base");
     (void)sqlite3_bind_int64(st, 4, w->cpu_millis);
     (void)sqlite3_bind_int64(st, 5, (sqlite3_int64)w->memory_bytes);
@@ -435,9 +435,9 @@ sq_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *e
     if (r < 0)
         return r;
     r = prep(q,
-            "SELECT COALESCE(SUM(size), 0), COALESCE(SUM(type = 1), 0), COALESCE(SUM(type = 2), 0)"
-            " FROM entries WHERE ws = ?1",
-            &st, err);
+             "SELECT COALESCE(SUM(size), 0), COALESCE(SUM(type = 1), 0), COALESCE(SUM(type = 2), 0)"
+             " FROM entries WHERE ws = ?1",
+             &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, ws);
@@ -476,7 +476,8 @@ static void
 unpin(struct sq *q, sqlite3_int64 rowid)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(q->db, "DELETE FROM pins WHERE rowid = ?1", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(q->db, "DELETE FROM pins WHERE rowid = ?1", -1, &st, NULL) ==
+        SQLITE_OK) {
         (void)sqlite3_bind_int64(st, 1, rowid);
         (void)sqlite3_step(st);
     }
@@ -519,7 +520,7 @@ ensure_blob(struct sq *q, int fd, const char *hash, uint64_t size, struct err *e
 
 static int
 sq_commit(struct store *s, const char *ws, const char *path, uint32_t mode, const char *if_match,
-        int fd, const char *hash, uint64_t size, struct store_entry *ret, struct err *err)
+          int fd, const char *hash, uint64_t size, struct store_entry *ret, struct err *err)
 {
     struct sq *q = SQ(s);
     char parent[4100], name[4100];
@@ -549,17 +550,17 @@ sq_commit(struct store *s, const char *ws, const char *path, uint32_t mode, cons
         goto fail;
     }
     if ((r = check_if_match(path, &cur, have, if_match, err)) < 0 ||
-            (r = mkdir_locked(q, ws, parent, NULL, err)) < 0 ||
-            (r = ensure_blob(q, fd, hash, size, err)) < 0)
+        (r = mkdir_locked(q, ws, parent, NULL, err)) < 0 ||
+        (r = ensure_blob(q, fd, hash, size, err)) < 0)
         goto fail;
     {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         r = prep(q,
-                "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
-                " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8)"
-                " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
-                " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
-                &st, err);
+                 "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+                 " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8)"
+                 " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
+                 " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
+                 &st, err);
         if (r < 0)
             goto fail;
         bind_text(st, 1, ws);
@@ -617,8 +618,7 @@ sq_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct s
 }
 
 static int
-sq_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret,
-        struct err *err)
+sq_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret, struct err *err)
 {
     struct sq *q = SQ(s);
     int r = ws_exists(q, ws, err);
@@ -650,7 +650,7 @@ sq_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, voi
     }
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     r = prep(q, "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND parent = ?2 ORDER BY name",
-            &st, err);
+             &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, ws);
@@ -697,10 +697,10 @@ sq_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, voi
             return err_set(err, ENOTDIR, "'/%s' is not a directory", dir);
     }
     r = prep(q,
-            root ? "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 ORDER BY path"
-                 : "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND path > ?2 AND path < ?3"
-                   " ORDER BY path",
-            &st, err);
+             root ? "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 ORDER BY path"
+                  : "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND path > ?2 AND path < ?3"
+                    " ORDER BY path",
+             &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, ws);
@@ -717,8 +717,7 @@ sq_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, voi
 }
 
 static int
-sq_remove(struct store *s, const char *ws, const char *path, const char *if_match,
-        struct err *err)
+sq_remove(struct store *s, const char *ws, const char *path, const char *if_match, struct err *err)
 {
     struct sq *q = SQ(s);
     struct store_entry cur;
@@ -781,8 +780,9 @@ delete_tree(struct sq *q, const char *ws, const char *path, struct err *err)
 {
     char lo[4100], hi[4100];
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    int r = prep(q, "DELETE FROM entries WHERE ws = ?1 AND (path = ?4 OR (path > ?2 AND path < ?3))",
-            &st, err);
+    int r = prep(q,
+                 "DELETE FROM entries WHERE ws = ?1 AND (path = ?4 OR (path > ?2 AND path < ?3))",
+                 &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, ws);
@@ -826,7 +826,7 @@ fail:
 
 static int
 sq_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
-        struct err *err)
+          struct err *err)
 {
     struct sq *q = SQ(s);
     struct store_entry src, dst;
@@ -866,9 +866,9 @@ sq_rename(struct store *s, const char *ws, const char *from, const char *to, boo
         /* The entry itself, then everything below it (directories). */
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         r = prep(q,
-                "UPDATE entries SET path = ?3, parent = ?4, name = ?5, mtime_ms = ?6"
-                " WHERE ws = ?1 AND path = ?2",
-                &st, err);
+                 "UPDATE entries SET path = ?3, parent = ?4, name = ?5, mtime_ms = ?6"
+                 " WHERE ws = ?1 AND path = ?2",
+                 &st, err);
         if (r < 0)
             goto fail;
         bind_text(st, 1, ws);
@@ -886,10 +886,10 @@ sq_rename(struct store *s, const char *ws, const char *from, const char *to, boo
     if (src.type == STORE_DIR) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         r = prep(q,
-                "UPDATE entries SET path = ?4 || substr(path, ?5),"
-                " parent = ?4 || substr(parent, ?5)"
-                " WHERE ws = ?1 AND path > ?2 AND path < ?3",
-                &st, err);
+                 "UPDATE entries SET path = ?4 || substr(path, ?5),"
+                 " parent = ?4 || substr(parent, ?5)"
+                 " WHERE ws = ?1 AND path > ?2 AND path < ?3",
+                 &st, err);
         if (r < 0)
             goto fail;
         bind_text(st, 1, ws);
@@ -916,7 +916,7 @@ take_lease(struct sq *q, const char *holder, uint64_t lease_ms, bool *ret_held, 
     uint64_t now = store_now_ms();
     _cleanup_stmt_ sqlite3_stmt *ins = NULL;
     int r = prep(q, "INSERT OR IGNORE INTO gc_lease (id, holder, expires_ms) VALUES (1, '', 0)",
-            &ins, err);
+                 &ins, err);
     if (r < 0)
         return r;
     if (sqlite3_step(ins) != SQLITE_DONE)
@@ -924,9 +924,9 @@ take_lease(struct sq *q, const char *holder, uint64_t lease_ms, bool *ret_held, 
     /* Compare and swap: free (expired) or already ours. */
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     r = prep(q,
-            "UPDATE gc_lease SET holder = ?1, expires_ms = ?2"
-            " WHERE id = 1 AND (expires_ms < ?3 OR holder = ?1)",
-            &st, err);
+             "UPDATE gc_lease SET holder = ?1, expires_ms = ?2"
+             " WHERE id = 1 AND (expires_ms < ?3 OR holder = ?1)",
+             &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, holder);
@@ -952,7 +952,8 @@ gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err
         return r;
     {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(q,
+        r = prep(
+                q,
                 "SELECT hash FROM blobs b"
                 " WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.hash = b.hash)"
                 " AND NOT EXISTS (SELECT 1 FROM pins p WHERE p.hash = b.hash AND p.expires_ms > ?1)"
@@ -990,7 +991,7 @@ gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err
         _cleanup_close_ int d = blob_dir(q, hashes[i], false, NULL);
         struct stat sb;
         if (d >= 0 && fstatat(d, hashes[i], &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-                unlinkat(d, hashes[i], 0) == 0)
+            unlinkat(d, hashes[i], 0) == 0)
             st_out->bytes_freed += (uint64_t)sb.st_size;
         st_out->blobs_deleted++;
     }
@@ -1063,7 +1064,7 @@ gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
 
 static int
 sq_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
-        struct err *err)
+      struct err *err)
 {
     struct sq *q = SQ(s);
     bool held = false, more = true;
@@ -1092,9 +1093,9 @@ sq_check(struct store *s, struct store_check_report *rep, struct err *err)
 
     /* Every file row has its blob. */
     r = prep(q,
-            "SELECT e.ws, e.path, e.hash, b.hash FROM entries e LEFT JOIN blobs b"
-            " ON b.hash = e.hash WHERE e.type = 1",
-            &st, err);
+             "SELECT e.ws, e.path, e.hash, b.hash FROM entries e LEFT JOIN blobs b"
+             " ON b.hash = e.hash WHERE e.type = 1",
+             &st, err);
     if (r < 0)
         return r;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1109,9 +1110,9 @@ sq_check(struct store *s, struct store_check_report *rep, struct err *err)
             rep->missing_blobs++;
             if (!rep->first_problem[0])
                 (void)snprintf(rep->first_problem, sizeof(rep->first_problem),
-                        "workspace '%s' file '/%s' has no blob %.16s...",
-                        sqlite3_column_text(st, 0), sqlite3_column_text(st, 1),
-                        hash ? hash : "");
+                               "workspace '%s' file '/%s' has no blob %.16s...",
+                               sqlite3_column_text(st, 0), sqlite3_column_text(st, 1),
+                               hash ? hash : "");
         }
     }
     if (rc != SQLITE_DONE)
@@ -1134,8 +1135,8 @@ sq_check(struct store *s, struct store_check_report *rep, struct err *err)
             rep->corrupt_blobs++;
             if (!rep->first_problem[0])
                 (void)snprintf(rep->first_problem, sizeof(rep->first_problem),
-                        "blob %.16s... does not match its content (it hashes to %.16s...)", hash,
-                        got);
+                               "blob %.16s... does not match its content (it hashes to %.16s...)",
+                               hash, got);
         }
     }
     if (rc != SQLITE_DONE)
@@ -1145,17 +1146,17 @@ sq_check(struct store *s, struct store_check_report *rep, struct err *err)
 
     /* Every entry's parent directory exists. */
     r = prep(q,
-            "SELECT e.ws, e.path FROM entries e WHERE e.parent != '.' AND NOT EXISTS"
-            " (SELECT 1 FROM entries d WHERE d.ws = e.ws AND d.path = e.parent AND d.type = 2)",
-            &st, err);
+             "SELECT e.ws, e.path FROM entries e WHERE e.parent != '.' AND NOT EXISTS"
+             " (SELECT 1 FROM entries d WHERE d.ws = e.ws AND d.path = e.parent AND d.type = 2)",
+             &st, err);
     if (r < 0)
         return r;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         rep->orphan_entries++;
         if (!rep->first_problem[0])
             (void)snprintf(rep->first_problem, sizeof(rep->first_problem),
-                    "workspace '%s' entry '/%s' has no parent directory",
-                    sqlite3_column_text(st, 0), sqlite3_column_text(st, 1));
+                           "workspace '%s' entry '/%s' has no parent directory",
+                           sqlite3_column_text(st, 0), sqlite3_column_text(st, 1));
     }
     if (rc != SQLITE_DONE)
         return sq_fail(q, rc, err, "check tree");
@@ -1231,10 +1232,10 @@ store_sqlite_open(const char *dir, struct store **ret, struct err *err)
         goto fail;
     }
     rc = sqlite3_open_v2(path, &q->db,
-            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         r = err_set(err, EIO, "cannot open '%s': %s", path,
-                q->db ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc));
+                    q->db ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc));
         goto fail;
     }
     (void)sqlite3_busy_timeout(q->db, 30000);
@@ -1247,15 +1248,13 @@ store_sqlite_open(const char *dir, struct store **ret, struct err *err)
             break;
         if ((rc2 & 0xff) != SQLITE_BUSY || tries >= 3000) {
             r = err_set(err, -sq_errno(rc2), "store: cannot switch '%s' to WAL: %s", path,
-                    sqlite3_errmsg(q->db));
+                        sqlite3_errmsg(q->db));
             goto fail;
         }
         (void)usleep(10000);
     }
-    if (
-            (r = sq_exec(q, "PRAGMA synchronous = FULL", err)) < 0 ||
-            (r = sq_exec(q, "PRAGMA foreign_keys = ON", err)) < 0 ||
-            (r = sq_exec(q, schema, err)) < 0)
+    if ((r = sq_exec(q, "PRAGMA synchronous = FULL", err)) < 0 ||
+        (r = sq_exec(q, "PRAGMA foreign_keys = ON", err)) < 0 || (r = sq_exec(q, schema, err)) < 0)
         goto fail;
     *ret = &q->base;
     return 0;

@@ -6,13 +6,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <openssl/evp.h>
 
 #include "../util/cleanup.h"
 #include "../util/fd.h"
@@ -34,7 +33,7 @@ store_ws_ok(const char *ws)
         return false;
     for (size_t i = 0; i < n; i++)
         if (!((ws[i] >= 'a' && ws[i] <= 'z') || (ws[i] >= '0' && ws[i] <= '9') || ws[i] == '-' ||
-                    ws[i] == '_'))
+              ws[i] == '_'))
             return false;
     return true;
 }
@@ -77,7 +76,7 @@ to_hex(const unsigned char *d, unsigned n, char *out)
 
 int
 store_hash_copy(int fd, store_sink_fn sink, void *ud, char hash[STORE_HASH_LEN + 1],
-        uint64_t *ret_size)
+                uint64_t *ret_size)
 {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     unsigned char dg[EVP_MAX_MD_SIZE];
@@ -149,16 +148,16 @@ store_kind(const struct store *s)
     return s->ops->kind;
 }
 
-#define CHECK_WS(ws)                                                                           \
-    do {                                                                                       \
-        if (!store_ws_ok(ws))                                                                  \
-            return err_set(err, EINVAL, "invalid workspace id '%.80s'", ws ? ws : "");         \
+#define CHECK_WS(ws)                                                                   \
+    do {                                                                               \
+        if (!store_ws_ok(ws))                                                          \
+            return err_set(err, EINVAL, "invalid workspace id '%.80s'", ws ? ws : ""); \
     } while (0)
 
-#define CHECK_PATH(p, root_ok)                                                                 \
-    do {                                                                                       \
-        if (!store_path_ok(p, root_ok))                                                        \
-            return err_set(err, EINVAL, "invalid path '%.200s'", p ? p : "");                 \
+#define CHECK_PATH(p, root_ok)                                                \
+    do {                                                                      \
+        if (!store_path_ok(p, root_ok))                                       \
+            return err_set(err, EINVAL, "invalid path '%.200s'", p ? p : ""); \
     } while (0)
 
 int
@@ -205,8 +204,7 @@ struct store_writer {
 };
 
 int
-store_writer_begin(struct store *s, uint64_t max_bytes, struct store_writer **ret,
-        struct err *err)
+store_writer_begin(struct store *s, uint64_t max_bytes, struct store_writer **ret, struct err *err)
 {
     struct store_writer *w = calloc(1, sizeof(*w));
     if (!w)
@@ -235,7 +233,7 @@ store_writer_write(struct store_writer *w, const void *data, size_t n, struct er
 {
     if (w->max && n > w->max - w->size)
         return err_set(err, EFBIG, "the file would be larger than %llu bytes",
-                (unsigned long long)w->max);
+                       (unsigned long long)w->max);
     int r = write_full(w->fd, data, n);
     if (r == -ENOSPC || r == -EDQUOT)
         return err_set(err, ENOSPC, "no space left to stage the file");
@@ -271,7 +269,7 @@ store_writer_fd(const struct store_writer *w)
 
 int
 store_writer_commit(struct store *s, struct store_writer *w, const char *ws, const char *path,
-        uint32_t mode, const char *if_match, struct store_entry *ret, struct err *err)
+                    uint32_t mode, const char *if_match, struct store_entry *ret, struct err *err)
 {
     unsigned char dg[EVP_MAX_MD_SIZE];
     unsigned dl = 0;
@@ -297,8 +295,8 @@ store_writer_commit(struct store *s, struct store_writer *w, const char *ws, con
         r = err_setx(err, errno, "cannot sync the staging file");
         goto out;
     }
-    r = s->ops->commit(s, ws, path, mode & 07777, if_match, w->fd, hash, w->size,
-            ret ? ret : &tmp, err);
+    r = s->ops->commit(s, ws, path, mode & 07777, if_match, w->fd, hash, w->size, ret ? ret : &tmp,
+                       err);
 out:
     store_writer_abort(w);
     return r;
@@ -306,7 +304,7 @@ out:
 
 int
 store_write(struct store *s, const char *ws, const char *path, int fd, uint32_t mode,
-        uint64_t max_bytes, const char *if_match, struct store_entry *ret, struct err *err)
+            uint64_t max_bytes, const char *if_match, struct store_entry *ret, struct err *err)
 {
     struct store_writer *w;
     static __thread char b[256 * 1024];
@@ -333,7 +331,7 @@ store_write(struct store *s, const char *ws, const char *path, int fd, uint32_t 
 
 int
 store_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct store_entry *ret,
-        struct err *err)
+           struct err *err)
 {
     struct store_entry tmp;
     CHECK_WS(ws);
@@ -343,7 +341,7 @@ store_read(struct store *s, const char *ws, const char *path, int *ret_fd, struc
 
 int
 store_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret,
-        struct err *err)
+           struct err *err)
 {
     CHECK_WS(ws);
     CHECK_PATH(path, true);
@@ -360,7 +358,7 @@ store_stat(struct store *s, const char *ws, const char *path, struct store_entry
 
 int
 store_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-        struct err *err)
+           struct err *err)
 {
     CHECK_WS(ws);
     CHECK_PATH(dir, true);
@@ -369,7 +367,7 @@ store_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, 
 
 int
 store_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-        struct err *err)
+           struct err *err)
 {
     CHECK_WS(ws);
     CHECK_PATH(dir, true);
@@ -378,7 +376,7 @@ store_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, 
 
 int
 store_delete(struct store *s, const char *ws, const char *path, const char *if_match,
-        struct err *err)
+             struct err *err)
 {
     CHECK_WS(ws);
     CHECK_PATH(path, false);
@@ -410,7 +408,7 @@ store_rmdir(struct store *s, const char *ws, const char *path, struct err *err)
 
 int
 store_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
-        struct err *err)
+             struct err *err)
 {
     CHECK_WS(ws);
     CHECK_PATH(from, false);
@@ -425,7 +423,7 @@ store_rename(struct store *s, const char *ws, const char *from, const char *to, 
 
 int
 store_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
-        struct err *err)
+         struct err *err)
 {
     memset(ret, 0, sizeof(*ret));
     if (!holder || !*holder || strlen(holder) > 200)

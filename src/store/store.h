@@ -45,19 +45,19 @@ enum store_type {
 };
 
 struct store_entry {
-    char path[4097];                 /* normalized, "." for the root */
+    char path[4097]; /* normalized, "." for the root */
     enum store_type type;
-    uint64_t size;                   /* bytes (files) */
-    char hash[STORE_HASH_LEN + 1];   /* files: content hash = version; dirs: "" */
-    uint32_t mode;                   /* permission bits as given by the writer */
-    uint64_t mtime_ms;               /* wall clock of the last change */
+    uint64_t size;                 /* bytes (files) */
+    char hash[STORE_HASH_LEN + 1]; /* files: content hash = version; dirs: "" */
+    uint32_t mode;                 /* permission bits as given by the writer */
+    uint64_t mtime_ms;             /* wall clock of the last change */
 };
 
 struct store_ws {
     char id[65];
     uint64_t created_ms;
     char template_name[65];
-    uint32_t cpu_millis;   /* resources a sandbox of this workspace gets; 0 = default */
+    uint32_t cpu_millis; /* resources a sandbox of this workspace gets; 0 = default */
     uint64_t memory_bytes;
     uint32_t pids;
 };
@@ -94,14 +94,14 @@ int store_usage(struct store *s, const char *ws, struct store_usage *ret, struct
  * while another commits); abort (or a failed commit) leaves nothing. */
 struct store_writer;
 int store_writer_begin(struct store *s, uint64_t max_bytes, struct store_writer **ret,
-        struct err *err);
+                       struct err *err);
 int store_writer_write(struct store_writer *w, const void *data, size_t n, struct err *err);
 uint64_t store_writer_size(const struct store_writer *w);
 /* The staged data so far (borrowed; read it with pread, it is not sealed). */
 int store_writer_fd(const struct store_writer *w);
 int store_writer_commit(struct store *s, struct store_writer *w, const char *ws, const char *path,
-        uint32_t mode, const char *if_match, struct store_entry *ret,
-        struct err *err);                 /* frees w */
+                        uint32_t mode, const char *if_match, struct store_entry *ret,
+                        struct err *err);        /* frees w */
 void store_writer_abort(struct store_writer *w); /* NULL is ok */
 
 /* Writes path from fd (read from its current offset to EOF), creating its
@@ -110,54 +110,54 @@ void store_writer_abort(struct store_writer *w); /* NULL is ok */
  * directory, -ENOTDIR when an ancestor is a file, -EFBIG past max_bytes
  * (0 = no limit), -ESTALE when if_match does not hold. ret may be NULL. */
 int store_write(struct store *s, const char *ws, const char *path, int fd, uint32_t mode,
-        uint64_t max_bytes, const char *if_match, struct store_entry *ret, struct err *err);
+                uint64_t max_bytes, const char *if_match, struct store_entry *ret, struct err *err);
 
 /* Opens path's content for reading from the start; the caller closes it. */
 int store_read(struct store *s, const char *ws, const char *path, int *ret_fd,
-        struct store_entry *ret, struct err *err);
+               struct store_entry *ret, struct err *err);
 
 int store_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret,
-        struct err *err);
+               struct err *err);
 
 typedef int (*store_entry_fn)(const struct store_entry *e, void *ud);
 /* The direct children of a directory, sorted by name. */
 int store_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-        struct err *err);
+               struct err *err);
 /* Everything below dir (not dir itself), sorted by path. */
 int store_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-        struct err *err);
+               struct err *err);
 
 /* Deletes a file (-EISDIR for a directory); its parent stays. if_match as
  * for store_write. */
 int store_delete(struct store *s, const char *ws, const char *path, const char *if_match,
-        struct err *err);
+                 struct err *err);
 /* mkdir -p; ret_created says whether it did not exist. -ENOTDIR when path
  * or an ancestor is a file. */
 int store_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created,
-        struct err *err);
+                struct err *err);
 /* Removes a directory and everything below it; never the root. */
 int store_rmdir(struct store *s, const char *ws, const char *path, struct err *err);
 /* Moves a file or a subtree, creating to's ancestors; -EEXIST unless
  * overwrite (which replaces a file, never a directory). */
-int store_rename(struct store *s, const char *ws, const char *from, const char *to,
-        bool overwrite, struct err *err);
+int store_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
+                 struct err *err);
 
 struct store_gc_stats {
-    bool held_lease;     /* false: another collector holds it; nothing done */
+    bool held_lease; /* false: another collector holds it; nothing done */
     uint64_t blobs_seen, blobs_deleted, bytes_freed;
 };
 
 /* Deletes unreferenced blobs if this holder can take the lease for
  * lease_ms. */
 int store_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
-        struct err *err);
+             struct err *err);
 
 struct store_check_report {
     uint64_t files, blobs;
-    uint64_t missing_blobs;    /* file rows whose blob is gone */
-    uint64_t corrupt_blobs;    /* blobs whose content does not hash to their name */
-    uint64_t orphan_entries;   /* entries whose parent directory is missing */
-    char first_problem[512];   /* a description of the first problem found */
+    uint64_t missing_blobs;  /* file rows whose blob is gone */
+    uint64_t corrupt_blobs;  /* blobs whose content does not hash to their name */
+    uint64_t orphan_entries; /* entries whose parent directory is missing */
+    char first_problem[512]; /* a description of the first problem found */
 };
 
 /* Hashes fd's content (pread from offset 0 to EOF) and, when sink is not
@@ -165,7 +165,7 @@ struct store_check_report {
  * is returned as is (a read error returns -errno). */
 typedef int (*store_sink_fn)(void *ud, const void *data, size_t n);
 int store_hash_copy(int fd, store_sink_fn sink, void *ud, char hash[STORE_HASH_LEN + 1],
-        uint64_t *ret_size);
+                    uint64_t *ret_size);
 int store_hash_fd(int fd, char hash[STORE_HASH_LEN + 1], uint64_t *ret_size);
 
 /* Verifies every file row has its blob and every blob hashes to its name. */

@@ -17,9 +17,25 @@
 #include "../util/timeutil.h"
 
 static const char *const default_ignores[] = {
-        ".venv/", "venv/", "node_modules/", "__pycache__/", ".git/", ".hg/", ".svn/",
-        ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", ".tox/", ".cache/", ".npm/",
-        ".ipynb_checkpoints/", "*.pyc", "*.pyo", ".DS_Store", "*.swp", NULL,
+        ".venv/",
+        "venv/",
+        "node_modules/",
+        "__pycache__/",
+        ".git/",
+        ".hg/",
+        ".svn/",
+        ".mypy_cache/",
+        ".pytest_cache/",
+        ".ruff_cache/",
+        ".tox/",
+        ".cache/",
+        ".npm/",
+        ".ipynb_checkpoints/",
+        "*.pyc",
+        "*.pyo",
+        ".DS_Store",
+        "*.swp",
+        NULL,
 };
 
 /* --- ignore rules --- */
@@ -94,8 +110,8 @@ sync_ignore_parse(struct sync_ignore *ig, const char *list, struct err *err)
         if (n) {
             if (n > 255 || memchr(p, '/', n - 1))
                 return err_set(err, EINVAL,
-                        "ignore pattern '%.*s': a name or glob, with '/' only at the end",
-                        (int)(n > 64 ? 64 : n), p);
+                               "ignore pattern '%.*s': a name or glob, with '/' only at the end",
+                               (int)(n > 64 ? 64 : n), p);
             int r = add_pattern(ig, p, n);
             if (r < 0)
                 return err_set(err, -r, "more than %d ignore patterns", SYNC_IGNORE_MAX);
@@ -235,8 +251,8 @@ note_bad(struct restore_ctx *c, const char *path, const char *why)
 {
     size_t l = strlen(c->rep->bad_paths);
     if (l + strlen(path) + 4 < sizeof(c->rep->bad_paths))
-        (void)snprintf(c->rep->bad_paths + l, sizeof(c->rep->bad_paths) - l, "%s/%s",
-                l ? ", " : "", path);
+        (void)snprintf(c->rep->bad_paths + l, sizeof(c->rep->bad_paths) - l, "%s/%s", l ? ", " : "",
+                       path);
     if (!c->bad++)
         (void)snprintf(c->first_why, sizeof(c->first_why), "%s", why);
 }
@@ -255,8 +271,8 @@ upload_sink(void *ud, const void *data, size_t n)
 
 int
 sync_copy_in(const struct sync_sandbox *sb, const char *path, int fd, const char *expect_hash,
-        char hash[STORE_HASH_LEN + 1], uint64_t *ret_size, struct files_stat *ret_st,
-        bool *ret_created, struct err *err)
+             char hash[STORE_HASH_LEN + 1], uint64_t *ret_size, struct files_stat *ret_st,
+             bool *ret_created, struct err *err)
 {
     struct files_upload *up = NULL;
     uint64_t total = 0;
@@ -343,8 +359,8 @@ restore_one(const struct store_entry *e, void *ud)
 
 int
 sync_restore(struct store *s, const char *ws, const struct sync_sandbox *sb,
-        const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
-        struct err *err)
+             const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
+             struct err *err)
 {
     uint64_t t0 = now_usec();
     struct restore_ctx c = {s, ws, sb, ig, st, rep, err, 0};
@@ -357,8 +373,8 @@ sync_restore(struct store *s, const char *ws, const struct sync_sandbox *sb,
         return r;
     if (c.bad)
         return err_set(err, EBADMSG,
-                "restore of workspace '%s' failed for %d file(s): %s (first: %s)", ws, c.bad,
-                rep->bad_paths, c.first_why);
+                       "restore of workspace '%s' failed for %d file(s): %s (first: %s)", ws, c.bad,
+                       rep->bad_paths, c.first_why);
     return 0;
 }
 
@@ -379,7 +395,7 @@ mirror_skip(const char *rel, const struct files_stat *st, void *ud)
     const char *name = slash ? slash + 1 : rel;
     bool dir = st->type == FILES_DIR;
     if ((st->type == FILES_FILE && c->ig->max_file_bytes && st->size > c->ig->max_file_bytes) ||
-            ((dir || st->type == FILES_FILE) && name_ignored(c->ig, name, dir))) {
+        ((dir || st->type == FILES_FILE) && name_ignored(c->ig, name, dir))) {
         c->rep->ignored++;
         return true;
     }
@@ -407,8 +423,8 @@ cmp_desc(const void *a, const void *b)
 
 int
 sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
-        const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
-        struct err *err)
+            const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
+            struct err *err)
 {
     uint64_t t0 = now_usec();
     struct files_tree t = {0};
@@ -437,7 +453,7 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
         while ((v = hashmap_next(st->map, &it))) {
             const struct files_entry *e = tree_find(&t, v->path);
             if (e && (e->st.type == FILES_DIR) == v->dir &&
-                    (e->st.type == FILES_DIR || e->st.type == FILES_FILE))
+                (e->st.type == FILES_DIR || e->st.type == FILES_FILE))
                 continue; /* still there, same type */
             gone[ngone++] = v->path;
         }
@@ -453,8 +469,8 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
                     sync_ignored(ig, v->path, v->dir, 0);
         struct files_stat fs;
         if (!keep && !e && !v->dir && ig->max_file_bytes &&
-                files_stat(sb->root_fd, v->path, &fs, NULL) == 0 && fs.type == FILES_FILE &&
-                fs.size > ig->max_file_bytes)
+            files_stat(sb->root_fd, v->path, &fs, NULL) == 0 && fs.type == FILES_FILE &&
+            fs.size > ig->max_file_bytes)
             keep = true; /* grew past the size cap: ignored, not gone */
         if (!keep) {
             r = v->dir ? store_rmdir(s, ws, v->path, &e2) : store_delete(s, ws, v->path, NULL, &e2);
@@ -494,7 +510,7 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
             struct err e2 = {0};
             r = files_open_read(sb->root_fd, rel, &fd, &fs, &e2);
             if (r == -ENOENT || r == -ENOTDIR || r == -EXDEV || r == -ELOOP || r == -EINVAL ||
-                    r == -EISDIR)
+                r == -EISDIR)
                 continue; /* changed under us: the next mirror sees what it became */
             if (r < 0) {
                 (void)err_set(err, -r, "%s", e2.msg);

@@ -66,18 +66,18 @@ struct sync_sandbox {
 };
 
 struct sync_report {
-    uint64_t files, dirs;         /* copied or created */
-    uint64_t bytes;               /* copied */
-    uint64_t deleted;             /* removed from the store (mirror) */
+    uint64_t files, dirs; /* copied or created */
+    uint64_t bytes;       /* copied */
+    uint64_t deleted;     /* removed from the store (mirror) */
     uint64_t unchanged, ignored;
     uint64_t duration_us;
-    char bad_paths[512];          /* restore: the paths that failed, comma-separated */
+    char bad_paths[512]; /* restore: the paths that failed, comma-separated */
 };
 
 /* Fills an empty sandbox from the store and resets st to what is there. */
 int sync_restore(struct store *s, const char *ws, const struct sync_sandbox *sb,
-        const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
-        struct err *err);
+                 const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
+                 struct err *err);
 
 /* Copies fd (from offset 0) into the sandbox as path, atomically, hashing
  * it on the way. With expect_hash, a mismatch leaves nothing and returns
@@ -85,10 +85,10 @@ int sync_restore(struct store *s, const char *ws, const struct sync_sandbox *sb,
  * sandbox's side (-ENOSPC, -EISDIR ...). */
 struct files_stat;
 int sync_copy_in(const struct sync_sandbox *sb, const char *path, int fd, const char *expect_hash,
-        char hash[STORE_HASH_LEN + 1], uint64_t *ret_size, struct files_stat *ret_st,
-        bool *ret_created, struct err *err);
+                 char hash[STORE_HASH_LEN + 1], uint64_t *ret_size, struct files_stat *ret_st,
+                 bool *ret_created, struct err *err);
 
 /* Pulls changes from the sandbox into the store and updates st. */
 int sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
-        const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
-        struct err *err);
+                const struct sync_ignore *ig, struct sync_state *st, struct sync_report *rep,
+                struct err *err);

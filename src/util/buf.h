@@ -14,10 +14,10 @@
 #include "cleanup.h"
 
 struct buf {
-    char *data;  /* len bytes then a NUL; points at a static "" until first growth */
-    size_t len;  /* bytes used, excluding the NUL */
-    size_t cap;  /* bytes allocated, 0 while data is the static "" */
-    size_t max;  /* largest len allowed */
+    char *data; /* len bytes then a NUL; points at a static "" until first growth */
+    size_t len; /* bytes used, excluding the NUL */
+    size_t cap; /* bytes allocated, 0 while data is the static "" */
+    size_t max; /* largest len allowed */
 };
 
 #define BUF_UNLIMITED SIZE_MAX

@@ -24,13 +24,13 @@
 #define ELEMENTSOF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Returns the value of *p and sets *p to its "empty" value. */
-#define TAKE_GENERIC(var, type, nullvalue)                                                     \
-    __extension__({                                                                            \
-        type *_pvar_ = &(var);                                                                 \
-        type _var_ = *_pvar_;                                                                  \
-        type _nullvalue_ = nullvalue;                                                          \
-        *_pvar_ = _nullvalue_;                                                                 \
-        _var_;                                                                                 \
+#define TAKE_GENERIC(var, type, nullvalue) \
+    __extension__({                        \
+        type *_pvar_ = &(var);             \
+        type _var_ = *_pvar_;              \
+        type _nullvalue_ = nullvalue;      \
+        *_pvar_ = _nullvalue_;             \
+        _var_;                             \
     })
 #define TAKE_PTR(p) TAKE_GENERIC(p, __typeof__(p), NULL)
 #define TAKE_FD(fd) TAKE_GENERIC(fd, int, -EBADF)
@@ -60,11 +60,11 @@ closep(int *fd)
 }
 
 /* Defines name##p(type **p) calling func(*p) when *p is not NULL. */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                \
-    static inline void func##p(type *p)                                                        \
-    {                                                                                          \
-        if (*p)                                                                                \
-            func(*p);                                                                          \
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \
+    static inline void func##p(type *p)         \
+    {                                           \
+        if (*p)                                 \
+            func(*p);                           \
     }
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -15,8 +15,8 @@
 #define ERR_MSG_MAX 256
 
 struct err {
-    int errnum;             /* positive errno, 0 = unset */
-    char msg[ERR_MSG_MAX];  /* NUL-terminated, "" = unset */
+    int errnum;            /* positive errno, 0 = unset */
+    char msg[ERR_MSG_MAX]; /* NUL-terminated, "" = unset */
 };
 
 /* Records errnum and a formatted message unless err is NULL or already set.

@@ -76,7 +76,8 @@ write_full(int fd, const void *buf, size_t n)
 int
 write_file_at(int dirfd, const char *name, const char *s, mode_t mode)
 {
-    _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    _cleanup_close_ int fd =
+            openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
         return -errno;
     return write_full(fd, s, strlen(s));

@@ -15,16 +15,14 @@ json_depth_ok(json_t *v, int depth)
     if (json_is_object(v)) {
         const char *k;
         json_t *c;
-        json_object_foreach(v, k, c)
-        {
+        json_object_foreach (v, k, c) {
             if (!json_depth_ok(c, depth + 1))
                 return 0;
         }
     } else if (json_is_array(v)) {
         size_t i;
         json_t *c;
-        json_array_foreach(v, i, c)
-        {
+        json_array_foreach (v, i, c) {
             if (!json_depth_ok(c, depth + 1))
                 return 0;
         }
@@ -81,7 +79,7 @@ json_parse(const char *data, size_t len, json_t **ret, struct err *err)
         else if (c == '[' || c == '{') {
             if (++depth > JSON_MAX_DEPTH)
                 return err_set(err, EINVAL, "invalid JSON: nested deeper than %d levels",
-                        JSON_MAX_DEPTH);
+                               JSON_MAX_DEPTH);
         } else if (c == ']' || c == '}')
             depth--;
     }
@@ -93,7 +91,7 @@ json_parse(const char *data, size_t len, json_t **ret, struct err *err)
     }
     if (!v)
         return err_set(err, EINVAL, "invalid JSON at line %d column %d: %s", je.line, je.column,
-                je.text);
+                       je.text);
     if (!json_depth_ok(v, 0)) {
         json_decref(v);
         return err_set(err, EINVAL, "invalid JSON: nested deeper than %d levels", JSON_MAX_DEPTH);
@@ -110,8 +108,7 @@ json_check_object(json_t *v, const char *const *allowed, struct err *err)
 
     if (!json_is_object(v))
         return err_set(err, EINVAL, "request body must be a JSON object");
-    json_object_foreach(v, k, c)
-    {
+    json_object_foreach (v, k, c) {
         bool ok = false;
         for (const char *const *a = allowed; *a; a++)
             if (!strcmp(*a, k)) {
@@ -137,8 +134,7 @@ field(json_t *obj, const char *key, bool required, int *r, struct err *err)
 }
 
 int
-json_get_str(json_t *obj, const char *key, bool required, const char **ret,
-        struct err *err)
+json_get_str(json_t *obj, const char *key, bool required, const char **ret, struct err *err)
 {
     int r;
     json_t *v = field(obj, key, required, &r, err);
@@ -154,7 +150,7 @@ json_get_str(json_t *obj, const char *key, bool required, const char **ret,
 
 int
 json_get_u64(json_t *obj, const char *key, bool required, uint64_t max, uint64_t *ret,
-        struct err *err)
+             struct err *err)
 {
     int r;
     json_t *v = field(obj, key, required, &r, err);
@@ -169,8 +165,8 @@ json_get_u64(json_t *obj, const char *key, bool required, uint64_t max, uint64_t
 }
 
 int
-json_get_num(json_t *obj, const char *key, bool required, double min, double max,
-        double *ret, struct err *err)
+json_get_num(json_t *obj, const char *key, bool required, double min, double max, double *ret,
+             struct err *err)
 {
     int r;
     json_t *v = field(obj, key, required, &r, err);
@@ -199,8 +195,8 @@ json_get_bool(json_t *obj, const char *key, bool required, bool *ret, struct err
 }
 
 int
-json_get_str_map(json_t *obj, const char *key, size_t max_entries, size_t max_bytes,
-        json_t **ret, struct err *err)
+json_get_str_map(json_t *obj, const char *key, size_t max_entries, size_t max_bytes, json_t **ret,
+                 struct err *err)
 {
     int r;
     json_t *v = field(obj, key, false, &r, err);
@@ -213,8 +209,7 @@ json_get_str_map(json_t *obj, const char *key, size_t max_entries, size_t max_by
     size_t total = 0;
     const char *k;
     json_t *c;
-    json_object_foreach(v, k, c)
-    {
+    json_object_foreach (v, k, c) {
         if (!json_is_string(c))
             return err_set(err, EINVAL, "'%s.%.64s' must be a string", key, k);
         if (strlen(json_string_value(c)) != json_string_length(c))
@@ -228,8 +223,8 @@ json_get_str_map(json_t *obj, const char *key, size_t max_entries, size_t max_by
 }
 
 int
-json_get_str_array(json_t *obj, const char *key, bool required, size_t min_len,
-        size_t max_len, size_t max_bytes, json_t **ret, struct err *err)
+json_get_str_array(json_t *obj, const char *key, bool required, size_t min_len, size_t max_len,
+                   size_t max_bytes, json_t **ret, struct err *err)
 {
     int r;
     json_t *v = field(obj, key, required, &r, err);
@@ -240,13 +235,12 @@ json_get_str_array(json_t *obj, const char *key, bool required, size_t min_len,
     size_t n = json_array_size(v);
     if (n < min_len)
         return err_set(err, EINVAL, "'%s' must have at least %zu element%s", key, min_len,
-                min_len == 1 ? "" : "s");
+                       min_len == 1 ? "" : "s");
     if (n > max_len)
         return err_set(err, EINVAL, "'%s' has more than %zu elements", key, max_len);
     size_t total = 0, i;
     json_t *c;
-    json_array_foreach(v, i, c)
-    {
+    json_array_foreach (v, i, c) {
         if (!json_is_string(c))
             return err_set(err, EINVAL, "'%s[%zu]' must be a string", key, i);
         if (strlen(json_string_value(c)) != json_string_length(c))

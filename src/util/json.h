@@ -26,19 +26,18 @@ int json_parse(const char *data, size_t len, json_t **ret, struct err *err);
 /* Requires an object whose keys all appear in the NULL-terminated allowed list. */
 int json_check_object(json_t *v, const char *const *allowed, struct err *err);
 
-int json_get_str(json_t *obj, const char *key, bool required, const char **ret,
-        struct err *err);
+int json_get_str(json_t *obj, const char *key, bool required, const char **ret, struct err *err);
 int json_get_u64(json_t *obj, const char *key, bool required, uint64_t max, uint64_t *ret,
-        struct err *err);
-int json_get_num(json_t *obj, const char *key, bool required, double min, double max,
-        double *ret, struct err *err);
+                 struct err *err);
+int json_get_num(json_t *obj, const char *key, bool required, double min, double max, double *ret,
+                 struct err *err);
 int json_get_bool(json_t *obj, const char *key, bool required, bool *ret, struct err *err);
 /* An object of string values; ret is borrowed from obj. */
 int json_get_str_map(json_t *obj, const char *key, size_t max_entries, size_t max_bytes,
-        json_t **ret, struct err *err);
+                     json_t **ret, struct err *err);
 /* An array of strings, at least min_len long; ret borrowed. */
-int json_get_str_array(json_t *obj, const char *key, bool required, size_t min_len,
-        size_t max_len, size_t max_bytes, json_t **ret, struct err *err);
+int json_get_str_array(json_t *obj, const char *key, bool required, size_t min_len, size_t max_len,
+                       size_t max_bytes, json_t **ret, struct err *err);
 
 /* Appends the compact encoding of v to b. */
 int json_dump_buf(json_t *v, struct buf *b);

@@ -13,7 +13,10 @@ struct list {
     struct list *next, *prev;
 };
 
-#define LIST_INIT(name) {&(name), &(name)}
+#define LIST_INIT(name)  \
+    {                    \
+        &(name), &(name) \
+    }
 
 static inline void
 list_init(struct list *l)
@@ -60,6 +63,8 @@ list_remove(struct list *n)
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 #define list_entry(ptr, type, member)   container_of(ptr, type, member)
 
-#define list_foreach(pos, head) for (struct list *pos = (head)->next; pos != (head); pos = pos->next)
-#define list_foreach_safe(pos, tmp, head)                                                      \
-    for (struct list *pos = (head)->next, *tmp = pos->next; pos != (head); pos = tmp, tmp = pos->next)
+#define list_foreach(pos, head) \
+    for (struct list *pos = (head)->next; pos != (head); pos = pos->next)
+#define list_foreach_safe(pos, tmp, head)                                  \
+    for (struct list *pos = (head)->next, *tmp = pos->next; pos != (head); \
+         pos = tmp, tmp = pos->next)

@@ -86,7 +86,7 @@ log_full_errno(int level, int r, const char *fmt, ...)
     if (r < 0 && len < sizeof(line) - 2) {
         char tmp[128];
         int k = snprintf(line + len, sizeof(line) - 1 - len, ": %s",
-                strerror_r(-r, tmp, sizeof(tmp)));
+                         strerror_r(-r, tmp, sizeof(tmp)));
         if (k > 0)
             len = MIN(len + (size_t)k, sizeof(line) - 2);
     }

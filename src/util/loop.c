@@ -88,7 +88,7 @@ loop_free(struct loop *l)
     if (!l)
         return NULL;
     loop_bury(l);
-    list_foreach_safe(p, tmp, &l->defers) {
+    list_foreach_safe (p, tmp, &l->defers) {
         list_remove(p);
         free(list_entry(p, struct loop_defer_node, link));
     }
@@ -102,7 +102,7 @@ loop_free(struct loop *l)
 
 int
 loop_io_add(struct loop *l, int fd, uint32_t events, loop_io_fn fn, void *userdata,
-        struct loop_io **ret)
+            struct loop_io **ret)
 {
     struct loop_io *io = calloc(1, sizeof(*io));
     if (!io)

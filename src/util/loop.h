@@ -29,7 +29,7 @@ struct loop *loop_free(struct loop *l);
 
 /* Watches fd (borrowed: the caller closes it after loop_io_free()). */
 int loop_io_add(struct loop *l, int fd, uint32_t events, loop_io_fn fn, void *userdata,
-        struct loop_io **ret);
+                struct loop_io **ret);
 int loop_io_set_events(struct loop_io *io, uint32_t events);
 uint32_t loop_io_get_events(const struct loop_io *io);
 int loop_io_fd(const struct loop_io *io);

@@ -142,7 +142,7 @@ open_walk(int rootfd, const char *rel, int flags, mode_t mode)
             int fd = openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC, mode);
             if (fd < 0)
                 return (errno == ENOTDIR || errno == ELOOP) && is_symlink_at(cur, comp) ? -ELOOP
-                                                                                      : -errno;
+                                                                                        : -errno;
             return fd;
         }
         int nfd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

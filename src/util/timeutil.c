@@ -41,6 +41,6 @@ format_rfc3339(uint64_t epoch_ms, char *out, size_t outsz)
         return;
     }
     (void)snprintf(out, outsz, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
-            tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-            (unsigned)(epoch_ms % 1000u));
+                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                   (unsigned)(epoch_ms % 1000u));
 }

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <time.h>
 
-uint64_t now_usec(void); /* CLOCK_MONOTONIC */
-uint64_t now_msec(void); /* CLOCK_MONOTONIC */
+uint64_t now_usec(void);  /* CLOCK_MONOTONIC */
+uint64_t now_msec(void);  /* CLOCK_MONOTONIC */
 uint64_t wall_msec(void); /* CLOCK_REALTIME, ms since the epoch */
 
 /* Formats ms since the epoch as "2026-08-21T20:00:22.123Z" into out (>= 32 bytes). */

@@ -48,10 +48,10 @@ struct wsx {
     struct sync_state *sync;
     struct list waiters;
     struct store_ws meta;
-    unsigned jobs;          /* worker jobs in flight that point at us */
-    unsigned streams;       /* output streams attached */
+    unsigned jobs;    /* worker jobs in flight that point at us */
+    unsigned streams; /* output streams attached */
     bool mirroring, mirror_again, close_after, discard;
-    bool dirty;             /* touched since the last mirror began */
+    bool dirty;                              /* touched since the last mirror began */
     uint64_t last_mirror_ms, last_active_ms; /* monotonic */
     int wake_r;
     struct err wake_err;
@@ -203,7 +203,7 @@ check_drained(struct workspaces *w)
 {
     if (!w->draining || !w->drained || w->warm)
         return;
-    list_foreach(l, &w->all) {
+    list_foreach (l, &w->all) {
         if (list_entry(l, struct wsx, link)->state == WS_WAKING)
             return;
     }
@@ -234,18 +234,21 @@ add_waiter(struct wsx *x, const struct waiter *proto)
     return 0;
 }
 
-#define WAIT_FOR_READY(x, cb, ud)  add_waiter(x, &(struct waiter){.kind = WAIT_READY, .ready = (cb), .ud = (ud)})
-#define WAIT_FOR_SETTLE(x, cb, ud) add_waiter(x, &(struct waiter){.kind = WAIT_SETTLE, .settled = (cb), .ud = (ud)})
-#define WAIT_FOR_RESULT(x, k, cb, ud) add_waiter(x, &(struct waiter){.kind = (k), .result = (cb), .ud = (ud)})
+#define WAIT_FOR_READY(x, cb, ud) \
+    add_waiter(x, &(struct waiter){.kind = WAIT_READY, .ready = (cb), .ud = (ud)})
+#define WAIT_FOR_SETTLE(x, cb, ud) \
+    add_waiter(x, &(struct waiter){.kind = WAIT_SETTLE, .settled = (cb), .ud = (ud)})
+#define WAIT_FOR_RESULT(x, k, cb, ud) \
+    add_waiter(x, &(struct waiter){.kind = (k), .result = (cb), .ud = (ud)})
 
 /* Answers and removes the waiters of one kind. */
 static void
 notify(struct wsx *x, enum wait_kind kind, int r, const struct err *err,
-        const struct sync_report *rep)
+       const struct sync_report *rep)
 {
     struct list batch;
     list_init(&batch);
-    list_foreach_safe(l, tmp, &x->waiters) {
+    list_foreach_safe (l, tmp, &x->waiters) {
         struct waiter *wt = list_entry(l, struct waiter, link);
         if (wt->kind != kind)
             continue;
@@ -268,7 +271,7 @@ notify(struct wsx *x, enum wait_kind kind, int r, const struct err *err,
 static bool
 has_waiters(struct wsx *x, enum wait_kind kind)
 {
-    list_foreach(l, &x->waiters) {
+    list_foreach (l, &x->waiters) {
         if (list_entry(l, struct waiter, link)->kind == kind)
             return true;
     }
@@ -337,8 +340,8 @@ mirror_done(void *ud)
         log_warn("workspace=%s mirror failed: %s", x->id, j->err.msg);
     else if (j->rep.files || j->rep.deleted || j->rep.dirs)
         log_debug("workspace=%s mirrored: %llu files, %llu dirs, %llu deleted in %.1f ms", x->id,
-                (unsigned long long)j->rep.files, (unsigned long long)j->rep.dirs,
-                (unsigned long long)j->rep.deleted, j->rep.duration_us / 1000.0);
+                  (unsigned long long)j->rep.files, (unsigned long long)j->rep.dirs,
+                  (unsigned long long)j->rep.deleted, j->rep.duration_us / 1000.0);
     free(j);
 
     if (x->mirror_again && x->state != WS_COLD) {
@@ -413,15 +416,15 @@ on_gone(struct sandbox *sb, void *ud)
         if (!x->wake_r) {
             x->wake_r = -EIO;
             (void)err_set(&x->wake_err, EIO, "the sandbox of workspace '%s' died while waking",
-                    x->id);
+                          x->id);
         }
         notify(x, WAIT_READY, x->wake_r, &x->wake_err, NULL);
         notify(x, WAIT_FLUSH, x->wake_r, &x->wake_err, NULL);
     } else {
         notify(x, WAIT_FLUSH, 0, NULL, &x->last_report);
     }
-    notify(x, WAIT_CLOSE, was == WS_SLEEPING ? 0 : -ESRCH,
-            was == WS_SLEEPING ? NULL : &x->wake_err, &x->last_report);
+    notify(x, WAIT_CLOSE, was == WS_SLEEPING ? 0 : -ESRCH, was == WS_SLEEPING ? NULL : &x->wake_err,
+           &x->last_report);
     notify(x, WAIT_SETTLE, 0, NULL, NULL);
     /* An exec that arrived while we were going to sleep wakes us again. */
     if (was == WS_SLEEPING && has_waiters(x, WAIT_READY) && !w->draining)
@@ -465,8 +468,8 @@ restore_done(void *ud)
         return;
     }
     log_debug("workspace=%s restored %llu files (%llu bytes) in %.1f ms", x->id,
-            (unsigned long long)j->rep.files, (unsigned long long)j->rep.bytes,
-            j->rep.duration_us / 1000.0);
+              (unsigned long long)j->rep.files, (unsigned long long)j->rep.bytes,
+              j->rep.duration_us / 1000.0);
     free(j);
     x->state = WS_WARM;
     x->w->warm++;
@@ -755,14 +758,14 @@ void
 workspaces_sweep(struct workspaces *w)
 {
     uint64_t now = now_msec();
-    list_foreach_safe(l, tmp, &w->all) {
+    list_foreach_safe (l, tmp, &w->all) {
         struct wsx *x = list_entry(l, struct wsx, link);
         if (x->state != WS_WARM)
             continue;
         bool busy = x->streams > 0 || sandbox_proc_count(x->sb, true) > 0;
         if (w->cfg.idle_ms && !busy && now - x->last_active_ms >= w->cfg.idle_ms) {
             log_info("workspace=%s idle for %llu s: mirroring and putting it to sleep", x->id,
-                    (unsigned long long)((now - x->last_active_ms) / 1000u));
+                     (unsigned long long)((now - x->last_active_ms) / 1000u));
             workspaces_close(w, x->id, NULL, NULL);
             continue;
         }
@@ -778,7 +781,7 @@ workspaces_drain(struct workspaces *w, void (*done)(void *ud), void *ud)
     w->drained = done;
     w->drained_ud = ud;
     unsigned n = 0;
-    list_foreach_safe(l, tmp, &w->all) {
+    list_foreach_safe (l, tmp, &w->all) {
         struct wsx *x = list_entry(l, struct wsx, link);
         if (x->state == WS_WARM) {
             workspaces_close(w, x->id, NULL, NULL);
@@ -808,7 +811,7 @@ workspaces_store_kind(const struct workspaces *w)
 
 int
 workspaces_new(struct loop *loop, struct sandbox_host *sh, const struct workspaces_config *c,
-        struct workspaces **ret, struct err *err)
+               struct workspaces **ret, struct err *err)
 {
     struct workspaces *w = calloc(1, sizeof(*w));
     unsigned n = c->workers ? c->workers : 4;

@@ -35,19 +35,19 @@ struct workspaces;
 struct wsx;
 
 struct workspaces_config {
-    const char *store;          /* postgres:// URL or a directory (SQLite) */
-    const char *tmp_dir;        /* staging for uploads and PostgreSQL reads */
-    unsigned workers;           /* threads (and store connections) */
-    uint64_t mirror_window_ms;  /* throttled sweep period */
-    uint64_t idle_ms;           /* a warm workspace untouched this long is closed; 0 = never */
+    const char *store;         /* postgres:// URL or a directory (SQLite) */
+    const char *tmp_dir;       /* staging for uploads and PostgreSQL reads */
+    unsigned workers;          /* threads (and store connections) */
+    uint64_t mirror_window_ms; /* throttled sweep period */
+    uint64_t idle_ms;          /* a warm workspace untouched this long is closed; 0 = never */
     const struct sync_ignore *ignore;
     struct jail_limits default_limits;
-    uint64_t max_file_bytes;    /* largest file written through the API */
-    const char *holder;         /* this process's name for the GC lease */
+    uint64_t max_file_bytes; /* largest file written through the API */
+    const char *holder;      /* this process's name for the GC lease */
 };
 
 int workspaces_new(struct loop *loop, struct sandbox_host *sh, const struct workspaces_config *c,
-        struct workspaces **ret, struct err *err);
+                   struct workspaces **ret, struct err *err);
 void workspaces_free(struct workspaces *w);
 const char *workspaces_store_kind(const struct workspaces *w);
 
@@ -82,8 +82,7 @@ void workspaces_settle(struct workspaces *w, const char *id, ws_settled_fn cb, v
 
 /* Mirrors now (flush) or mirrors and puts to sleep (close); cb when done.
  * Both succeed at once on a cold workspace. */
-typedef void (*ws_result_fn)(void *ud, int r, const struct err *err,
-        const struct sync_report *rep);
+typedef void (*ws_result_fn)(void *ud, int r, const struct err *err, const struct sync_report *rep);
 void workspaces_flush(struct workspaces *w, const char *id, ws_result_fn cb, void *ud);
 void workspaces_close(struct workspaces *w, const char *id, ws_result_fn cb, void *ud);
 /* Kills the sandbox without mirroring (the workspace is being deleted). */

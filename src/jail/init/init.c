@@ -62,9 +62,9 @@ static uint32_t mode;
 
 /* Capabilities sandbox root keeps across exec: Docker's default set. */
 static const int keep_caps[] = {
-        CAP_CHOWN,   CAP_DAC_OVERRIDE, CAP_FOWNER,     CAP_FSETID,           CAP_KILL,
-        CAP_SETGID,  CAP_SETUID,       CAP_SETPCAP,    CAP_NET_BIND_SERVICE, CAP_NET_RAW,
-        CAP_SYS_CHROOT, CAP_MKNOD,     CAP_AUDIT_WRITE, CAP_SETFCAP,
+        CAP_CHOWN,      CAP_DAC_OVERRIDE, CAP_FOWNER,      CAP_FSETID,           CAP_KILL,
+        CAP_SETGID,     CAP_SETUID,       CAP_SETPCAP,     CAP_NET_BIND_SERVICE, CAP_NET_RAW,
+        CAP_SYS_CHROOT, CAP_MKNOD,        CAP_AUDIT_WRITE, CAP_SETFCAP,
 };
 
 static int
@@ -80,8 +80,7 @@ send_msg(const void *buf, size_t n)
 }
 
 /* Reports a set-up failure and exits; abxd turns it into an error naming the step. */
-static void __attribute__((noreturn))
-fail(const char *step, int errnum)
+static void __attribute__((noreturn)) fail(const char *step, int errnum)
 {
     struct proto_writer w;
     proto_writer_init(&w, txbuf, sizeof(txbuf), PROTO_FAILED);
@@ -93,10 +92,10 @@ fail(const char *step, int errnum)
     _exit(1);
 }
 
-#define CHECK(expr, step)                                                                      \
-    do {                                                                                       \
-        if ((expr) < 0)                                                                        \
-            fail(step, errno);                                                                 \
+#define CHECK(expr, step)      \
+    do {                       \
+        if ((expr) < 0)        \
+            fail(step, errno); \
     } while (0)
 
 static char pathbuf[4096];
@@ -198,8 +197,9 @@ loopback_up(void)
 static void
 mask_proc(void)
 {
-    static const char *const files[] = {"/proc/kcore", "/proc/keys", "/proc/latency_stats",
-            "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/sysrq-trigger"};
+    static const char *const files[] = {
+            "/proc/kcore",       "/proc/keys",        "/proc/latency_stats", "/proc/timer_list",
+            "/proc/timer_stats", "/proc/sched_debug", "/proc/sysrq-trigger"};
     static const char *const dirs[] = {"/proc/acpi", "/proc/asound", "/proc/scsi"};
     static const char *const ro[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"};
     struct stat st;
@@ -210,15 +210,14 @@ mask_proc(void)
     for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
         if (stat(dirs[i], &st) == 0 && S_ISDIR(st.st_mode))
             CHECK(mount("tmpfs", dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                          "size=0,mode=0555"),
-                    dirs[i]);
+                        "size=0,mode=0555"),
+                  dirs[i]);
     for (size_t i = 0; i < sizeof(ro) / sizeof(ro[0]); i++)
         if (stat(ro[i], &st) == 0 && S_ISDIR(st.st_mode)) {
             CHECK(mount(ro[i], ro[i], NULL, MS_BIND | MS_REC, NULL), ro[i]);
             CHECK(mount(NULL, ro[i], NULL,
-                          MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                          NULL),
-                    ro[i]);
+                        MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
+                  ro[i]);
         }
 }
 
@@ -232,7 +231,7 @@ build_root(const struct proto_config *c)
     owner_gid = c->root_gid_host;
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make mounts private");
     (void)snprintf(opts, sizeof(opts), "mode=0755,size=%llu,uid=%u,gid=%u",
-            (unsigned long long)c->root_bytes, owner_uid, owner_gid);
+                   (unsigned long long)c->root_bytes, owner_uid, owner_gid);
     CHECK(mount("tmpfs", R, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount root tmpfs");
 
     mkdir_in(R, "usr", 0755);
@@ -246,7 +245,7 @@ build_root(const struct proto_config *c)
 
     mkdir_in(R, "proc", 0555);
     CHECK(mount("proc", at(R, "proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL),
-            "mount /proc");
+          "mount /proc");
 
     mkdir_in(R, "dev", 0755);
     tmpfs_in(R, "dev", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
@@ -260,25 +259,25 @@ build_root(const struct proto_config *c)
     }
     mkdir_in(R, "dev/pts", 0755);
     (void)snprintf(opts, sizeof(opts), "newinstance,ptmxmode=0666,mode=0620,gid=%u",
-            c->tty_gid_host);
+                   c->tty_gid_host);
     CHECK(mount("devpts", at(R, "dev/pts"), "devpts", MS_NOSUID | MS_NOEXEC, opts),
-            "mount /dev/pts");
+          "mount /dev/pts");
     CHECK(symlink("pts/ptmx", at(R, "dev/ptmx")), "dev/ptmx");
     mkdir_in(R, "dev/shm", 01777);
     (void)snprintf(opts, sizeof(opts), "mode=1777,size=%llu,uid=%u,gid=%u",
-            (unsigned long long)c->shm_bytes, owner_uid, owner_gid);
+                   (unsigned long long)c->shm_bytes, owner_uid, owner_gid);
     tmpfs_in(R, "dev/shm", MS_NOSUID | MS_NODEV, opts);
     CHECK(symlink("/proc/self/fd", at(R, "dev/fd")), "dev/fd");
     CHECK(symlink("/proc/self/fd/0", at(R, "dev/stdin")), "dev/stdin");
     CHECK(symlink("/proc/self/fd/1", at(R, "dev/stdout")), "dev/stdout");
     CHECK(symlink("/proc/self/fd/2", at(R, "dev/stderr")), "dev/stderr");
     CHECK(mount(NULL, at(R, "dev"), NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
-                  "mode=0755,size=64k"),
-            "remount /dev read-only");
+                "mode=0755,size=64k"),
+          "remount /dev read-only");
 
     mkdir_in(R, "tmp", 01777);
     (void)snprintf(opts, sizeof(opts), "mode=1777,size=%llu,uid=%u,gid=%u",
-            (unsigned long long)c->tmp_bytes, owner_uid, owner_gid);
+                   (unsigned long long)c->tmp_bytes, owner_uid, owner_gid);
     tmpfs_in(R, "tmp", MS_NOSUID | MS_NODEV, opts);
 
     mkdir_in(R, "home", 0755);
@@ -451,8 +450,7 @@ step_name(int step)
     }
 }
 
-static void __attribute__((noreturn))
-child_fail(int errpipe, int step)
+static void __attribute__((noreturn)) child_fail(int errpipe, int step)
 {
     struct spawn_err e = {step, errno};
     (void)!write(errpipe, &e, sizeof(e));
@@ -468,8 +466,7 @@ env_path(char *const *env)
     return DEFAULT_PATH;
 }
 
-static void __attribute__((noreturn))
-exec_or_die(char *const *argv, char *const *env)
+static void __attribute__((noreturn)) exec_or_die(char *const *argv, char *const *env)
 {
     static char cand[4096];
     const char *file = argv[0];
@@ -502,7 +499,7 @@ exec_or_die(char *const *argv, char *const *env)
     }
     char msg[512];
     int n = snprintf(msg, sizeof(msg), "abx: %s: %s\n", file,
-            err == ENOENT ? "command not found" : strerror(err));
+                     err == ENOENT ? "command not found" : strerror(err));
     if (n > 0)
         (void)!write(2, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
     _exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
@@ -692,8 +689,8 @@ handle_control(void)
     int nfds = 0;
     char cbuf[CMSG_SPACE(sizeof(int) * PROTO_MAX_FDS)];
     struct iovec iov = {rxbuf, sizeof(rxbuf)};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-            .msg_controllen = sizeof(cbuf)};
+    struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
 
     ssize_t k = recvmsg(CTL_FD, &mh, MSG_CMSG_CLOEXEC);
     if (k < 0 && (errno == EINTR || errno == EAGAIN))

@@ -260,7 +260,7 @@ test_restore_roundtrip(void **state)
 
     /* Restore into a second, empty directory. */
     struct sync_sandbox sb2 = {open(f->ws_dir2, O_PATH | O_DIRECTORY | O_CLOEXEC), geteuid(),
-            getegid()};
+                               getegid()};
     struct sync_state *st2;
     assert_int_equal(sync_state_new(&st2), 0);
     assert_int_equal(sync_restore(f->s, "ws1", &sb2, &f->ig, st2, &rep, &err), 0);
@@ -314,7 +314,7 @@ test_restore_fails_loudly(void **state)
     tamper_blob(f, e2.hash, NULL);
 
     struct sync_sandbox sb2 = {open(f->ws_dir2, O_PATH | O_DIRECTORY | O_CLOEXEC), geteuid(),
-            getegid()};
+                               getegid()};
     struct sync_state *st2;
     assert_int_equal(sync_state_new(&st2), 0);
     int r = sync_restore(f->s, "ws1", &sb2, &f->ig, st2, &rep, &err);
