@@ -147,7 +147,9 @@ describe('lifecycle', { skip }, () => {
     const before = instanceCgroups(d.stateDir).length;
     const res = await d.stop({ keepState: true });
     assert.equal(res.code, 0);
-    assert.match(d.log, /SIGTERM: draining and killing 1 sandboxes/);
+    assert.match(d.log, /SIGTERM: draining \(0 warm workspaces, 1 sandboxes\)/);
+    assert.match(d.log, /killing 1 sandboxes/);
+    assert.match(d.log, /all sandboxes are gone; exiting/);
     assert.deepEqual(stillRunning(pids), []);
     assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')), []);
     assert.ok(instanceCgroups(d.stateDir).length < before);
