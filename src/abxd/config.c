@@ -17,6 +17,7 @@ void
 config_usage(const char *prog)
 {
     printf("Usage: %s [--listen ADDR:PORT] [--state-dir DIR] [--isolation ns|uid|none]\n"
+           "       [--tools-dir DIR]\n"
            "\n"
            "abxd runs isolated sandboxes for AI agents and serves them over HTTP.\n"
            "\n"
@@ -24,6 +25,8 @@ config_usage(const char *prog)
            "  --state-dir DIR      where sandboxes, the API key and /etc live\n"
            "                       (ABX_STATE_DIR, default /var/lib/abx)\n"
            "  --isolation MODE     ns (default), uid or none (ABX_ISOLATION)\n"
+           "  --tools-dir DIR      tool bundles offered to sandboxes at /.tools\n"
+           "                       (ABX_TOOLS_DIR; unset = no tools; see docs/tools.md)\n"
            "  --help, --version\n"
            "\n"
            "Environment: ABX_API_KEY, ABX_CGROUP (auto|v1|v2), ABX_POOL, ABX_MEMORY_MB,\n"
@@ -84,6 +87,7 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
             {"listen", required_argument, NULL, 'l'},
             {"state-dir", required_argument, NULL, 's'},
             {"isolation", required_argument, NULL, 'i'},
+            {"tools-dir", required_argument, NULL, 't'},
             {"help", no_argument, NULL, 'h'},
             {"version", no_argument, NULL, 'V'},
             {NULL, 0, NULL, 0},
@@ -171,6 +175,9 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     if ((s = getenv("ABX_STORE")) && *s &&
         (r = set_string(c->store, sizeof(c->store), s, "ABX_STORE", err)) < 0)
         return r;
+    if ((s = getenv("ABX_TOOLS_DIR")) && *s &&
+        (r = set_string(c->tools_dir, sizeof(c->tools_dir), s, "ABX_TOOLS_DIR", err)) < 0)
+        return r;
     if ((s = getenv("ABX_SYNC_IGNORE"))) {
         if ((r = set_string(c->sync_ignore, sizeof(c->sync_ignore), s, "ABX_SYNC_IGNORE", err)) < 0)
             return r;
@@ -210,6 +217,11 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
             c->isolation = jail_mode_from_name(optarg);
             if ((int)c->isolation < 0)
                 return err_set(err, EINVAL, "--isolation must be ns, uid or none");
+            break;
+        case 't':
+            if ((r = set_string(c->tools_dir, sizeof(c->tools_dir), optarg, "--tools-dir", err)) <
+                0)
+                return r;
             break;
         case 'h':
             c->show_help = true;

@@ -34,6 +34,7 @@ struct config {
     char sync_ignore[4096]; /* replaces the default rules when sync_ignore_set */
     bool sync_ignore_set;
     uint64_t sync_max_file_bytes;
+    char tools_dir[4096]; /* "" = no tools; else an existing directory of bundles */
     bool show_help, show_version;
 };
 

@@ -27,6 +27,7 @@
 #include "../jail/jail.h"
 #include "../sandbox/sandbox.h"
 #include "../sync/sync.h"
+#include "../tools/registry.h"
 #include "../util/buf.h"
 #include "../util/cleanup.h"
 #include "../util/fd.h"
@@ -49,6 +50,8 @@ struct daemon {
     struct api *api;
     struct workspaces *ws;
     struct sync_ignore ignore;
+    struct tools_registry *tools;
+    char tools_real[PATH_MAX];
     char holder[128];
     struct http_server *http;
     struct loop_io *sig_io;
@@ -355,6 +358,49 @@ lock_state(struct config *c, int *ret_statefd)
     return 0;
 }
 
+/* Loads the tool bundles (strictly: a bad bundle stops abxd) and says how
+ * sandboxes see them: the directory read-only at /.tools and, with a carrier
+ * bundle, its python/pip shims at /.toolbin, first on PATH. */
+static int
+load_tools(struct daemon *d, struct jail_bind *binds, size_t *ret_n, const char **ret_prefix)
+{
+    struct err err = {0};
+    static char shims[PATH_MAX + 16];
+    int r;
+
+    memset(binds, 0, 2 * sizeof(*binds));
+    *ret_n = 0;
+    *ret_prefix = NULL;
+    if (!d->cfg.tools_dir[0])
+        return 0;
+    if (!realpath(d->cfg.tools_dir, d->tools_real))
+        return log_err_errno(-errno, "tools directory '%s'", d->cfg.tools_dir);
+    r = tools_registry_load(d->tools_real, &d->tools, &err);
+    if (r < 0) {
+        log_err("%s", err.msg);
+        return r;
+    }
+    const bool ns = d->cfg.isolation == JAIL_NS;
+    (void)snprintf(shims, sizeof(shims), "%s/toolbin", d->cfg.state_dir);
+    r = tools_write_shims(d->tools, shims, ns ? TOOLS_MOUNT : d->tools_real, &err);
+    if (r < 0) {
+        log_err("%s", err.msg);
+        return r;
+    }
+    binds[0] = (struct jail_bind){.src = d->tools_real, .dst = TOOLS_MOUNT, .ro = true};
+    *ret_n = 1;
+    if (r == 1 && ns) {
+        binds[1] = (struct jail_bind){.src = shims, .dst = TOOLS_SHIM_MOUNT, .ro = true};
+        *ret_n = 2;
+        *ret_prefix = TOOLS_SHIM_MOUNT;
+    }
+    const struct tools_package *carrier = tools_registry_carrier(d->tools);
+    log_info("tools: %zu bundle(s), %zu command(s) from '%s'%s%s%s", tools_registry_count(d->tools),
+             tools_registry_commands(d->tools), d->tools_real, carrier ? "; carrier '" : "",
+             carrier ? carrier->name : "", carrier ? "' gives sandboxes python and pip" : "");
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -394,7 +440,14 @@ main(int argc, char **argv)
     if (loop_new(&d.loop) < 0 || loop_timer_new(d.loop, on_sweep, &d, &d.sweep) < 0 ||
         loop_timer_new(d.loop, on_shutdown_timeout, &d, &d.shutdown_timer) < 0)
         return log_err("out of memory"), 1;
+    struct jail_bind binds[2];
+    const char *path_prefix = NULL;
+    size_t nbinds = 0;
+    if (load_tools(&d, binds, &nbinds, &path_prefix) < 0)
+        return 1;
     struct jail_host_config jc = {
+            .binds = binds,
+            .nbinds = nbinds,
             .loop = d.loop,
             .mode = d.cfg.isolation,
             .state_dir = d.cfg.state_dir,
@@ -428,6 +481,7 @@ main(int argc, char **argv)
             .pool_size = missing.len ? 0 : d.cfg.pool,
             .pool_limits = {d.cfg.memory_bytes, d.cfg.cpu_millis, d.cfg.pids},
             .max_file_bytes = d.cfg.max_file_bytes,
+            .path_prefix = path_prefix,
     };
     /* The pool starts after the self-test, so the test measures a cold create. */
     shc.pool_size = 0;
@@ -480,6 +534,7 @@ main(int argc, char **argv)
     if (start_workspaces(&d, statefd) < 0)
         return 1;
     api_set_workspaces(d.api, d.ws);
+    api_set_tools(d.api, d.tools, d.cfg.isolation == JAIL_NS ? TOOLS_MOUNT : d.tools_real);
 
     struct http_server_config hc = {
             .host = d.cfg.listen_host,
@@ -514,6 +569,7 @@ main(int argc, char **argv)
     api_free(d.api);
     workspaces_free(d.ws);
     sync_ignore_done(&d.ignore);
+    tools_registry_free(d.tools);
     sandbox_host_free(d.sh);
     jail_host_free(d.jh);
     loop_timer_free(d.sweep);

@@ -11,6 +11,8 @@
 #include "../workspace/workspace.h"
 #include "api.h"
 
+struct tools_registry;
+
 #define API_JSON_MAX      (1024 * 1024)     /* bytes of a JSON request body */
 #define API_EXEC_BODY_MAX (4 * 1024 * 1024) /* exec bodies carry base64 stdin */
 #define API_ID_LEN        20
@@ -52,7 +54,9 @@ struct entry {
 struct api {
     struct loop *loop;
     struct sandbox_host *sh;
-    struct workspaces *ws; /* NULL when workspaces are not configured */
+    struct workspaces *ws;              /* NULL when workspaces are not configured */
+    const struct tools_registry *tools; /* NULL when no tools directory is configured */
+    char tools_mount[4096];             /* where sandboxes see the bundles */
     struct api_config cfg;
     char *api_key;
     struct hashmap *map;
@@ -107,6 +111,12 @@ void api_exec_req_free(struct exec_req *q);
 /* Starts q in sb and answers req (NDJSON stream, or 201 when background). */
 void api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
                   const struct out_owner *owner, const struct exec_req *q);
+
+/* tools.c: GET /v1/tools[/{name}] and /v1/tool-packages (path is the whole path). */
+void wire_tools(struct api *a, struct http_req *req, const char *path);
+/* tools.c: POST .../tools/{name} on a sandbox or a workspace. */
+void api_tool_call(struct api *a, struct http_req *req, const struct out_owner *o,
+                   const char *name);
 
 /* workspaces.c: path is what follows "/v1/workspaces" ("" or "/..."). */
 void wire_workspaces(struct api *a, struct http_req *req, const char *path);

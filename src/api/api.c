@@ -695,6 +695,11 @@ api_begin(struct http_req *req, void *ud)
         wire_workspaces(a, req, path + 14);
         return;
     }
+    if (!strcmp(path, "/v1/tools") || !strncmp(path, "/v1/tools/", 10) ||
+        !strcmp(path, "/v1/tool-packages")) {
+        wire_tools(a, req, path);
+        return;
+    }
     if (!strncmp(path, "/v1/store/", 10)) {
         wire_store(a, req, path + 10);
         return;
@@ -754,6 +759,12 @@ api_begin(struct http_req *req, void *ud)
             }
             return;
         }
+        if (n == 5 && !strcmp(seg[3], "tools")) {
+            struct out_owner o = {.kind = OWNER_SANDBOX};
+            (void)snprintf(o.id, sizeof(o.id), "%s", seg[2]);
+            api_tool_call(a, req, &o, seg[4]);
+            return;
+        }
         wire_sandboxes(a, req, seg, n);
         return;
     }
@@ -766,6 +777,13 @@ void
 api_set_workspaces(struct api *a, struct workspaces *ws)
 {
     a->ws = ws;
+}
+
+void
+api_set_tools(struct api *a, const struct tools_registry *tools, const char *mount)
+{
+    a->tools = tools;
+    (void)snprintf(a->tools_mount, sizeof(a->tools_mount), "%s", mount ? mount : "");
 }
 
 int

@@ -46,6 +46,12 @@ void api_free(struct api *a);
  * frees it after api_free). Without it those routes answer 404. */
 void api_set_workspaces(struct api *a, struct workspaces *ws);
 
+/* Offers the bundles of tools (owned by the caller, freed after api_free)
+ * at /v1/tools; sandboxes see them under mount (TOOLS_MOUNT in ns mode).
+ * Without it the tool routes answer as if the directory were empty. */
+struct tools_registry;
+void api_set_tools(struct api *a, const struct tools_registry *tools, const char *mount);
+
 /* The http server's begin() callback; ud is the api. */
 void api_begin(struct http_req *req, void *ud);
 

@@ -1243,6 +1243,12 @@ wire_workspaces(struct api *a, struct http_req *req, const char *path)
         api_processes(a, req, &o, seg, ns);
         return;
     }
+    if (!strncmp(rest, "/tools/", 7) && rest[7] && !strchr(rest + 7, '/')) {
+        struct out_owner o = {.kind = OWNER_WORKSPACE};
+        (void)snprintf(o.id, sizeof(o.id), "%s", id);
+        api_tool_call(a, req, &o, rest + 7);
+        return;
+    }
     if (!strcmp(rest, "/walk")) {
         if (!method_is(req, "GET", "GET"))
             return;

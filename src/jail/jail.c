@@ -68,6 +68,12 @@ struct jail_host {
     struct workq *wq; /* deletes workspaces off the loop thread */
     bool oom_protect; /* we may set oom_score_adj to -1000 */
     uint64_t root_bytes, tmp_bytes, shm_bytes;
+    size_t nbinds;
+    struct {
+        char src[PATH_MAX];
+        char dst[256];
+        bool ro;
+    } binds[JAIL_MAX_BINDS];
     char missing[1024];
 };
 
@@ -209,6 +215,23 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
     h->root_bytes = c->root_bytes;
     h->tmp_bytes = c->tmp_bytes;
     h->shm_bytes = c->shm_bytes;
+    if (c->nbinds > JAIL_MAX_BINDS) {
+        jail_host_free(h);
+        return err_setx(err, EINVAL, "too many bind mounts (%zu, at most %d)", c->nbinds,
+                        JAIL_MAX_BINDS);
+    }
+    for (size_t i = 0; i < c->nbinds; i++) {
+        const char *src = c->binds[i].src, *dst = c->binds[i].dst;
+        if (!src || src[0] != '/' || !dst || dst[0] != '/' || strstr(dst, "..") ||
+            strscpy(h->binds[i].src, src, sizeof(h->binds[i].src)) < 0 ||
+            strscpy(h->binds[i].dst, dst, sizeof(h->binds[i].dst)) < 0) {
+            jail_host_free(h);
+            return err_setx(err, EINVAL, "bad bind mount '%.200s' -> '%.64s'", src ? src : "",
+                            dst ? dst : "");
+        }
+        h->binds[i].ro = c->binds[i].ro;
+    }
+    h->nbinds = c->nbinds;
     if ((size_t)snprintf(h->state_dir, sizeof(h->state_dir), "%s", c->state_dir) >=
                 sizeof(h->state_dir) ||
         (size_t)snprintf(h->sandboxes_dir, sizeof(h->sandboxes_dir), "%s/sandboxes",
@@ -746,6 +769,12 @@ send_config(struct jail *j, struct err *err)
             .bpf = h->bpf.data,
             .bpf_len = (uint32_t)h->bpf.len,
     };
+    for (size_t i = 0; i < h->nbinds && i < PROTO_MAX_BINDS; i++) {
+        c.binds[i].src = h->binds[i].src;
+        c.binds[i].dst = h->binds[i].dst;
+        c.binds[i].flags = h->binds[i].ro ? PROTO_BIND_RO : 0;
+        c.nbinds = (uint32_t)i + 1;
+    }
     char cgpaths[PROTO_MAX_CGROUPS][512];
     if (j->have_cgroup) {
         int n = cgroup_procs_paths(h->cg, j->id, cgpaths, PROTO_MAX_CGROUPS);

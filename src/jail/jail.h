@@ -37,17 +37,28 @@ enum jail_mode jail_mode_from_name(const char *s);
 
 #define JAIL_UID_RANGE 65536u /* host uids per sandbox: in-sandbox 0..65535 */
 
+#define JAIL_MAX_BINDS 4 /* extra directories bound into every sandbox */
+
+/* A host directory every sandbox sees at dst (ns mode only). */
+struct jail_bind {
+    const char *src; /* absolute host path, copied */
+    const char *dst; /* absolute path inside the sandbox, no "..", copied */
+    bool ro;
+};
+
 struct jail_host_config {
     struct loop *loop; /* where teardown completions are delivered */
     enum jail_mode mode;
-    const char *state_dir;    /* absolute; sandboxes live in state_dir/sandboxes */
-    const char *cgroup;       /* "auto", "v1" or "v2" */
-    const char *uid_lockfile; /* host-wide lock file of the uid pool */
-    uint32_t uid_base;        /* first pooled host uid */
-    uint32_t uid_slots;       /* concurrent sandboxes the pool allows */
-    uint64_t root_bytes;      /* size cap of the writable root tmpfs */
-    uint64_t tmp_bytes;       /* size cap of /tmp */
-    uint64_t shm_bytes;       /* size cap of /dev/shm */
+    const char *state_dir;         /* absolute; sandboxes live in state_dir/sandboxes */
+    const char *cgroup;            /* "auto", "v1" or "v2" */
+    const char *uid_lockfile;      /* host-wide lock file of the uid pool */
+    uint32_t uid_base;             /* first pooled host uid */
+    uint32_t uid_slots;            /* concurrent sandboxes the pool allows */
+    uint64_t root_bytes;           /* size cap of the writable root tmpfs */
+    uint64_t tmp_bytes;            /* size cap of /tmp */
+    uint64_t shm_bytes;            /* size cap of /dev/shm */
+    const struct jail_bind *binds; /* e.g. tool bundles at /.tools; may be NULL */
+    size_t nbinds;                 /* at most JAIL_MAX_BINDS */
 };
 
 struct jail_host;

@@ -33,6 +33,17 @@ static const char hosts[] = "127.0.0.1\tlocalhost\n"
 static const char nsswitch[] = "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
                                "networks: files\nprotocols: files\nservices: files\n";
 static const char resolv[] = "# no network: sandboxes reach loopback only\n";
+/* Debian's /etc/profile resets PATH, so login shells (bash -lc, sh -lc)
+ * would lose the tool shims (python, pip of a carrier bundle) that exec puts
+ * first; put them back. A no-op when the directory is absent. */
+static const char profile_tools[] =
+        "# abx: tool shims (see docs/tools.md) stay first on PATH in login shells.\n"
+        "if [ -d /.toolbin ]; then\n"
+        "    case \":$PATH:\" in\n"
+        "    *:/.toolbin:*) ;;\n"
+        "    *) PATH=\"/.toolbin:$PATH\"; export PATH ;;\n"
+        "    esac\n"
+        "fi\n";
 
 /* Host entries copied verbatim (files, symlinks or whole directories). */
 static const char *const allow[] = {
@@ -83,6 +94,7 @@ static const char *const allow[] = {
         "xdg",
         "dpkg",
         "ImageMagick-6",
+        "matplotlibrc", /* Debian's matplotlib reads its defaults from here */
         NULL,
 };
 /* Inside copied directories, names never copied. */
@@ -173,6 +185,7 @@ rootfs_prepare_etc(const char *statedir, struct err *err)
             {"hostname", ROOTFS_HOSTNAME "\n"},
             {"nsswitch.conf", nsswitch},
             {"resolv.conf", resolv},
+            {"profile.d/zz-abx-tools.sh", profile_tools},
     };
 
     _cleanup_close_ int state = open(statedir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -202,6 +215,10 @@ rootfs_prepare_etc(const char *statedir, struct err *err)
             (void)err_setx(err, -r, "cannot copy /etc/%s", *a);
             goto fail;
         }
+    }
+    if (mkdirat(d, "profile.d", 0755) < 0 && errno != EEXIST) {
+        r = -errno;
+        goto fail;
     }
     for (size_t i = 0; i < ELEMENTSOF(gen); i++) {
         (void)unlinkat(d, gen[i].name, 0);

@@ -35,7 +35,8 @@ struct sandbox_host {
     uint32_t pool_ready, pool_creating;
     bool draining;
     struct loop_timer *retry;
-    int null_fd; /* stdin of processes given none */
+    int null_fd;        /* stdin of processes given none */
+    char path_env[512]; /* "PATH=..." every exec starts from */
 };
 
 struct entry {
@@ -204,6 +205,13 @@ sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_h
     h->loop = loop;
     h->jh = jh;
     h->cfg = *c;
+    h->cfg.path_prefix = NULL;
+    if ((size_t)snprintf(h->path_env, sizeof(h->path_env), "PATH=%s%s" SANDBOX_DEFAULT_PATH,
+                         c->path_prefix ? c->path_prefix : "",
+                         c->path_prefix ? ":" : "") >= sizeof(h->path_env)) {
+        free(h);
+        return -ENAMETOOLONG;
+    }
     list_init(&h->pool);
     h->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int r = h->null_fd < 0 ? -errno : loop_timer_new(loop, on_retry, h, &h->retry);
@@ -635,7 +643,7 @@ build_env(struct sandbox *sb, const struct sandbox_exec *x, const char **out, si
     size_t n = 0;
 
     (void)snprintf(home_buf, sizeof(home_buf), "HOME=%s", jail_home(sb->jail, x->root));
-    const char *defaults[] = {"PATH=" SANDBOX_DEFAULT_PATH, home_buf,
+    const char *defaults[] = {sb->host->path_env, home_buf,
                               x->root && ns ? "USER=root" : "USER=user",
                               x->root && ns ? "LOGNAME=root" : "LOGNAME=user", "LANG=C.UTF-8"};
     const char *const *layers[3] = {defaults, (const char *const *)sb->env, x->env};

@@ -39,6 +39,7 @@ struct sandbox_host_config {
     uint32_t pool_size;             /* ready jails kept warm; 0 = none */
     struct jail_limits pool_limits; /* limits pool jails carry until claimed */
     uint64_t max_file_bytes;        /* largest file an upload may write */
+    const char *path_prefix; /* put before the default PATH (tool shims), NULL = none; copied */
 };
 
 int sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_host_config *c,

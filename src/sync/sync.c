@@ -30,6 +30,7 @@ static const char *const default_ignores[] = {
         ".tox/",
         ".cache/",
         ".npm/",
+        ".local/", /* pip --user installs: like a .venv, they belong to one sandbox */
         ".ipynb_checkpoints/",
         "*.pyc",
         "*.pyo",
