@@ -1,6 +1,7 @@
 # The Makefile only keeps the contract; Meson does the work.
-#   make        build bin/abxd and bin/abx
+#   make        build bin/abxd and bin/abx, and the sample tool bundles
 #   make run    install missing packages, build, start abxd on 127.0.0.1:8700
+#               with the sample tools
 #   make test   install missing packages and run every test
 #   make bench  run the benchmarks and print the figures
 
@@ -8,10 +9,11 @@ BUILD      ?= build
 MESON_OPTS ?= --buildtype=debugoptimized -Dwerror=true
 STATE_DIR  ?= $(CURDIR)/var/state
 LISTEN     ?= 127.0.0.1:8700
+TOOLS_DIR  ?= $(BUILD)/tools
 
-.PHONY: all deps run test bench clean format
+.PHONY: all tools deps run test bench clean format
 
-all: bin/abxd bin/abx
+all: bin/abxd bin/abx tools
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) $(MESON_OPTS)
@@ -25,6 +27,11 @@ bin/abxd bin/abx &: $(BUILD)/build.ninja FORCE
 
 FORCE:
 
+# The sample tool bundles. Incremental (content hashes), so cheap when
+# nothing changed; the python-stack carrier needs `make deps` (numpy ...).
+tools: bin/abx
+	bin/abx tools build --out $(TOOLS_DIR) sample-tools
+
 deps:
 	@./scripts/deps.sh
 
@@ -32,7 +39,7 @@ run: deps all
 	@mkdir -p $(STATE_DIR)
 	@echo "abxd: state in $(STATE_DIR); the API key is in $(STATE_DIR)/api-key"
 	@echo "try:  ABX_API_KEY=\$$(cat $(STATE_DIR)/api-key) bin/abx create"
-	exec bin/abxd --listen $(LISTEN) --state-dir $(STATE_DIR)
+	exec bin/abxd --listen $(LISTEN) --state-dir $(STATE_DIR) --tools-dir $(TOOLS_DIR)
 
 test: deps
 	./scripts/test.sh

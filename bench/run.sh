@@ -18,7 +18,7 @@
 #   BENCH_EXEC_N (2000) BENCH_WARMUP (200) BENCH_LIFECYCLE_N (200)
 #   BENCH_LIVE (500) BENCH_THREADS (16) BENCH_SECONDS (10) BENCH_BIG_MIB (1024)
 #   BENCH_SETTLE_S (10) BENCH_WS_FILES (10000) BENCH_WS_REPS (5)
-#   BENCH_WS_WAKE_MIB (100) BENCH_DOC (docs/performance.md; "-" = do not write)
+#   BENCH_WS_WAKE_MIB (100) BENCH_TOOLS_RUNS (10) BENCH_DOC (docs/performance.md; "-" = do not write)
 #   BENCH_TMPDIR (/var/tmp: the files and the state directory share its disk)
 #   BENCH_QUICK=1 (small counts everywhere; does not write the document)
 set -euo pipefail
@@ -232,8 +232,11 @@ wait_pool() { # wait_pool N: until abxd holds N warm sandboxes (at most 30 s)
 
 start_abxd() { # start_abxd POOL
     local pool=$1 i
-    note_cmd "ABX_API_KEY=<generated> ${ABX_LOG_LEVEL:+ABX_LOG_LEVEL=$ABX_LOG_LEVEL }ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir \$WORK/state"
-    ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir "$STATE" >"$WORK/abxd.log" 2>&1 &
+    # The sample tools (built by make into build/tools) for section 8b.
+    local tools=()
+    [ -d build/tools ] && tools=(--tools-dir build/tools)
+    note_cmd "ABX_API_KEY=<generated> ${ABX_LOG_LEVEL:+ABX_LOG_LEVEL=$ABX_LOG_LEVEL }ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir \$WORK/state ${tools[*]}"
+    ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir "$STATE" "${tools[@]}" >"$WORK/abxd.log" 2>&1 &
     ABXD_PID=$!
     PORT=
     for ((i = 0; i < 300; i++)); do
@@ -428,6 +431,91 @@ if [ -n "${BENCH_WS_REPS:-}" ]; then WS_ARGS+=(--reps "$BENCH_WS_REPS" --wake-re
 if [ -n "${BENCH_WS_WAKE_MIB:-}" ]; then WS_ARGS+=(--wake-mib "$BENCH_WS_WAKE_MIB"); fi
 measure bench/ws-bench.sh "${WS_ARGS[@]}" || true
 stop_abxd
+
+# --- 8. tool bundles: abx tools build of the sample tools ---
+
+# Cold: --force into an emptied directory before every run (each package's
+# build, the contract run on the host, fsync of every file, the swap);
+# nothing changed: only the content hashes and the stamps are read. No abxd.
+say "8. tool bundles: abx tools build of sample-tools"
+TB_OUT=$WORK/tools
+TB_RUNS=${BENCH_TOOLS_RUNS:-10}
+[ "${BENCH_QUICK:-0}" = 1 ] && TB_RUNS=3
+# tools_hyperfine NAME ARGS...: hyperfine's median, min and max (µs) as NAME.*
+tools_hyperfine() {
+    local name=$1
+    shift
+    if hyperfine --style none --runs "$TB_RUNS" --export-csv "$WORK/$name.csv" "$@" >&2; then
+        awk -F, -v n="$name" 'NR == 2 { printf "%s.median_us=%.0f\n%s.min_us=%.0f\n%s.max_us=%.0f\n",
+            n, $4 * 1e6, n, $7 * 1e6, n, $8 * 1e6 }' "$WORK/$name.csv" >>"$RESULTS"
+    else
+        say "FAILED: hyperfine $*"
+        FAILED=1
+    fi
+}
+if ! command -v hyperfine >/dev/null; then
+    say "hyperfine is not installed (make deps): skipped"
+elif ! bin/abx tools build --out "$TB_OUT" sample-tools >"$WORK/tools-build.log" 2>&1; then
+    say "FAILED: bin/abx tools build --out \$WORK/tools sample-tools: $(tail -n 5 "$WORK/tools-build.log")"
+    FAILED=1
+else
+    put tools_build.packages "$(grep -c ': built' "$WORK/tools-build.log")"
+    note_cmd "hyperfine --runs $TB_RUNS --prepare 'rm -rf \$WORK/tools' 'bin/abx tools build --force --out \$WORK/tools sample-tools'"
+    tools_hyperfine tools_build_cold --prepare "rm -rf $TB_OUT" \
+        "bin/abx tools build --force --out $TB_OUT sample-tools"
+    bin/abx tools build --out "$TB_OUT" sample-tools >/dev/null 2>&1 || true
+    note_cmd "hyperfine --runs $TB_RUNS 'bin/abx tools build --out \$WORK/tools sample-tools'"
+    tools_hyperfine tools_build_warm "bin/abx tools build --out $TB_OUT sample-tools"
+fi
+
+# --- 8b. a tool call against an exec of the same launcher ---
+
+# Both on one warm workspace, through curl (its time_total: request sent to
+# answer complete), one request at a time: the tool route's own cost is
+# the schema validation, the walk before and after (for "files") and the
+# JSON answer, against exec's NDJSON stream.
+say "8b. tool call round trip against exec of the same launcher"
+TC_N=${BENCH_TOOL_CALLS:-200}
+[ "${BENCH_QUICK:-0}" = 1 ] && TC_N=20
+# tc_lat NAME PATH BODY: TC_N POSTs, p50/p99/mean of time_total as NAME.*_us
+tc_lat() {
+    local name=$1 path=$2 body=$3 i
+    for ((i = 0; i < TC_N; i++)); do
+        curl -sS -o /dev/null -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $KEY" \
+            -H 'Content-Type: application/json' -X POST "$URL$path" --data-binary "$body"
+    done >"$WORK/$name.times"
+    if grep -qv '^200 ' "$WORK/$name.times"; then
+        say "FAILED: $name: $(grep -v '^200 ' "$WORK/$name.times" | head -n 1)"
+        FAILED=1
+        return
+    fi
+    awk '{ print $2 * 1e6 }' "$WORK/$name.times" | sort -n | awk -v n="$name" '
+        { v[NR] = $1; t += $1 }
+        END { printf "%s.p50_us=%.0f\n%s.p99_us=%.0f\n%s.mean_us=%.0f\n", n, v[int(NR * 0.5 + 0.5)],
+              n, v[int(NR * 0.99 + 0.5)], n, t / NR }' >>"$RESULTS"
+}
+if [ ! -d build/tools ]; then
+    say "build/tools is missing (make builds it): skipped"
+else
+    start_abxd 2
+    TC_WS=$(curl -sS -H "Authorization: Bearer $KEY" -X POST "$URL/v1/workspaces" -d '{}' |
+        sed -n 's/.*"id" *: *"\([a-z0-9]*\)".*/\1/p')
+    awk 'BEGIN { print "city,temp,rain"; for (i = 0; i < 100; i++) printf "c%d,%d.5,%d\n", i % 7, i % 30, i % 11 }' \
+        >"$WORK/tc.csv"
+    curl -sS -o /dev/null -H "Authorization: Bearer $KEY" -X PUT --data-binary @"$WORK/tc.csv" \
+        "$URL/v1/workspaces/$TC_WS/files/data.csv"
+    TC_ARGS='{"path":"data.csv"}'
+    TC_EXEC='{"argv":["/.tools/csv-summary/launch","summarize","{\"path\":\"data.csv\"}"]}'
+    # Wake it, then warm both paths up.
+    curl -sS -o /dev/null -H "Authorization: Bearer $KEY" -X POST "$URL/v1/workspaces/$TC_WS/exec" \
+        -d "$TC_EXEC"
+    note_cmd "curl -X POST \$URL/v1/workspaces/\$WS/tools/csv-summary:summarize -d '{\"arguments\":$TC_ARGS}'  # $TC_N times"
+    tc_lat tool_call "/v1/workspaces/$TC_WS/tools/csv-summary:summarize" "{\"arguments\":$TC_ARGS}"
+    note_cmd "curl -X POST \$URL/v1/workspaces/\$WS/exec -d '$TC_EXEC'  # $TC_N times"
+    tc_lat tool_exec "/v1/workspaces/$TC_WS/exec" "$TC_EXEC"
+    stop_abxd
+fi
+
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table ---
@@ -662,6 +750,10 @@ $(store_row "$SMALL_MIB" get "GET from the store")
 $(store_row "$BIG_MIB" put "PUT to the store")
 $(store_row "$BIG_MIB" get "GET from the store")
 | $BIG_MIB MiB | baseline: \`dd conv=fsync\` | $(get "ws_dd_$BIG_MIB.mib_per_s") | $(ms "$(get "ws_dd_$BIG_MIB.us")") | | |
+
+**8. Tool bundles**: \`abx tools build\` of sample-tools ($(get tools_build.packages) packages, the python-stack carrier's module check included; hyperfine, $TB_RUNS runs, median (min–max) in ms): cold, \`--force\` into an emptied directory, **$(ms "$(get tools_build_cold.median_us)")** ($(ms "$(get tools_build_cold.min_us)")–$(ms "$(get tools_build_cold.max_us)")); nothing changed **$(ms "$(get tools_build_warm.median_us)")** ($(ms "$(get tools_build_warm.min_us)")–$(ms "$(get tools_build_warm.max_us)")).
+
+**8b. Tool call** on a warm workspace (curl, one request at a time, $TC_N each; csv-summary \`summarize\` of a 100-row CSV; p50 / p99 / mean in ms): through \`POST /v1/workspaces/{ws}/tools/csv-summary:summarize\` **$(ms "$(get tool_call.p50_us)")** / $(ms "$(get tool_call.p99_us)") / $(ms "$(get tool_call.mean_us)"); the same launcher through \`POST .../exec\` **$(ms "$(get tool_exec.p50_us)")** / $(ms "$(get tool_exec.p99_us)") / $(ms "$(get tool_exec.mean_us)").
 
 **Context**: GET /healthz with wrk (2 threads, 16 connections, 5 s): $(get healthz.rps) requests/s (mean latency $(get healthz.latency_avg)).
 

@@ -26,6 +26,8 @@
  *                                         abx_workspace_rename() and abx_workspace_create();
  *                                         -ESRCH from abx_process_signal(), -EPIPE from
  *                                         abx_process_stdin()
+ *   409 tool_conflict                     -ENOTUNIQ (two selected packages export one tool
+ *                                         name: the tool functions)
  *   412 precondition_failed               -ESTALE (If-Match did not hold: workspaces)
  *   413 too_large                         -EFBIG
  *   429 too_many_requests                 -EAGAIN
@@ -547,6 +549,143 @@ ABX_PUBLIC int abx_store_gc(struct abx_client *c, struct abx_store_gc **ret);
 
 ABX_PUBLIC struct abx_store_check *abx_store_check_free(struct abx_store_check *r);
 ABX_PUBLIC struct abx_store_gc *abx_store_gc_free(struct abx_store_gc *r);
+
+/* --- tools --- */
+
+/* Tool bundles abxd found at start (docs/api.md, "Tools"): packages whose
+ * commands are exported to language models as functions and run in a sandbox
+ * or a workspace. A tool's name is its command ("summarize"), or
+ * "package:command" where two packages export the same command; names are
+ * percent-encoded on the wire. A selection ("allowed") is a comma-separated
+ * list of "package" and "package:command" items; unknown names are skipped.
+ * Where two selected packages export one name abxd answers 409
+ * "tool_conflict", which these functions return as -ENOTUNIQ. */
+
+/* One tool of a list: what an LLM sees of it. */
+struct abx_tool {
+    char *name;
+    char *description; /* NULL when none */
+};
+
+struct abx_tool_list {
+    size_t n;
+    struct abx_tool *items;
+    /* The whole answer, {"tools": [...]}, in the format asked for: hand it to
+     * an LLM library as it is. */
+    char *json;
+};
+
+/* GET /v1/tools. allowed: NULL = every tool, "" = none, else a selection.
+ * format: "openai" (NULL: the default; entries {"type": "function",
+ * "function": {name, description, parameters}}) or "mcp" (entries {name,
+ * description, inputSchema}). */
+ABX_PUBLIC int abx_tool_list(struct abx_client *c, const char *allowed, const char *format,
+                             struct abx_tool_list **ret);
+
+struct abx_tool_info {
+    char *name;        /* as asked for: "summarize" or "csv-summary:summarize" */
+    char *package;     /* "csv-summary" */
+    char *command;     /* "summarize" */
+    char *description; /* NULL when none */
+    char *schema;      /* the JSON Schema of the arguments, as JSON text indented by 2 */
+    char *json;        /* the object as the server sent it */
+};
+
+/* GET /v1/tools/{name}. -ENOENT for an unknown tool. */
+ABX_PUBLIC int abx_tool_get(struct abx_client *c, const char *name, struct abx_tool_info **ret);
+
+struct abx_tool_package {
+    char *name;
+    char *kind;        /* "cli", ... */
+    char *description; /* NULL when none */
+    char **commands;   /* NULL-terminated */
+    size_t n_commands;
+    char *built_at; /* RFC 3339, NULL when not sent */
+    char *json;
+};
+
+struct abx_tool_package_list {
+    size_t n;
+    struct abx_tool_package **items;
+    char *json; /* the whole answer, {"packages": [...]} */
+};
+
+/* GET /v1/tool-packages: every package abxd found, whatever a selection. */
+ABX_PUBLIC int abx_tool_package_list(struct abx_client *c, struct abx_tool_package_list **ret);
+
+/* How to run a tool. A zeroed struct (or NULL) asks for the server's defaults. */
+struct abx_tool_call_opts {
+    bool has_timeout;      /* send timeout_s (else: the tool's or the server's default) */
+    double timeout_s;      /* total deadline in seconds, 0 = none */
+    double idle_timeout_s; /* deadline without output in seconds, 0 = not sent */
+};
+
+/* A workspace file the call created or changed. */
+struct abx_tool_file {
+    char *path; /* '/'-rooted */
+    uint64_t size;
+    char *version; /* NULL when not sent */
+};
+
+struct abx_tool_result {
+    char *tool;    /* the command that ran */
+    char *package; /* its package */
+    int exit_code; /* the tool's; 124 deadline, 128+N signal N */
+    int signal;    /* the signal that killed it, 0 = none */
+    /* What the tool wrote (NUL-terminated; the lengths count embedded NULs).
+     * NULL after a streamed call, which handed the output to the callback. */
+    char *stdout_data;
+    size_t stdout_len;
+    char *stderr_data;
+    size_t stderr_len;
+    bool truncated; /* the output exceeded abxd's cap; the text ends with a marker line */
+    bool timed_out;
+    bool oom_killed;
+    uint64_t duration_ms;
+    struct abx_tool_file *files;
+    size_t n_files;
+    char *json; /* the result object as the server sent it */
+};
+
+/* POST /v1/sandboxes/{id}/tools/{name}: runs the tool in the sandbox and
+ * returns once it has ended; a non-zero exit is a result, not an error.
+ * arguments_json is the JSON object of the arguments as text (NULL = "{}"),
+ * e.g. the "arguments" string of an OpenAI tool call; -EINVAL (before any
+ * request) when it is not one JSON object. abxd checks the arguments against
+ * the tool's schema: -EINVAL with its message (code "invalid_arguments") when
+ * they do not fit. -EIO with abxd's message when the call failed midway
+ * (the sandbox ended before the tool did). opts may be NULL. There is no
+ * total deadline (the tool's timeout bounds it). ret receives the result
+ * (abx_tool_result_free()). */
+ABX_PUBLIC int abx_tool_call(struct abx_client *c, const char *id, const char *name,
+                             const char *arguments_json, const struct abx_tool_call_opts *opts,
+                             struct abx_tool_result **ret);
+/* The same with "stream": true: the tool's output is handed to output (NULL
+ * discards it) as it arrives, with offset counting both streams' bytes; the
+ * result (optional ret) then has no stdout_data or stderr_data. -EPROTO when
+ * the stream ends without a result. */
+ABX_PUBLIC int abx_tool_call_stream(struct abx_client *c, const char *id, const char *name,
+                                    const char *arguments_json,
+                                    const struct abx_tool_call_opts *opts, abx_output_fn output,
+                                    void *userdata, struct abx_tool_result **ret);
+/* abx_tool_call() and abx_tool_call_stream() in a workspace, on
+ * /v1/workspaces/{ws}/tools/{name}; the workspace is woken first. The
+ * result's files are the workspace files the call created or changed. */
+ABX_PUBLIC int abx_workspace_tool_call(struct abx_client *c, const char *ws, const char *name,
+                                       const char *arguments_json,
+                                       const struct abx_tool_call_opts *opts,
+                                       struct abx_tool_result **ret);
+ABX_PUBLIC int abx_workspace_tool_call_stream(struct abx_client *c, const char *ws,
+                                              const char *name, const char *arguments_json,
+                                              const struct abx_tool_call_opts *opts,
+                                              abx_output_fn output, void *userdata,
+                                              struct abx_tool_result **ret);
+
+ABX_PUBLIC struct abx_tool_list *abx_tool_list_free(struct abx_tool_list *list);
+ABX_PUBLIC struct abx_tool_info *abx_tool_info_free(struct abx_tool_info *info);
+ABX_PUBLIC struct abx_tool_package_list *
+abx_tool_package_list_free(struct abx_tool_package_list *list);
+ABX_PUBLIC struct abx_tool_result *abx_tool_result_free(struct abx_tool_result *r);
 
 /* --- operations --- */
 

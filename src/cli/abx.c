@@ -94,6 +94,45 @@ static const struct verb store_verbs[] = {
         {0},
 };
 
+static const struct verb tools_verbs[] = {
+        {"tools ls", "[--allowed LIST] [--format openai|mcp] [--json]",
+         "list the tools abxd offers to language models",
+         "      --allowed LIST    a selection: comma-separated PKG and PKG:CMD items\n"
+         "                        (default: every tool; '' = none)\n"
+         "      --format F        print the server's JSON in format F: 'openai' (function\n"
+         "                        calling) or 'mcp' (the MCP tools/list form)\n"
+         "      --json            print the server's JSON (OpenAI format)\n"
+         "Without --json or --format: a table of NAME, PACKAGE and DESCRIPTION.\n",
+         cmd_tools_ls},
+        {"tools schema", "NAME [--json]", "print a tool's argument schema (JSON Schema)",
+         "      --json            print the whole tool as abxd sent it\n"
+         "NAME is the command (\"summarize\") or PKG:CMD when two packages export it.\n",
+         cmd_tools_schema},
+        {"tools call", "[--sandbox] WS NAME [ARGS_JSON|-] [OPTIONS]",
+         "run a tool in a workspace (or a sandbox), exit with its exit code",
+         "      --sandbox         WS is a sandbox id, not a workspace\n"
+         "      --timeout S       total deadline (0 = none; exit 124 when reached)\n"
+         "      --idle-timeout S  deadline without any output (0 = none)\n"
+         "      --stream          print the tool's output as it arrives\n"
+         "      --json            print the server's result object (with --stream, its\n"
+         "                        NDJSON)\n"
+         "ARGS_JSON is a JSON object of the tool's arguments (default {}); '-' reads it\n"
+         "from stdin (up to 1 MiB). The tool's stdout and stderr go to ours, then each\n"
+         "workspace file it wrote is named on stderr. abxd checks the arguments against\n"
+         "the schema: exit 1 with its message when they do not fit.\n",
+         cmd_tools_call},
+        {"tools build", "[-f] [-o DIR] [SRC...]",
+         "build tool packages into bundles for abxd --tools-dir",
+         "  -o, --out DIR         where the bundles go (default: $ABX_TOOLS_DIR, else\n"
+         "                        build/tools)\n"
+         "  -f, --force           rebuild bundles that are up to date\n"
+         "SRC is a package (a directory with abx-tool.json) or a directory of them\n"
+         "(default: ./sample-tools). Works on local files only; abxd loads the\n"
+         "bundles at start.\n",
+         cmd_tools_build},
+        {0},
+};
+
 static const struct verb verbs[] = {
         {"create", "[OPTIONS]", "create a sandbox and print its id",
          "      --memory-mb N     memory limit in MiB, /tmp included\n"
@@ -165,6 +204,11 @@ static const struct verb verbs[] = {
          "The store keeps the files of cold workspaces, each blob named by its\n"
          "SHA-256.\n",
          NULL, store_verbs},
+        {"tools", "VERB [OPTIONS] [ARGS...]", "tools for language models: ls, schema, call, build",
+         "Tool bundles abxd loaded at start (--tools-dir), offered to language models\n"
+         "as functions (OpenAI function calling or MCP) and run in a workspace or a\n"
+         "sandbox. A tool is named by its command, or PKG:CMD.\n",
+         NULL, tools_verbs},
         {0},
 };
 

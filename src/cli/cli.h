@@ -128,6 +128,10 @@ int cmd_ws_close(struct cli *cli, int argc, char **argv);
 int cmd_ws_manifest(struct cli *cli, int argc, char **argv);
 int cmd_store_check(struct cli *cli, int argc, char **argv);
 int cmd_store_gc(struct cli *cli, int argc, char **argv);
+int cmd_tools_ls(struct cli *cli, int argc, char **argv);
+int cmd_tools_schema(struct cli *cli, int argc, char **argv);
+int cmd_tools_call(struct cli *cli, int argc, char **argv);
+int cmd_tools_build(struct cli *cli, int argc, char **argv); /* cmd-tools-build.c */
 
 /* The verbs shared by both scopes: cmd_exec() is exec_main(..., CLI_SANDBOX),
  * cmd_ws_exec() exec_main(..., CLI_WORKSPACE), and so on. */
