@@ -151,7 +151,9 @@ check_rel_path(const char *field, const char *p, bool strict, struct err *err)
     if (n == 0)
         return err_set(err, EINVAL, "'%s' has an empty path", field);
     if (n > PATH_MAX - 1)
-        return err_set(err, ENAMETOOLONG, "'%s': path too long", field);
+        return err_set(err, EINVAL, "'%s': path too long", field);
+    if (p[n - 1] == '/')
+        return err_set(err, EINVAL, "'%s': '%.200s' ends with '/'", field, p);
     if (p[0] == '/')
         return err_set(err, EINVAL,
                        "'%s': '%.200s' is absolute; paths are relative to the "
@@ -168,8 +170,7 @@ check_rel_path(const char *field, const char *p, bool strict, struct err *err)
                            "'%s': '%.200s' names a hidden entry, which is not part of a package",
                            field, p);
         if (len > NAME_MAX)
-            return err_set(err, ENAMETOOLONG, "'%s': a component of '%.200s' is too long", field,
-                           p);
+            return err_set(err, EINVAL, "'%s': a component of '%.200s' is too long", field, p);
         c = *e ? e + 1 : e;
     }
     for (const char *c = p; *c; c++) {
