@@ -17,7 +17,7 @@ void
 config_usage(const char *prog)
 {
     printf("Usage: %s [--listen ADDR:PORT] [--state-dir DIR] [--isolation ns|uid|none]\n"
-           "       [--tools-dir DIR]\n"
+           "       [--tools-dir DIR] [--templates-dir DIR]\n"
            "\n"
            "abxd runs isolated sandboxes for AI agents and serves them over HTTP.\n"
            "\n"
@@ -27,6 +27,8 @@ config_usage(const char *prog)
            "  --isolation MODE     ns (default), uid or none (ABX_ISOLATION)\n"
            "  --tools-dir DIR      tool bundles offered to sandboxes at /.tools\n"
            "                       (ABX_TOOLS_DIR; unset = no tools; see docs/tools.md)\n"
+           "  --templates-dir DIR  sandbox templates besides 'base' (ABX_TEMPLATES_DIR;\n"
+           "                       see docs/templates.md)\n"
            "  --help, --version\n"
            "\n"
            "Environment: ABX_API_KEY, ABX_CGROUP (auto|v1|v2), ABX_POOL, ABX_MEMORY_MB,\n"
@@ -88,6 +90,7 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
             {"state-dir", required_argument, NULL, 's'},
             {"isolation", required_argument, NULL, 'i'},
             {"tools-dir", required_argument, NULL, 't'},
+            {"templates-dir", required_argument, NULL, 'T'},
             {"help", no_argument, NULL, 'h'},
             {"version", no_argument, NULL, 'V'},
             {NULL, 0, NULL, 0},
@@ -178,6 +181,10 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     if ((s = getenv("ABX_TOOLS_DIR")) && *s &&
         (r = set_string(c->tools_dir, sizeof(c->tools_dir), s, "ABX_TOOLS_DIR", err)) < 0)
         return r;
+    if ((s = getenv("ABX_TEMPLATES_DIR")) && *s &&
+        (r = set_string(c->templates_dir, sizeof(c->templates_dir), s, "ABX_TEMPLATES_DIR", err)) <
+                0)
+        return r;
     if ((s = getenv("ABX_SYNC_IGNORE"))) {
         if ((r = set_string(c->sync_ignore, sizeof(c->sync_ignore), s, "ABX_SYNC_IGNORE", err)) < 0)
             return r;
@@ -221,6 +228,11 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
         case 't':
             if ((r = set_string(c->tools_dir, sizeof(c->tools_dir), optarg, "--tools-dir", err)) <
                 0)
+                return r;
+            break;
+        case 'T':
+            if ((r = set_string(c->templates_dir, sizeof(c->templates_dir), optarg,
+                                "--templates-dir", err)) < 0)
                 return r;
             break;
         case 'h':

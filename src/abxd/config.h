@@ -34,7 +34,8 @@ struct config {
     char sync_ignore[4096]; /* replaces the default rules when sync_ignore_set */
     bool sync_ignore_set;
     uint64_t sync_max_file_bytes;
-    char tools_dir[4096]; /* "" = no tools; else an existing directory of bundles */
+    char tools_dir[4096];     /* "" = no tools; else an existing directory of bundles */
+    char templates_dir[4096]; /* "" = only "base"; else a directory of template directories */
     bool show_help, show_version;
 };
 

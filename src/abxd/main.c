@@ -27,6 +27,7 @@
 #include "../jail/jail.h"
 #include "../sandbox/sandbox.h"
 #include "../sync/sync.h"
+#include "../template/set.h"
 #include "../tools/registry.h"
 #include "../util/buf.h"
 #include "../util/cleanup.h"
@@ -51,6 +52,7 @@ struct daemon {
     struct workspaces *ws;
     struct sync_ignore ignore;
     struct tools_registry *tools;
+    struct template_set *templates;
     char tools_real[PATH_MAX];
     char holder[128];
     struct http_server *http;
@@ -445,6 +447,14 @@ main(int argc, char **argv)
     size_t nbinds = 0;
     if (load_tools(&d, binds, &nbinds, &path_prefix) < 0)
         return 1;
+    r = template_set_load(d.cfg.templates_dir[0] ? d.cfg.templates_dir : NULL, &d.templates, &err);
+    if (r < 0) {
+        log_err("%s", err.msg[0] ? err.msg : strerror(-r));
+        return 1;
+    }
+    if (d.cfg.templates_dir[0])
+        log_info("templates: %zu from '%s' besides 'base'", template_set_count(d.templates) - 1,
+                 d.cfg.templates_dir);
     struct jail_host_config jc = {
             .binds = binds,
             .nbinds = nbinds,
@@ -534,6 +544,7 @@ main(int argc, char **argv)
     if (start_workspaces(&d, statefd) < 0)
         return 1;
     api_set_workspaces(d.api, d.ws);
+    api_set_templates(d.api, d.templates);
     api_set_tools(d.api, d.tools, d.cfg.isolation == JAIL_NS ? TOOLS_MOUNT : d.tools_real);
 
     struct http_server_config hc = {
@@ -570,6 +581,7 @@ main(int argc, char **argv)
     workspaces_free(d.ws);
     sync_ignore_done(&d.ignore);
     tools_registry_free(d.tools);
+    template_set_free(d.templates);
     sandbox_host_free(d.sh);
     jail_host_free(d.jh);
     loop_timer_free(d.sweep);

@@ -12,6 +12,8 @@
 #include "api.h"
 
 struct tools_registry;
+struct template;
+struct template_set;
 
 #define API_JSON_MAX      (1024 * 1024)     /* bytes of a JSON request body */
 #define API_EXEC_BODY_MAX (4 * 1024 * 1024) /* exec bodies carry base64 stdin */
@@ -49,14 +51,17 @@ struct entry {
     struct http_req *create_req;
     struct list waiters; /* DELETE requests waiting for the end */
     struct loop_timer *deadline;
+    const struct template *tmpl; /* borrowed from the api's template set */
+    unsigned caps;               /* TEMPLATE_CAP_* the sandbox's routes allow */
 };
 
 struct api {
     struct loop *loop;
     struct sandbox_host *sh;
-    struct workspaces *ws;              /* NULL when workspaces are not configured */
-    const struct tools_registry *tools; /* NULL when no tools directory is configured */
-    char tools_mount[4096];             /* where sandboxes see the bundles */
+    struct workspaces *ws;                /* NULL when workspaces are not configured */
+    const struct tools_registry *tools;   /* NULL when no tools directory is configured */
+    const struct template_set *templates; /* never NULL once api_set_templates() ran */
+    char tools_mount[4096];               /* where sandboxes see the bundles */
     struct api_config cfg;
     char *api_key;
     struct hashmap *map;
@@ -108,6 +113,11 @@ struct exec_req;
 int api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **ret,
                     struct err *err);
 void api_exec_req_free(struct exec_req *q);
+/* An exec request made from C values (custom commands, code): argv, env and
+ * stdin are copied; timeout_ms 0 = the default exec deadline. */
+int api_exec_req_new(struct api *a, const char *const *argv, const char *const *env,
+                     const char *cwd, uint64_t timeout_ms, const void *stdin_data, size_t stdin_len,
+                     struct exec_req **ret);
 /* Starts q in sb and answers req (NDJSON stream, or 201 when background). */
 void api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
                   const struct out_owner *owner, const struct exec_req *q);
@@ -117,6 +127,18 @@ void wire_tools(struct api *a, struct http_req *req, const char *path);
 /* tools.c: POST .../tools/{name} on a sandbox or a workspace. */
 void api_tool_call(struct api *a, struct http_req *req, const struct out_owner *o,
                    const char *name);
+
+/* templates.c: answers 403 capability_missing and returns false unless e's
+ * template grants cap (a TEMPLATE_CAP_* bit). */
+bool api_need_cap(struct http_req *req, const struct entry *e, unsigned cap);
+/* templates.c: GET /v1/templates[/{name}] (path is the whole path). */
+void wire_templates(struct api *a, struct http_req *req, const char *path);
+/* templates.c: GET /v1/sandboxes/{id}/commands, POST .../commands/{name},
+ * POST .../code (name is NULL for the list and for code). */
+void api_commands(struct api *a, struct http_req *req, const char *id, const char *what,
+                  const char *name);
+/* templates.c: the template's capabilities as a JSON array of names. */
+json_t *api_caps_json(unsigned caps);
 
 /* workspaces.c: path is what follows "/v1/workspaces" ("" or "/..."). */
 void wire_workspaces(struct api *a, struct http_req *req, const char *path);

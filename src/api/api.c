@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../template/set.h"
 #include "../util/json.h"
 #include "../util/log.h"
 #include "../util/rand.h"
@@ -164,7 +165,8 @@ api_entry_json(struct api *a, struct entry *e, bool with_usage)
         return NULL;
     const struct jail_limits *l = sandbox_limits(e->sb);
     (void)json_set(o, "id", json_string(e->id));
-    (void)json_set(o, "template", json_string("base"));
+    (void)json_set(o, "template", json_string(e->tmpl ? e->tmpl->name : "base"));
+    (void)json_set(o, "capabilities", api_caps_json(e->caps));
     (void)json_set(o, "state",
                    json_string(e->state == E_READY      ? "running"
                                : e->state == E_CREATING ? "creating"
@@ -305,6 +307,11 @@ create_done(struct http_req *req, const char *body, size_t len)
     struct jail_limits lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis,
                               a->cfg.default_pids};
     struct sandbox_spec spec;
+    const struct template *t = NULL;
+    const char *tenv[TEMPLATE_ENV_MAX * 4];
+    double tcpu;
+    uint64_t tmem, tpids;
+    int nt = 0;
     size_t n, i = 0;
     int r;
 
@@ -315,16 +322,25 @@ create_done(struct http_req *req, const char *body, size_t len)
         return;
     }
     if ((r = json_check_object(j, allowed, &err)) < 0 ||
-        (r = json_get_str(j, "template", false, &tmpl, &err)) < 0 ||
-        (r = json_get_str_map(j, "env", API_ENV_MAX, API_ENV_BYTES, &env, &err)) < 0 ||
+        (r = json_get_str(j, "template", false, &tmpl, &err)) < 0)
+        goto fail;
+    t = template_set_find(a->templates, tmpl);
+    if (!t) {
+        api_error_msg(req, 404, "not_found", "no template '%.64s'", tmpl);
+        goto out;
+    }
+    template_effective_resources(a->templates, t, &tcpu, &tmem, &tpids);
+    if (tcpu > 0)
+        lim.cpu_millis = (uint32_t)lround(tcpu * 1000.0);
+    if (tmem)
+        lim.memory_bytes = tmem << 20;
+    if (tpids)
+        lim.pids = (uint32_t)tpids;
+    if ((r = json_get_str_map(j, "env", API_ENV_MAX, API_ENV_BYTES, &env, &err)) < 0 ||
         (r = json_get_str_map(j, "metadata", API_META_MAX, API_META_BYTES, &meta, &err)) < 0 ||
         (r = json_get_u64(j, "timeout_s", false, a->cfg.max_timeout_s, &timeout, &err)) < 0 ||
         (r = decode_limits(a, j, &lim, &err)) < 0)
         goto fail;
-    if (strcmp(tmpl, "base") != 0) {
-        api_error_msg(req, 404, "not_found", "no template '%.64s' (this host offers 'base')", tmpl);
-        goto out;
-    }
     if (a->draining) {
         api_error_msg(req, 503, "draining", "abxd is draining and takes no new sandboxes");
         goto out;
@@ -338,11 +354,24 @@ create_done(struct http_req *req, const char *body, size_t len)
                       a->count);
         goto out;
     }
+    /* The template's env first (its bases before it), the request's over it. */
+    nt = template_effective_env(a->templates, t, tenv, ELEMENTSOF(tenv));
+    if (nt < 0) {
+        r = err_set(&err, E2BIG, "template '%s' has too many env entries", t->name);
+        goto fail;
+    }
     n = env ? json_object_size(env) : 0;
-    envv = calloc(n + 1, sizeof(char *));
+    envv = calloc(n + (size_t)nt + 1, sizeof(char *));
     if (!envv) {
         r = -ENOMEM;
         goto fail;
+    }
+    for (int k = 0; k < nt; k++) {
+        if (!(envv[i] = strdup(tenv[k]))) {
+            r = -ENOMEM;
+            goto fail;
+        }
+        i++;
     }
     if (env) {
         const char *k;
@@ -366,6 +395,8 @@ create_done(struct http_req *req, const char *body, size_t len)
         goto fail;
     }
     e->api = a;
+    e->tmpl = t;
+    e->caps = t->caps;
     e->state = E_CREATING;
     list_init(&e->waiters);
     e->created_wall_ms = wall_msec();
@@ -700,6 +731,10 @@ api_begin(struct http_req *req, void *ud)
         wire_tools(a, req, path);
         return;
     }
+    if (!strcmp(path, "/v1/templates") || !strncmp(path, "/v1/templates/", 14)) {
+        wire_templates(a, req, path);
+        return;
+    }
     if (!strncmp(path, "/v1/store/", 10)) {
         wire_store(a, req, path + 10);
         return;
@@ -759,7 +794,18 @@ api_begin(struct http_req *req, void *ud)
             }
             return;
         }
+        if ((n == 4 || n == 5) && !strcmp(seg[3], "commands")) {
+            api_commands(a, req, seg[2], "commands", n == 5 ? seg[4] : NULL);
+            return;
+        }
+        if (n == 4 && !strcmp(seg[3], "code")) {
+            api_commands(a, req, seg[2], "code", NULL);
+            return;
+        }
         if (n == 5 && !strcmp(seg[3], "tools")) {
+            struct entry *e = api_find(a, req, seg[2]);
+            if (!e || !api_need_cap(req, e, TEMPLATE_CAP_SHELL))
+                return;
             struct out_owner o = {.kind = OWNER_SANDBOX};
             (void)snprintf(o.id, sizeof(o.id), "%s", seg[2]);
             api_tool_call(a, req, &o, seg[4]);
@@ -777,6 +823,12 @@ void
 api_set_workspaces(struct api *a, struct workspaces *ws)
 {
     a->ws = ws;
+}
+
+void
+api_set_templates(struct api *a, const struct template_set *templates)
+{
+    a->templates = templates;
 }
 
 void

@@ -52,6 +52,11 @@ void api_set_workspaces(struct api *a, struct workspaces *ws);
 struct tools_registry;
 void api_set_tools(struct api *a, const struct tools_registry *tools, const char *mount);
 
+/* The templates sandboxes may be created from (owned by the caller, freed
+ * after api_free). Without it only "base" exists. */
+struct template_set;
+void api_set_templates(struct api *a, const struct template_set *templates);
+
 /* The http server's begin() callback; ud is the api. */
 void api_begin(struct http_req *req, void *ud);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../template/template.h"
 #include "../util/json.h"
 #include "../util/parse.h"
 #include "../util/path.h"
@@ -320,6 +321,8 @@ wire_files(struct api *a, struct http_req *req, struct entry *e, const char *op,
 {
     const char *m = http_req_method(req);
 
+    if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
+        return;
     if (!strcmp(op, "files")) {
         char rel[PATH_MAX_LEN + 2];
         if (normalize(req, rest && *rest ? rest : "/", rel, sizeof(rel)) < 0)

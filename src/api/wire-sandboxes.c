@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../template/template.h"
 #include "../util/b64.h"
 #include "../util/json.h"
 #include "../util/log.h"
@@ -384,6 +385,56 @@ decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err)
     if (r > 0)
         *ret_ms = (uint64_t)(s * 1000.0 + 0.5);
     return r;
+}
+
+int
+api_exec_req_new(struct api *a, const char *const *argv, const char *const *env, const char *cwd,
+                 uint64_t timeout_ms, const void *stdin_data, size_t stdin_len,
+                 struct exec_req **ret)
+{
+    size_t na = 0, ne = 0;
+    while (argv[na])
+        na++;
+    while (env && env[ne])
+        ne++;
+    struct exec_req *q = calloc(1, sizeof(*q));
+    if (!q)
+        return -ENOMEM;
+    buf_init(&q->in, PROC_STDIN_MAX);
+    q->j = json_array(); /* owns the argv and cwd strings */
+    q->av = calloc(na + 1, sizeof(*q->av));
+    q->ev = calloc(ne + 1, sizeof(*q->ev));
+    int r = q->j && q->av && q->ev ? 0 : -ENOMEM;
+    for (size_t i = 0; r == 0 && i < na; i++) {
+        json_t *s = json_string(argv[i]);
+        if (!s || json_array_append_new(q->j, s) < 0)
+            r = -EINVAL; /* not UTF-8 */
+        else
+            q->av[i] = json_string_value(s);
+    }
+    for (size_t i = 0; r == 0 && i < ne; i++)
+        if (!(q->ev[i] = strdup(env[i])))
+            r = -ENOMEM;
+    if (r == 0 && cwd) {
+        json_t *s = json_string(cwd);
+        if (!s || json_array_append_new(q->j, s) < 0)
+            r = -EINVAL;
+        else
+            q->x.cwd = json_string_value(s);
+    }
+    if (r == 0 && stdin_len)
+        r = buf_put(&q->in, stdin_data, stdin_len);
+    if (r < 0) {
+        api_exec_req_free(q);
+        return r;
+    }
+    q->x.stdin_data = q->in.data;
+    q->x.stdin_len = q->in.len;
+    q->x.argv = q->av;
+    q->x.env = (const char *const *)q->ev;
+    q->x.timeout_ms = timeout_ms ? timeout_ms : a->cfg.exec_timeout_ms;
+    *ret = q;
+    return 0;
 }
 
 int
@@ -836,7 +887,8 @@ wire_sandboxes(struct api *a, struct http_req *req, char **seg, int n)
     if (n == 4 && !strcmp(op, "exec")) {
         if (!method(req, "POST", "POST"))
             return;
-        if (!api_find(a, req, id))
+        struct entry *e = api_find(a, req, id);
+        if (!e || !api_need_cap(req, e, TEMPLATE_CAP_SHELL))
             return;
         if (api_rq(a, req, id))
             http_req_read_body(req, API_EXEC_BODY_MAX, exec_done);
@@ -850,6 +902,9 @@ wire_sandboxes(struct api *a, struct http_req *req, char **seg, int n)
         return;
     }
     if (n >= 4 && !strcmp(op, "processes")) {
+        struct entry *e = api_find(a, req, id);
+        if (!e || !api_need_cap(req, e, TEMPLATE_CAP_SHELL))
+            return;
         struct out_owner o = {.kind = OWNER_SANDBOX};
         (void)snprintf(o.id, sizeof(o.id), "%s", id);
         api_processes(a, req, &o, seg + 3, n - 3);
