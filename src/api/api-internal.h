@@ -137,6 +137,12 @@ void wire_templates(struct api *a, struct http_req *req, const char *path);
  * POST .../code (name is NULL for the list and for code). */
 void api_commands(struct api *a, struct http_req *req, const char *id, const char *what,
                   const char *name);
+/* templates.c: renders custom command c with the JSON object args (NULL =
+ * none) into a malloc'ed `sh -c` line; -EINVAL (err says why), -E2BIG. */
+struct template_command;
+int api_render_command(const struct template_command *c, json_t *args, char **ret, struct err *err);
+/* templates.c: a command's arguments as a JSON Schema. */
+json_t *api_command_schema(const struct template_command *c);
 /* templates.c: the template's capabilities as a JSON array of names. */
 json_t *api_caps_json(unsigned caps);
 

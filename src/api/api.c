@@ -803,8 +803,10 @@ api_begin(struct http_req *req, void *ud)
             return;
         }
         if (n == 5 && !strcmp(seg[3], "tools")) {
+            /* A template's own commands run without shell, as on /commands. */
             struct entry *e = api_find(a, req, seg[2]);
-            if (!e || !api_need_cap(req, e, TEMPLATE_CAP_SHELL))
+            if (!e || (!template_find_command(e->tmpl, seg[4]) &&
+                       !api_need_cap(req, e, TEMPLATE_CAP_SHELL)))
                 return;
             struct out_owner o = {.kind = OWNER_SANDBOX};
             (void)snprintf(o.id, sizeof(o.id), "%s", seg[2]);

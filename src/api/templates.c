@@ -70,8 +70,8 @@ arg_json(const struct template_arg *g)
 }
 
 /* The arguments as a JSON Schema (what a model fills in). */
-static json_t *
-command_schema(const struct template_command *c)
+json_t *
+api_command_schema(const struct template_command *c)
 {
     static const char *const types[] = {"string", "integer", "number", "boolean"};
     json_t *props = json_object(), *req = json_array();
@@ -116,7 +116,7 @@ commands_json(const struct template *t)
         (void)json_set(o, "description",
                        c->description ? json_string(c->description) : json_null());
         (void)json_set(o, "args", args);
-        (void)json_set(o, "schema", command_schema(c));
+        (void)json_set(o, "schema", api_command_schema(c));
         (void)json_array_append_new(arr, o);
     }
     return arr;
@@ -202,6 +202,48 @@ names_of(const struct template *t, char *out, size_t n)
     }
 }
 
+int
+api_render_command(const struct template_command *c, json_t *args, char **ret, struct err *err)
+{
+    size_t n = args ? json_object_size(args) : 0, i = 0;
+    struct command_value *vals = calloc(n + 1, sizeof(*vals));
+    char **texts = calloc(n + 1, sizeof(*texts));
+    const char *k;
+    json_t *v;
+    int r = vals && texts ? 0 : -ENOMEM;
+    if (args && r == 0) {
+        json_object_foreach (args, k, v) {
+            vals[i].name = k;
+            if (json_is_string(v)) {
+                vals[i].text = json_string_value(v);
+                vals[i].len = json_string_length(v);
+                vals[i].is_string = true;
+            } else if (json_is_number(v) || json_is_boolean(v)) {
+                texts[i] = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+                if (!texts[i]) {
+                    r = -ENOMEM;
+                    break;
+                }
+                vals[i].text = texts[i];
+            } else {
+                r = err_set(err, EINVAL,
+                            "argument values must be strings, numbers or booleans; '%.64s' is "
+                            "not",
+                            template_name_ok(k) ? k : "(an argument)");
+                break;
+            }
+            i++;
+        }
+    }
+    if (r == 0)
+        r = command_render(c, vals, i, ret, err);
+    for (size_t m = 0; texts && m < n; m++)
+        free(texts[m]);
+    free(texts);
+    free(vals);
+    return r;
+}
+
 struct call_rq {
     struct api *api;
     char id[API_ID_LEN + 8];
@@ -258,49 +300,13 @@ command_body(struct http_req *req, const char *body, size_t len)
         api_error(req, r, &err);
         return;
     }
-    size_t n = args ? json_object_size(args) : 0, i = 0;
-    struct command_value *vals = calloc(n + 1, sizeof(*vals));
-    char **texts = calloc(n + 1, sizeof(*texts));
-    const char *k;
-    json_t *v;
-    if (!vals || !texts)
-        r = -ENOMEM;
-    if (args && r == 0) {
-        json_object_foreach (args, k, v) {
-            vals[i].name = k;
-            if (json_is_string(v)) {
-                vals[i].text = json_string_value(v);
-                vals[i].len = json_string_length(v);
-                vals[i].is_string = true;
-            } else if (json_is_number(v) || json_is_boolean(v)) {
-                texts[i] = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-                if (!texts[i]) {
-                    r = -ENOMEM;
-                    break;
-                }
-                vals[i].text = texts[i];
-            } else {
-                r = err_set(&err, EINVAL,
-                            "argument values must be strings, numbers or booleans; '%.64s' is "
-                            "not",
-                            template_name_ok(k) ? k : "(an argument)");
-                break;
-            }
-            i++;
-        }
-    }
     char *line = NULL;
-    if (r == 0)
-        r = command_render(c, vals, i, &line, &err);
+    r = api_render_command(c, args, &line, &err);
     if (r < 0)
         api_error(req, r == -E2BIG ? -EINVAL : r, &err);
     else
         run_line(a, req, e, line, c);
     free(line);
-    for (size_t m = 0; texts && m < n; m++)
-        free(texts[m]);
-    free(texts);
-    free(vals);
     json_decref(j);
 }
 

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../template/set.h"
 #include "../tools/registry.h"
 #include "../tools/schema.h"
 #include "../util/b64.h"
@@ -42,20 +43,26 @@
 /* --- export --- */
 
 static json_t *
-export_one(const struct tools_pick *p, bool mcp)
+export_schema(const char *name, const char *description, json_t *schema, bool mcp)
 {
     json_t *o = json_object();
-    (void)json_set(o, "name", json_string(p->cmd->name));
-    (void)json_set(o, "description", json_string(p->cmd->description));
+    (void)json_set(o, "name", json_string(name));
+    (void)json_set(o, "description", json_string(description));
     if (mcp) {
-        (void)json_set(o, "inputSchema", json_incref(p->cmd->schema));
+        (void)json_set(o, "inputSchema", json_incref(schema));
         return o;
     }
-    (void)json_set(o, "parameters", json_incref(p->cmd->schema));
+    (void)json_set(o, "parameters", json_incref(schema));
     json_t *f = json_object();
     (void)json_set(f, "type", json_string("function"));
     (void)json_set(f, "function", o);
     return f;
+}
+
+static json_t *
+export_one(const struct tools_pick *p, bool mcp)
+{
+    return export_schema(p->cmd->name, p->cmd->description, p->cmd->schema, mcp);
 }
 
 static void
@@ -82,10 +89,52 @@ list_tools(struct api *a, struct http_req *req)
         api_error(req, r, &err);
         return;
     }
+    /* A sandbox's or a template's custom commands join the bundles' tools. */
+    const struct template *t = NULL;
+    const char *sid = http_req_query(req, "sandbox"), *tname = http_req_query(req, "template");
+    if (sid && tname) {
+        free(picks);
+        api_error_msg(req, 400, "bad_request", "give 'sandbox' or 'template', not both");
+        return;
+    }
+    if (sid) {
+        struct entry *e = api_find(a, req, sid);
+        if (!e) {
+            free(picks);
+            return;
+        }
+        t = e->tmpl;
+    } else if (tname) {
+        t = template_set_find(a->templates, tname);
+        if (!t) {
+            free(picks);
+            api_error_msg(req, 404, "not_found", "no template '%.64s'", tname);
+            return;
+        }
+    }
+    for (size_t i = 0; t && i < t->n_cmds; i++) {
+        for (size_t k = 0; k < n; k++) {
+            if (strcmp(picks[k].cmd->name, t->cmds[i].name) != 0)
+                continue;
+            api_error_msg(req, 409, "tool_conflict",
+                          "'%s' is both a command of tool bundle '%s' and a custom command of "
+                          "template '%s'; leave one out of the selection",
+                          t->cmds[i].name, picks[k].pkg->name, t->name);
+            free(picks);
+            return;
+        }
+    }
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
         (void)json_array_append_new(arr, export_one(&picks[i], mcp));
     free(picks);
+    for (size_t i = 0; t && i < t->n_cmds; i++) {
+        const struct template_command *c = &t->cmds[i];
+        json_t *schema = api_command_schema(c);
+        (void)json_array_append_new(
+                arr, export_schema(c->name, c->description ? c->description : "", schema, mcp));
+        json_decref(schema);
+    }
     json_t *o = json_object();
     (void)json_set(o, "tools", arr);
     api_json(req, 200, o);
@@ -166,7 +215,11 @@ struct tool_call {
     struct out_owner owner;
     bool started; /* the call owns itself from here on (see call_close) */
     bool stream;
-    struct tools_pick pick;
+    bool timeout_given;
+    struct tools_pick pick;              /* a bundle's command, or: */
+    const struct template_command *tcmd; /* a custom command of the sandbox's template */
+    const char *tool_name, *package;     /* for the answer */
+    char *cmd_line;                      /* tcmd rendered */
     char name[2 * TOOLS_NAME_MAX + 2];
     json_t *args;
     struct sandbox_exec x;
@@ -197,6 +250,7 @@ call_free(struct tool_call *c)
     http_stream_release(c->s);
     json_decref(c->args);
     free(c->args_text);
+    free(c->cmd_line);
     if (c->have_before)
         files_tree_free(&c->before);
     buf_done(&c->out[0]);
@@ -335,8 +389,8 @@ result_json(struct tool_call *c, struct proc *p, bool with_text)
 {
     json_t *o = json_object();
     const struct proc_result *res = p ? proc_get_result(p) : NULL;
-    (void)json_set(o, "tool", json_string(c->pick.cmd->name));
-    (void)json_set(o, "package", json_string(c->pick.pkg->name));
+    (void)json_set(o, "tool", json_string(c->tool_name));
+    (void)json_set(o, c->tcmd ? "template" : "package", json_string(c->package));
     if (!res) {
         (void)json_set(o, "exit_code", json_null());
         (void)json_set(o, "error", json_string("the sandbox ended before the tool did"));
@@ -591,6 +645,7 @@ decode_call(struct tool_call *c, const char *body, size_t len)
         r = json_get_bool(j, "stream", false, &c->stream, &err);
     if (r >= 0)
         r = decode_seconds(j, "timeout_s", &c->x.timeout_ms, &err);
+    c->timeout_given = json_object_get(j, "timeout_s") != NULL;
     if (r >= 0)
         r = decode_seconds(j, "idle_timeout_s", &c->x.idle_timeout_ms, &err);
     if (r < 0) {
@@ -616,6 +671,14 @@ decode_call(struct tool_call *c, const char *body, size_t len)
     if (!json_is_object(c->args)) {
         api_error_msg(c->req, 400, "invalid_arguments", "'arguments' must be a JSON object");
         return -EINVAL;
+    }
+    if (c->tcmd) {
+        r = api_render_command(c->tcmd, c->args, &c->cmd_line, &err);
+        if (r < 0) {
+            api_error_msg(c->req, 400, "invalid_arguments", "%s: %s", c->tool_name, err.msg);
+            return r;
+        }
+        return 0;
     }
     r = tool_schema_validate(c->pick.cmd->schema, c->args, &err);
     if (r < 0) {
@@ -643,11 +706,23 @@ call_body(struct http_req *req, const char *body, size_t len)
 
     if (decode_call(c, body, len) < 0)
         return;
-    (void)snprintf(c->launch, sizeof(c->launch), "%s/%s/launch", a->tools_mount, c->pick.pkg->name);
-    c->argv[0] = c->launch;
-    c->argv[1] = c->pick.cmd->name;
-    c->argv[2] = c->args_text;
-    c->argv[3] = NULL;
+    if (c->tcmd) {
+        c->argv[0] = "/bin/sh";
+        c->argv[1] = "-c";
+        c->argv[2] = c->cmd_line;
+        c->argv[3] = NULL;
+        c->x.env = (const char *const *)c->tcmd->env;
+        c->x.cwd = c->tcmd->cwd;
+        if (c->tcmd->timeout_ms && !c->timeout_given)
+            c->x.timeout_ms = c->tcmd->timeout_ms;
+    } else {
+        (void)snprintf(c->launch, sizeof(c->launch), "%s/%s/launch", a->tools_mount,
+                       c->pick.pkg->name);
+        c->argv[0] = c->launch;
+        c->argv[1] = c->pick.cmd->name;
+        c->argv[2] = c->args_text;
+        c->argv[3] = NULL;
+    }
     c->x.argv = c->argv;
 
     if (c->owner.kind == OWNER_SANDBOX) {
@@ -677,8 +752,26 @@ api_tool_call(struct api *a, struct http_req *req, const struct out_owner *o, co
         api_error_msg(req, 404, "not_found", "workspaces are not configured");
         return;
     }
-    struct tools_pick pick;
-    if (lookup(a, req, name, &pick) < 0)
+    /* A custom command of a sandbox's template, or a bundle's command;
+     * a name both answer to is ambiguous. */
+    const struct template_command *tcmd = NULL;
+    const struct template *t = NULL;
+    if (o->kind == OWNER_SANDBOX) {
+        struct entry *e = api_find(a, NULL, o->id);
+        t = e ? e->tmpl : NULL;
+        tcmd = t ? template_find_command(t, name) : NULL;
+    }
+    struct tools_pick pick = {0};
+    struct err lerr = {0};
+    int lr = tools_lookup(a->tools, name, &pick, &lerr);
+    if (tcmd && lr != -ENOENT) {
+        api_error_msg(req, 409, "tool_conflict",
+                      "'%.64s' is a command of tool bundle '%s' and a custom command of template "
+                      "'%s'; call the bundle's as 'pkg:cmd'",
+                      name, lr == 0 ? pick.pkg->name : "(several)", t->name);
+        return;
+    }
+    if (!tcmd && lookup(a, req, name, &pick) < 0)
         return;
     struct tool_call *c = calloc(1, sizeof(*c));
     if (!c) {
@@ -689,6 +782,9 @@ api_tool_call(struct api *a, struct http_req *req, const struct out_owner *o, co
     c->req = req;
     c->owner = *o;
     c->pick = pick;
+    c->tcmd = tcmd;
+    c->tool_name = tcmd ? tcmd->name : pick.cmd->name;
+    c->package = tcmd ? t->name : pick.pkg->name;
     c->x.timeout_ms = a->cfg.exec_timeout_ms;
     buf_init(&c->out[0], TOOL_OUTPUT_MAX);
     buf_init(&c->out[1], TOOL_OUTPUT_MAX);

@@ -1308,7 +1308,7 @@ template_matches(const struct template *t, const char *name)
 const struct template_command *
 template_find_command(const struct template *t, const char *name)
 {
-    for (size_t i = 0; i < t->n_cmds; i++)
+    for (size_t i = 0; t && i < t->n_cmds; i++)
         if (!strcmp(t->cmds[i].name, name))
             return &t->cmds[i];
     return NULL;

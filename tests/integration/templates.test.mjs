@@ -276,6 +276,36 @@ describe('templates, capabilities and custom commands', { skip }, () => {
     assert.equal(left.out, '0\n');
   });
 
+  test("a template's commands are tools too: listed with their schemas and callable", async () => {
+    let r = await api(d, 'GET', `/v1/tools?sandbox=${tb}`);
+    assert.equal(r.status, 200, r.text);
+    const echo = r.json.tools.find((t) => t.function.name === 'echo');
+    assert.equal(echo.type, 'function');
+    assert.deepEqual(echo.function.parameters.required, ['text']);
+    r = await api(d, 'GET', '/v1/tools?template=locked&format=mcp');
+    assert.deepEqual(r.json.tools.map((t) => t.name), ['hello']);
+    assert.equal(r.json.tools[0].inputSchema.type, 'object');
+    r = await api(d, 'GET', '/v1/tools?template=nosuch');
+    assert.equal(r.status, 404);
+    r = await api(d, 'GET', `/v1/tools?template=locked&sandbox=${tb}`);
+    assert.equal(r.status, 400);
+    // Called through the tools route: the same rules, the tools answer.
+    r = await api(d, 'POST', `/v1/sandboxes/${tb}/tools/echo`, { arguments: '{"text": "$(id)", "count": 2}' });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.stdout, '$(id)|2|false\n');
+    assert.equal(r.json.template, 'toolbox');
+    assert.equal(r.json.exit_code, 0);
+    r = await api(d, 'POST', `/v1/sandboxes/${tb}/tools/echo`, { arguments: { text: 'a', count: 'many' } });
+    assert.equal(r.status, 400);
+    assert.equal(r.json.error, 'invalid_arguments');
+    // No shell needed for the template's own commands.
+    r = await api(d, 'POST', `/v1/sandboxes/${locked}/tools/hello`, { arguments: { who: 'agent' } });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.stdout, 'hello agent\n');
+    r = await api(d, 'POST', `/v1/sandboxes/${locked}/tools/other`, { arguments: {} });
+    assert.equal(r.status, 403);
+  });
+
   test('a sandbox of an unknown template is refused', async () => {
     const r = await api(d, 'POST', '/v1/sandboxes', { template: 'nosuch' });
     assert.equal(r.status, 404);
