@@ -35,7 +35,7 @@ config_usage(const char *prog)
            "ABX_CPU, ABX_PIDS, ABX_TIMEOUT_S, ABX_MAX_TIMEOUT_S, ABX_IDLE_TIMEOUT_S,\n"
            "ABX_EXEC_TIMEOUT_S, ABX_MAX_SANDBOXES, ABX_MAX_FILE_MB, ABX_TMP_MB,\n"
            "ABX_ROOTFS_MB, ABX_SHM_MB, ABX_UID_BASE, ABX_UID_SLOTS, ABX_UID_LOCK,\n"
-           "ABX_LOG_LEVEL (debug|info|warn|error).\n"
+           "ABX_LOG_LEVEL (debug|info|warn|error), ABX_KEYS_FILE (scoped keys, docs/templates.md).\n"
            "Workspaces: ABX_STORE (a directory or postgres:// URL, default <state>/store),\n"
            "ABX_STORE_WORKERS, ABX_MIRROR_WINDOW_S, ABX_WS_IDLE_S, ABX_SYNC_IGNORE,\n"
            "ABX_SYNC_MAX_FILE_MB. See docs/api.md and docs/store.md.\n",
@@ -180,6 +180,9 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
         return r;
     if ((s = getenv("ABX_TOOLS_DIR")) && *s &&
         (r = set_string(c->tools_dir, sizeof(c->tools_dir), s, "ABX_TOOLS_DIR", err)) < 0)
+        return r;
+    if ((s = getenv("ABX_KEYS_FILE")) && *s &&
+        (r = set_string(c->keys_file, sizeof(c->keys_file), s, "ABX_KEYS_FILE", err)) < 0)
         return r;
     if ((s = getenv("ABX_TEMPLATES_DIR")) && *s &&
         (r = set_string(c->templates_dir, sizeof(c->templates_dir), s, "ABX_TEMPLATES_DIR", err)) <

@@ -35,6 +35,7 @@ struct config {
     bool sync_ignore_set;
     uint64_t sync_max_file_bytes;
     char tools_dir[4096];     /* "" = no tools; else an existing directory of bundles */
+    char keys_file[4096];     /* "" = only the full key; else scoped keys (JSON) */
     char templates_dir[4096]; /* "" = only "base"; else a directory of template directories */
     bool show_help, show_version;
 };

@@ -545,6 +545,15 @@ main(int argc, char **argv)
         return 1;
     api_set_workspaces(d.api, d.ws);
     api_set_templates(d.api, d.templates);
+    if (d.cfg.keys_file[0]) {
+        err_clear(&err);
+        r = api_load_keys(d.api, d.cfg.keys_file, &err);
+        if (r < 0) {
+            log_err("%s", err.msg[0] ? err.msg : strerror(-r));
+            return 1;
+        }
+        log_info("%d scoped key(s) from '%s'", r, d.cfg.keys_file);
+    }
     api_set_tools(d.api, d.tools, d.cfg.isolation == JAIL_NS ? TOOLS_MOUNT : d.tools_real);
 
     struct http_server_config hc = {

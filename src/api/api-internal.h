@@ -34,6 +34,16 @@ struct api_metrics {
     uint64_t create_us_sum, create_count;
 };
 
+/* A key limited to some templates and commands (keys.c). */
+struct api_scope {
+    char *key;
+    char **templates; /* canonical names */
+    size_t n_templates;
+    char **commands; /* "template:command" or "template:*" */
+    size_t n_commands;
+    bool all_commands; /* no "commands" list: every command of its templates */
+};
+
 enum entry_state { E_CREATING, E_READY, E_DYING };
 
 struct entry {
@@ -51,8 +61,9 @@ struct entry {
     struct http_req *create_req;
     struct list waiters; /* DELETE requests waiting for the end */
     struct loop_timer *deadline;
-    const struct template *tmpl; /* borrowed from the api's template set */
-    unsigned caps;               /* TEMPLATE_CAP_* the sandbox's routes allow */
+    const struct template *tmpl;   /* borrowed from the api's template set */
+    unsigned caps;                 /* TEMPLATE_CAP_* the sandbox's routes allow */
+    const struct api_scope *scope; /* the scoped key that created it, NULL = the full key */
 };
 
 struct api {
@@ -61,7 +72,9 @@ struct api {
     struct workspaces *ws;                /* NULL when workspaces are not configured */
     const struct tools_registry *tools;   /* NULL when no tools directory is configured */
     const struct template_set *templates; /* never NULL once api_set_templates() ran */
-    char tools_mount[4096];               /* where sandboxes see the bundles */
+    struct api_scope *scopes;             /* scoped keys (keys.c) */
+    size_t n_scopes;
+    char tools_mount[4096]; /* where sandboxes see the bundles */
     struct api_config cfg;
     char *api_key;
     struct hashmap *map;
@@ -80,8 +93,9 @@ struct rq {
     struct api *api;
     char id[API_ID_LEN + 8];
     long pid;
-    bool workspace; /* id names a workspace, not a sandbox */
-    void *op;       /* route-specific state (exec, stdin...) with its own lifetime */
+    bool workspace;                /* id names a workspace, not a sandbox */
+    void *op;                      /* route-specific state (exec, stdin...) with its own lifetime */
+    const struct api_scope *scope; /* the request's scoped key, NULL = the full key */
 };
 
 struct rq *api_rq(struct api *a, struct http_req *req, const char *id);
@@ -128,15 +142,23 @@ void wire_tools(struct api *a, struct http_req *req, const char *path);
 void api_tool_call(struct api *a, struct http_req *req, const struct out_owner *o,
                    const char *name);
 
+/* keys.c */
+void api_keys_free(struct api *a);
+const struct api_scope *api_scope_of(const struct api *a, const char *tok, size_t len);
+/* Whether scope (NULL = the full key) may use template t / run its command cmd. */
+bool api_scope_template(const struct api_scope *s, const struct template *t);
+bool api_scope_command(const struct api_scope *s, const struct template *t, const char *cmd);
+
 /* templates.c: answers 403 capability_missing and returns false unless e's
  * template grants cap (a TEMPLATE_CAP_* bit). */
 bool api_need_cap(struct http_req *req, const struct entry *e, unsigned cap);
 /* templates.c: GET /v1/templates[/{name}] (path is the whole path). */
-void wire_templates(struct api *a, struct http_req *req, const char *path);
+void wire_templates(struct api *a, struct http_req *req, const char *path,
+                    const struct api_scope *scope);
 /* templates.c: GET /v1/sandboxes/{id}/commands, POST .../commands/{name},
  * POST .../code (name is NULL for the list and for code). */
 void api_commands(struct api *a, struct http_req *req, const char *id, const char *what,
-                  const char *name);
+                  const char *name, const struct api_scope *scope);
 /* templates.c: renders custom command c with the JSON object args (NULL =
  * none) into a malloc'ed `sh -c` line; -EINVAL (err says why), -E2BIG. */
 struct template_command;

@@ -308,6 +308,7 @@ create_done(struct http_req *req, const char *body, size_t len)
                               a->cfg.default_pids};
     struct sandbox_spec spec;
     const struct template *t = NULL;
+    const struct api_scope *scope = NULL;
     const char *tenv[TEMPLATE_ENV_MAX * 4];
     double tcpu;
     uint64_t tmem, tpids;
@@ -325,7 +326,8 @@ create_done(struct http_req *req, const char *body, size_t len)
         (r = json_get_str(j, "template", false, &tmpl, &err)) < 0)
         goto fail;
     t = template_set_find(a->templates, tmpl);
-    if (!t) {
+    scope = ((struct rq *)http_req_userdata(req))->scope;
+    if (!t || !api_scope_template(scope, t)) {
         api_error_msg(req, 404, "not_found", "no template '%.64s'", tmpl);
         goto out;
     }
@@ -397,6 +399,7 @@ create_done(struct http_req *req, const char *body, size_t len)
     e->api = a;
     e->tmpl = t;
     e->caps = t->caps;
+    e->scope = scope;
     e->state = E_CREATING;
     list_init(&e->waiters);
     e->created_wall_ms = wall_msec();
@@ -637,20 +640,57 @@ api_rq(struct api *a, struct http_req *req, const char *id)
 }
 
 static bool
-authorized(struct api *a, struct http_req *req)
+authorized(struct api *a, struct http_req *req, const struct api_scope **ret_scope)
 {
     const char *h = http_req_header(req, "Authorization");
     const char *tok = NULL;
+    *ret_scope = NULL;
     if (h && !strncasecmp(h, "Bearer ", 7))
         tok = h + 7;
     size_t kl = strlen(a->api_key);
     if (tok && strlen(tok) == kl && CRYPTO_memcmp(tok, a->api_key, kl) == 0)
+        return true;
+    if (tok && (*ret_scope = api_scope_of(a, tok, strlen(tok))))
         return true;
     http_req_add_header(req, "WWW-Authenticate", "Bearer");
     api_error_msg(req, 401, "unauthorized",
                   tok ? "the API key is not valid"
                       : "missing 'Authorization: Bearer <key>' header");
     return false;
+}
+
+static bool
+is(const struct http_req *req, const char *m)
+{
+    return !strcmp(http_req_method(req), m);
+}
+
+/* What a scoped key may reach: its templates, the sandboxes it created and
+ * their commands. Answers 403 (or 404 for someone else's sandbox) and
+ * returns false for the rest. */
+static bool
+scope_allows(struct api *a, struct http_req *req, const struct api_scope *s, char **seg, int n)
+{
+    bool ok = n >= 2 && !strcmp(seg[0], "v1") &&
+              (!strcmp(seg[1], "templates") ||
+               (!strcmp(seg[1], "sandboxes") &&
+                (n == 2   ? is(req, "POST")
+                 : n == 3 ? is(req, "GET") || is(req, "DELETE")
+                          : (n == 4 || n == 5) && !strcmp(seg[3], "commands"))));
+    if (!ok) {
+        api_error_msg(req, 403, "forbidden",
+                      "this key may only use its templates, the sandboxes it creates and their "
+                      "commands");
+        return false;
+    }
+    if (n >= 3 && !strcmp(seg[1], "sandboxes")) {
+        struct entry *e = hashmap_get(a->map, seg[2]);
+        if (!e || e->scope != s) {
+            api_error_msg(req, 404, "not_found", "no sandbox '%.64s'", seg[2]);
+            return false;
+        }
+    }
+    return true;
 }
 
 static void
@@ -674,11 +714,6 @@ api_split(char *path, char **seg, int max)
     return n;
 }
 
-static bool
-is(const struct http_req *req, const char *m)
-{
-    return !strcmp(http_req_method(req), m);
-}
 
 void
 api_begin(struct http_req *req, void *ud)
@@ -704,9 +739,20 @@ api_begin(struct http_req *req, void *ud)
             method_not_allowed(req, "GET");
         return;
     }
-    if (!authorized(a, req)) {
+    const struct api_scope *scope = NULL;
+    if (!authorized(a, req, &scope)) {
         a->m.errors_4xx++;
         return;
+    }
+    if (scope) {
+        if (strlen(path) >= sizeof(copy)) {
+            api_error_msg(req, 404, "not_found", "no route for that path");
+            return;
+        }
+        strcpy(copy, path);
+        int ns = api_split(copy, seg, API_MAX_SEGMENTS);
+        if (!scope_allows(a, req, scope, seg, ns))
+            return;
     }
     if (!strcmp(path, "/drain")) {
         if (is(req, "POST"))
@@ -732,7 +778,7 @@ api_begin(struct http_req *req, void *ud)
         return;
     }
     if (!strcmp(path, "/v1/templates") || !strncmp(path, "/v1/templates/", 14)) {
-        wire_templates(a, req, path);
+        wire_templates(a, req, path, scope);
         return;
     }
     if (!strncmp(path, "/v1/store/", 10)) {
@@ -770,8 +816,11 @@ api_begin(struct http_req *req, void *ud)
     if (n >= 2 && !strcmp(seg[0], "v1") && !strcmp(seg[1], "sandboxes")) {
         if (n == 2) {
             if (is(req, "POST")) {
-                if (api_rq(a, req, NULL))
+                struct rq *q = api_rq(a, req, NULL);
+                if (q) {
+                    q->scope = scope;
                     http_req_read_body(req, API_JSON_MAX, create_done);
+                }
             } else if (is(req, "GET"))
                 list_sandboxes(a, req);
             else
@@ -795,11 +844,11 @@ api_begin(struct http_req *req, void *ud)
             return;
         }
         if ((n == 4 || n == 5) && !strcmp(seg[3], "commands")) {
-            api_commands(a, req, seg[2], "commands", n == 5 ? seg[4] : NULL);
+            api_commands(a, req, seg[2], "commands", n == 5 ? seg[4] : NULL, scope);
             return;
         }
         if (n == 4 && !strcmp(seg[3], "code")) {
-            api_commands(a, req, seg[2], "code", NULL);
+            api_commands(a, req, seg[2], "code", NULL, scope);
             return;
         }
         if (n == 5 && !strcmp(seg[3], "tools")) {
@@ -881,6 +930,7 @@ api_free(struct api *a)
         entry_free(e);
     }
     hashmap_free(a->map);
+    api_keys_free(a);
     free(a->api_key);
     free(a);
 }

@@ -57,6 +57,10 @@ void api_set_tools(struct api *a, const struct tools_registry *tools, const char
 struct template_set;
 void api_set_templates(struct api *a, const struct template_set *templates);
 
+/* Loads scoped keys from a JSON file (see keys.c); call after
+ * api_set_templates(). Returns how many, or -errno with err. */
+int api_load_keys(struct api *a, const char *path, struct err *err);
+
 /* The http server's begin() callback; ud is the api. */
 void api_begin(struct http_req *req, void *ud);
 

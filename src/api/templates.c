@@ -104,11 +104,13 @@ api_command_schema(const struct template_command *c)
 }
 
 static json_t *
-commands_json(const struct template *t)
+commands_json(const struct template *t, const struct api_scope *scope)
 {
     json_t *arr = json_array();
     for (size_t i = 0; i < t->n_cmds; i++) {
         const struct template_command *c = &t->cmds[i];
+        if (!api_scope_command(scope, t, c->name))
+            continue;
         json_t *o = json_object(), *args = json_array();
         for (size_t k = 0; k < c->n_args; k++)
             (void)json_array_append_new(args, arg_json(&c->args[k]));
@@ -123,7 +125,8 @@ commands_json(const struct template *t)
 }
 
 static json_t *
-template_json(const struct api *a, const struct template *t, bool full)
+template_json(const struct api *a, const struct template *t, bool full,
+              const struct api_scope *scope)
 {
     json_t *o = json_object(), *aliases = json_array();
     for (size_t i = 0; i < t->n_aliases; i++)
@@ -146,18 +149,19 @@ template_json(const struct api *a, const struct template *t, bool full)
         for (size_t i = 0; i < t->n_ports; i++)
             (void)json_array_append_new(ports, json_integer(t->ports[i]));
         (void)json_set(o, "ports", ports);
-        (void)json_set(o, "commands", commands_json(t));
+        (void)json_set(o, "commands", commands_json(t, scope));
     } else {
         json_t *names = json_array();
         for (size_t i = 0; i < t->n_cmds; i++)
-            (void)json_array_append_new(names, json_string(t->cmds[i].name));
+            if (api_scope_command(scope, t, t->cmds[i].name))
+                (void)json_array_append_new(names, json_string(t->cmds[i].name));
         (void)json_set(o, "commands", names);
     }
     return o;
 }
 
 void
-wire_templates(struct api *a, struct http_req *req, const char *path)
+wire_templates(struct api *a, struct http_req *req, const char *path, const struct api_scope *scope)
 {
     if (strcmp(http_req_method(req), "GET") != 0) {
         http_req_add_header(req, "Allow", "GET");
@@ -167,9 +171,11 @@ wire_templates(struct api *a, struct http_req *req, const char *path)
     }
     if (!strcmp(path, "/v1/templates")) {
         json_t *arr = json_array();
-        for (size_t i = 0; i < template_set_count(a->templates); i++)
-            (void)json_array_append_new(arr,
-                                        template_json(a, template_set_at(a->templates, i), false));
+        for (size_t i = 0; i < template_set_count(a->templates); i++) {
+            const struct template *t = template_set_at(a->templates, i);
+            if (api_scope_template(scope, t))
+                (void)json_array_append_new(arr, template_json(a, t, false, scope));
+        }
         json_t *o = json_object();
         (void)json_set(o, "templates", arr);
         api_json(req, 200, o);
@@ -177,23 +183,26 @@ wire_templates(struct api *a, struct http_req *req, const char *path)
     }
     const char *name = path + 14;
     const struct template *t = strchr(name, '/') ? NULL : template_set_find(a->templates, name);
-    if (!t) {
+    if (!t || !api_scope_template(scope, t)) {
         api_error_msg(req, 404, "not_found", "no template '%.64s'", name);
         return;
     }
-    api_json(req, 200, template_json(a, t, true));
+    api_json(req, 200, template_json(a, t, true, scope));
 }
 
 /* --- running a command --- */
 
-/* "a, b, c" of t's command names, for a 404 that says what exists. */
+/* "a, b, c" of t's command names scope may see, for a 404 that says what
+ * exists. */
 static void
-names_of(const struct template *t, char *out, size_t n)
+names_of(const struct template *t, const struct api_scope *scope, char *out, size_t n)
 {
     size_t k = 0;
     out[0] = '\0';
     for (size_t i = 0; t && i < t->n_cmds && k + 4 < n; i++) {
-        int w = snprintf(out + k, n - k, "%s%s", i ? ", " : "", t->cmds[i].name);
+        if (!api_scope_command(scope, t, t->cmds[i].name))
+            continue;
+        int w = snprintf(out + k, n - k, "%s%s", k ? ", " : "", t->cmds[i].name);
         if (w < 0 || (size_t)w >= n - k) {
             (void)snprintf(out + k, n - k, "...");
             break;
@@ -383,7 +392,7 @@ code_body(struct http_req *req, const char *body, size_t len)
 
 void
 api_commands(struct api *a, struct http_req *req, const char *id, const char *what,
-             const char *name)
+             const char *name, const struct api_scope *scope)
 {
     const char *m = http_req_method(req);
     struct entry *e = api_find(a, req, id);
@@ -399,7 +408,7 @@ api_commands(struct api *a, struct http_req *req, const char *id, const char *wh
         json_t *o = json_object();
         (void)json_set(o, "template", json_string(e->tmpl ? e->tmpl->name : "base"));
         (void)json_set(o, "capabilities", api_caps_json(e->caps));
-        (void)json_set(o, "commands", e->tmpl ? commands_json(e->tmpl) : json_array());
+        (void)json_set(o, "commands", e->tmpl ? commands_json(e->tmpl, scope) : json_array());
         api_json(req, 200, o);
         return;
     }
@@ -410,9 +419,10 @@ api_commands(struct api *a, struct http_req *req, const char *id, const char *wh
     }
     if (code && !api_need_cap(req, e, TEMPLATE_CAP_CODE))
         return;
-    if (!code && !template_find_command(e->tmpl, name)) {
+    if (!code &&
+        (!template_find_command(e->tmpl, name) || !api_scope_command(scope, e->tmpl, name))) {
         char names[1024];
-        names_of(e->tmpl, names, sizeof(names));
+        names_of(e->tmpl, scope, names, sizeof(names));
         api_error_msg(req, 404, "not_found", "template '%s' has no command '%.64s' (it has: %s)",
                       e->tmpl ? e->tmpl->name : "base", name, names[0] ? names : "none");
         return;

@@ -311,3 +311,87 @@ describe('templates, capabilities and custom commands', { skip }, () => {
     assert.equal(r.status, 404);
   });
 });
+
+describe('scoped keys see exactly what they may run', { skip }, () => {
+  let d, dir;
+  const narrow = 'k_narrow_' + 'x'.repeat(24);
+  const wide = 'k_wide_' + 'y'.repeat(24);
+  before(async () => {
+    dir = templatesDir();
+    const keys = join(dir + '.keys.json');
+    writeFileSync(keys, JSON.stringify({
+      keys: [
+        { key: narrow, templates: ['tb'], commands: ['toolbox:echo'] },
+        { key: wide, templates: ['toolbox', 'locked'] },
+      ],
+    }));
+    d = await startAbxd({ env: { ABX_TEMPLATES_DIR: dir, ABX_KEYS_FILE: keys } });
+  });
+  after(async () => {
+    await d.stop();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(dir + '.keys.json', { force: true });
+  });
+
+  test('discovery is limited to the key', async () => {
+    let r = await api(d, 'GET', '/v1/templates', undefined, { key: narrow });
+    assert.deepEqual(r.json.templates.map((t) => [t.name, t.commands]), [['toolbox', ['echo']]]);
+    r = await api(d, 'GET', '/v1/templates/toolbox', undefined, { key: narrow });
+    assert.deepEqual(r.json.commands.map((c) => c.name), ['echo']);
+    r = await api(d, 'GET', '/v1/templates/locked', undefined, { key: narrow });
+    assert.equal(r.status, 404);
+    r = await api(d, 'GET', '/v1/templates', undefined, { key: wide });
+    assert.deepEqual(r.json.templates.map((t) => t.name).sort(), ['locked', 'toolbox']);
+    assert.deepEqual(r.json.templates.find((t) => t.name === 'toolbox').commands, ['echo', 'ratio', 'where']);
+  });
+
+  test('execution is limited to the key, and to its own sandboxes', async () => {
+    let r = await api(d, 'POST', '/v1/sandboxes', { template: 'locked' }, { key: narrow });
+    assert.equal(r.status, 404);
+    r = await api(d, 'POST', '/v1/sandboxes', {}, { key: narrow }); // base is not its template
+    assert.equal(r.status, 404);
+    r = await api(d, 'POST', '/v1/sandboxes', { template: 'toolbox' }, { key: narrow });
+    assert.equal(r.status, 201, r.text);
+    const id = r.json.id;
+    r = await api(d, 'GET', `/v1/sandboxes/${id}/commands`, undefined, { key: narrow });
+    assert.deepEqual(r.json.commands.map((c) => c.name), ['echo']);
+    r = await api(d, 'POST', `/v1/sandboxes/${id}/commands/echo`, { args: { text: 'ok' } }, { key: narrow });
+    assert.equal(r.status, 200);
+    assert.equal(parseNdjson(r.text).stdout.toString(), 'ok|3|false\n');
+    r = await api(d, 'POST', `/v1/sandboxes/${id}/commands/ratio`, { args: { x: 1 } }, { key: narrow });
+    assert.equal(r.status, 404);
+    assert.match(r.json.message, /\(it has: echo\)$/);
+    for (const [m, p, body] of [
+      ['POST', `/v1/sandboxes/${id}/exec`, { argv: ['id'] }],
+      ['GET', `/v1/sandboxes/${id}/files/x`],
+      ['POST', `/v1/sandboxes/${id}/code`, { language: 'bash', code: 'id' }],
+      ['GET', '/v1/sandboxes'],
+      ['GET', '/v1/tools'],
+      ['POST', '/v1/workspaces', {}],
+      ['GET', '/metrics'],
+      ['POST', '/drain'],
+    ]) {
+      r = await api(d, m, p, body, { key: narrow });
+      assert.equal(r.status, 403, `${m} ${p}: ${r.text}`);
+    }
+    // Another key's sandbox does not exist for it.
+    r = await api(d, 'GET', `/v1/sandboxes/${id}`, undefined, { key: wide });
+    assert.equal(r.status, 404);
+    r = await api(d, 'POST', `/v1/sandboxes/${id}/commands/echo`, { args: { text: 'x' } }, { key: wide });
+    assert.equal(r.status, 404);
+    // The full key sees everything.
+    r = await api(d, 'GET', `/v1/sandboxes/${id}`);
+    assert.equal(r.status, 200);
+    r = await api(d, 'DELETE', `/v1/sandboxes/${id}`, undefined, { key: narrow });
+    assert.equal(r.status, 204);
+  });
+
+  test('a bad keys file stops abxd', async () => {
+    const keys = dir + '.bad.json';
+    writeFileSync(keys, JSON.stringify({ keys: [{ key: 'short', templates: [] }] }));
+    await assert.rejects(startAbxd({ env: { ABX_TEMPLATES_DIR: dir, ABX_KEYS_FILE: keys, ABX_POOL: '0' } }), /keys\[0\]\.key/);
+    writeFileSync(keys, JSON.stringify({ keys: [{ key: narrow, templates: ['nosuch'] }] }));
+    await assert.rejects(startAbxd({ env: { ABX_TEMPLATES_DIR: dir, ABX_KEYS_FILE: keys, ABX_POOL: '0' } }), /template 'nosuch'/);
+    rmSync(keys, { force: true });
+  });
+});
