@@ -33,7 +33,7 @@ config_usage(const char *prog)
            "\n"
            "Environment: ABX_API_KEY, ABX_CGROUP (auto|v1|v2), ABX_POOL, ABX_MEMORY_MB,\n"
            "ABX_CPU, ABX_PIDS, ABX_TIMEOUT_S, ABX_MAX_TIMEOUT_S, ABX_IDLE_TIMEOUT_S,\n"
-           "ABX_EXEC_TIMEOUT_S, ABX_MAX_SANDBOXES, ABX_MAX_FILE_MB, ABX_TMP_MB,\n"
+           "ABX_EXEC_TIMEOUT_S, ABX_READY_TIMEOUT_S, ABX_MAX_SANDBOXES, ABX_MAX_FILE_MB, ABX_TMP_MB,\n"
            "ABX_ROOTFS_MB, ABX_SHM_MB, ABX_UID_BASE, ABX_UID_SLOTS, ABX_UID_LOCK,\n"
            "ABX_LOG_LEVEL (debug|info|warn|error), ABX_KEYS_FILE (scoped keys, docs/templates.md).\n"
            "Workspaces: ABX_STORE (a directory or postgres:// URL, default <state>/store),\n"
@@ -114,6 +114,7 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     c->max_timeout_s = 30 * 86400;
     c->idle_timeout_s = 1800;
     c->exec_timeout_s = 300;
+    c->ready_timeout_s = 60;
     c->max_sandboxes = 2048;
     c->max_file_bytes = 8ull << 30;
     c->root_bytes = 64ull << 20;
@@ -153,6 +154,7 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
         (r = env_u64("ABX_MAX_TIMEOUT_S", 1, 365 * 86400ull, &c->max_timeout_s, err)) < 0 ||
         (r = env_u64("ABX_IDLE_TIMEOUT_S", 0, 365 * 86400ull, &c->idle_timeout_s, err)) < 0 ||
         (r = env_u64("ABX_EXEC_TIMEOUT_S", 0, 7 * 86400ull, &c->exec_timeout_s, err)) < 0 ||
+        (r = env_u64("ABX_READY_TIMEOUT_S", 1, 86400, &c->ready_timeout_s, err)) < 0 ||
         (r = env_u32("ABX_MAX_SANDBOXES", 1, 60000, &c->max_sandboxes, err)) < 0)
         return r;
     mb = c->memory_bytes >> 20;

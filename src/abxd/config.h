@@ -24,6 +24,7 @@ struct config {
     uint32_t pids;
     uint64_t timeout_s, max_timeout_s, idle_timeout_s;
     uint64_t exec_timeout_s;
+    uint64_t ready_timeout_s; /* a template's ready_cmd */
     uint32_t max_sandboxes;
     uint64_t max_file_bytes;
     uint64_t root_bytes, tmp_bytes, shm_bytes;

@@ -533,6 +533,7 @@ main(int argc, char **argv)
             .max_timeout_s = d.cfg.max_timeout_s,
             .idle_timeout_s = d.cfg.idle_timeout_s,
             .exec_timeout_ms = d.cfg.exec_timeout_s * 1000u,
+            .ready_timeout_ms = d.cfg.ready_timeout_s * 1000u,
             .max_sandboxes = d.cfg.max_sandboxes,
             .host_cpus = ncpu > 0 ? (unsigned)ncpu : 1,
             .host_memory_bytes = (uint64_t)si.totalram * si.mem_unit,

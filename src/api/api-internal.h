@@ -113,6 +113,13 @@ void api_no_content(struct http_req *req);
 struct entry *api_find(struct api *a, struct http_req *req, const char *id);
 json_t *api_entry_json(struct api *a, struct entry *e, bool with_usage);
 void api_touch(struct entry *e);
+/* Kills e's sandbox (asynchronously; the entry goes when it is gone). */
+void api_entry_kill(struct entry *e);
+/* templates.c: e is ready: runs its template's start_cmd in the background
+ * and, with a ready_cmd, polls it; then answers req (may be NULL) 201 with
+ * answer (stolen), or 504 not_ready and kills e when ready_cmd never
+ * succeeds. Takes over the caller's reference on req. */
+void api_template_start(struct api *a, struct entry *e, struct http_req *req, json_t *answer);
 
 /* Who an output stream belongs to: it keeps that sandbox (or workspace)
  * from counting as idle while attached. */

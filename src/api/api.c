@@ -84,6 +84,12 @@ entry_kill(struct entry *e)
     sandbox_kill(e->sb);
 }
 
+void
+api_entry_kill(struct entry *e)
+{
+    entry_kill(e);
+}
+
 static void
 on_deadline(struct loop_timer *t, void *ud)
 {
@@ -271,8 +277,10 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
     arm_deadline(e);
     log_debug("sandbox=%s ready in %.3f ms%s", e->id, t->total_us / 1000.0,
               t->from_pool ? " (warm)" : "");
-    if (!req)
+    if (!req) {
+        api_template_start(a, e, NULL, NULL);
         return;
+    }
     json_t *o = api_entry_json(a, e, false);
     json_t *tj = json_object();
     if (o && tj) {
@@ -287,8 +295,7 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
     } else {
         json_decref(tj);
     }
-    api_json(req, 201, o);
-    http_req_unref(req);
+    api_template_start(a, e, req, o); /* answers when ready_cmd says so */
 }
 
 static void
@@ -713,7 +720,6 @@ api_split(char *path, char **seg, int max)
     }
     return n;
 }
-
 
 void
 api_begin(struct http_req *req, void *ud)

@@ -29,8 +29,9 @@ struct api_config {
     uint32_t default_pids;
     uint64_t default_timeout_s; /* sandbox life when create gives none; 0 = none */
     uint64_t max_timeout_s;
-    uint64_t idle_timeout_s;  /* host backstop; 0 = off */
-    uint64_t exec_timeout_ms; /* default exec deadline; 0 = none */
+    uint64_t idle_timeout_s;   /* host backstop; 0 = off */
+    uint64_t exec_timeout_ms;  /* default exec deadline; 0 = none */
+    uint64_t ready_timeout_ms; /* how long a template's ready_cmd may take; 0 = 60 s */
     uint32_t max_sandboxes;
     unsigned host_cpus;
     uint64_t host_memory_bytes;

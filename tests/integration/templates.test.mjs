@@ -49,6 +49,15 @@ custom_commands:
       - {name: who, default: world}
 `;
 
+const SERVED = `name: served
+start_cmd: sleep 0.3; echo up > /tmp/state; exec sleep 600
+ready_cmd: test -e /tmp/state
+`;
+
+const NEVER = `name: never
+ready_cmd: echo not yet; false
+`;
+
 const CODEONLY = `name: coder
 base: toolbox
 capabilities: [code, files]
@@ -59,7 +68,7 @@ env:
 function templatesDir(extra = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'abx-templates-'));
   chmodSync(dir, 0o755);
-  for (const [name, yaml] of Object.entries({ toolbox: TOOLBOX, locked: LOCKED, coder: CODEONLY, ...extra })) {
+  for (const [name, yaml] of Object.entries({ toolbox: TOOLBOX, locked: LOCKED, coder: CODEONLY, served: SERVED, never: NEVER, ...extra })) {
     if (yaml === null) continue;
     mkdirSync(join(dir, name));
     writeFileSync(join(dir, name, 'sandbox-template.yaml'), yaml);
@@ -121,7 +130,7 @@ describe('templates, capabilities and custom commands', { skip }, () => {
   let d, dir, tb, locked, coder, base;
   before(async () => {
     dir = templatesDir();
-    d = await startAbxd({ env: { ABX_TEMPLATES_DIR: dir } });
+    d = await startAbxd({ env: { ABX_TEMPLATES_DIR: dir, ABX_READY_TIMEOUT_S: '2' } });
     tb = (await createSandbox(d, { template: 'tb' })).id;
     locked = (await createSandbox(d, { template: 'locked' })).id;
     coder = (await createSandbox(d, { template: 'coder' })).id;
@@ -136,7 +145,7 @@ describe('templates, capabilities and custom commands', { skip }, () => {
   test('discovery lists base and the templates, with commands and schemas', async () => {
     let r = await api(d, 'GET', '/v1/templates');
     assert.equal(r.status, 200);
-    assert.deepEqual(r.json.templates.map((t) => t.name).sort(), ['base', 'coder', 'locked', 'toolbox']);
+    assert.deepEqual(r.json.templates.map((t) => t.name).sort(), ['base', 'coder', 'locked', 'never', 'served', 'toolbox']);
     const baseT = r.json.templates.find((t) => t.name === 'base');
     assert.deepEqual(baseT.capabilities, ['shell', 'files', 'code', 'terminal', 'ports']);
     r = await api(d, 'GET', '/v1/templates/tb');
@@ -304,6 +313,22 @@ describe('templates, capabilities and custom commands', { skip }, () => {
     assert.equal(r.json.stdout, 'hello agent\n');
     r = await api(d, 'POST', `/v1/sandboxes/${locked}/tools/other`, { arguments: {} });
     assert.equal(r.status, 403);
+  });
+
+  test('start_cmd runs in the background and ready_cmd gates the answer', async () => {
+    const t0 = Date.now();
+    const r = await api(d, 'POST', '/v1/sandboxes', { template: 'served' });
+    assert.equal(r.status, 201, r.text);
+    assert.ok(Date.now() - t0 >= 250, 'answered before ready_cmd succeeded');
+    const x = await exec(d, r.json.id, ['/bin/sh', '-c', 'cat /tmp/state; pgrep -c sleep']);
+    assert.equal(x.out, 'up\n1\n');
+    await killSandbox(d, r.json.id);
+    const n = await api(d, 'POST', '/v1/sandboxes', { template: 'never' });
+    assert.equal(n.status, 504, n.text);
+    assert.equal(n.json.error, 'not_ready');
+    assert.match(n.json.output, /not yet/);
+    const list = await api(d, 'GET', '/v1/sandboxes');
+    assert.ok(!list.json.sandboxes.some((s) => s.template === 'never' && s.state === 'running'));
   });
 
   test('a sandbox of an unknown template is refused', async () => {
