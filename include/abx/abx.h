@@ -687,6 +687,119 @@ ABX_PUBLIC struct abx_tool_package_list *
 abx_tool_package_list_free(struct abx_tool_package_list *list);
 ABX_PUBLIC struct abx_tool_result *abx_tool_result_free(struct abx_tool_result *r);
 
+/* --- templates, custom commands and code --- */
+
+/* Templates abxd loaded at start (docs/templates.md): what a sandbox is made
+ * of, what it may do (its capabilities: "shell", "files", "code",
+ * "terminal", "ports") and the custom commands it declares - named shell
+ * commands with typed arguments, run by name. The built-in "base" template
+ * always exists. Template and command names are percent-encoded on the
+ * wire. A sandbox route its template does not allow answers 403
+ * "capability_missing" (-EPERM; abx_client_error_code() says
+ * "capability_missing" and the message names the capability). */
+
+enum abx_arg_type {
+    ABX_ARG_UNKNOWN = 0, /* a type this library does not know (treat as text) */
+    ABX_ARG_STR,
+    ABX_ARG_INT,   /* 64-bit integer */
+    ABX_ARG_FLOAT, /* finite double */
+    ABX_ARG_BOOL,
+};
+
+/* One argument of a custom command. */
+struct abx_command_arg {
+    char *name;
+    enum abx_arg_type type;
+    char *type_name; /* as sent: "str", "int", "float", "bool" */
+    bool required;
+    char *default_value; /* canonical text ("10", "false"), NULL = none */
+    char *description;   /* NULL = none */
+};
+
+/* A custom command. From abx_template_list() only the name is filled. */
+struct abx_command {
+    char *name;
+    char *description; /* NULL = none */
+    struct abx_command_arg *args;
+    size_t n_args;
+    char *schema; /* the arguments as a JSON Schema, JSON text indented by 2; NULL = not sent */
+};
+
+struct abx_template_info {
+    char *name;
+    char **aliases; /* NULL-terminated */
+    size_t n_aliases;
+    char *description;   /* NULL = none */
+    char *base;          /* another template's name, or "host" */
+    char **capabilities; /* NULL-terminated */
+    size_t n_capabilities;
+    double cpu;         /* cores, 0 = abxd's default */
+    uint64_t memory_mb; /* MiB, 0 = abxd's default */
+    uint64_t pids;      /* 0 = abxd's default */
+    bool has_details;   /* abx_template_get(): ports and the commands' arguments are filled */
+    int *ports;         /* 1..65535 */
+    size_t n_ports;
+    struct abx_command *commands;
+    size_t n_commands;
+    char *json; /* the object as the server sent it */
+};
+
+struct abx_template_list {
+    size_t n;
+    struct abx_template_info **items;
+    char *json; /* the whole answer, {"templates": [...]} */
+};
+
+/* What a sandbox's template offers it. */
+struct abx_command_list {
+    char *template_name;
+    char **capabilities; /* NULL-terminated */
+    size_t n_capabilities;
+    struct abx_command *commands; /* with their arguments */
+    size_t n_commands;
+    char *json;
+};
+
+/* GET /v1/templates: every template, commands by name only. */
+ABX_PUBLIC int abx_template_list(struct abx_client *c, struct abx_template_list **ret);
+/* GET /v1/templates/{name} (a name or an alias), with ports and each
+ * command's arguments and schema. -ENOENT for an unknown template. */
+ABX_PUBLIC int abx_template_get(struct abx_client *c, const char *name,
+                                struct abx_template_info **ret);
+/* GET /v1/sandboxes/{id}/commands: the sandbox's template, capabilities and
+ * commands. */
+ABX_PUBLIC int abx_sandbox_commands(struct abx_client *c, const char *id,
+                                    struct abx_command_list **ret);
+
+/* The command called name in l (NULL when there is none). */
+ABX_PUBLIC const struct abx_command *abx_command_find(const struct abx_command_list *l,
+                                                      const char *name);
+
+/* POST /v1/sandboxes/{id}/commands/{name}: runs a custom command; its output
+ * streams to output (NULL discards it) as for abx_exec(). args_json is the
+ * JSON object of the arguments as text (NULL = "{}"), sent as it is;
+ * -EINVAL (before any request) when it is not one JSON object. abxd checks
+ * the values against the command's arguments and refuses with 400 (-EINVAL,
+ * its message names the argument) before anything runs; an unknown command
+ * is -ENOENT (the message lists the template's commands). The command's own
+ * timeout bounds it (exit code 124). Blocks until it has ended; a non-zero
+ * exit is a result, not an error. ret (optional): abx_exec_result_done(). */
+ABX_PUBLIC int abx_command_run(struct abx_client *c, const char *id, const char *name,
+                               const char *args_json, abx_output_fn output, void *userdata,
+                               struct abx_exec_result *ret);
+
+/* POST /v1/sandboxes/{id}/code: runs len bytes of code (UTF-8, no NUL; abxd
+ * takes up to 1 MiB) with the sandbox's interpreter for language ("python",
+ * "javascript" or "bash"), streaming like abx_exec(). Needs the "code"
+ * capability (-EPERM). Exit 127 when the sandbox has no such interpreter. */
+ABX_PUBLIC int abx_code_run(struct abx_client *c, const char *id, const char *language,
+                            const char *code, size_t len, abx_output_fn output, void *userdata,
+                            struct abx_exec_result *ret);
+
+ABX_PUBLIC struct abx_template_info *abx_template_info_free(struct abx_template_info *t);
+ABX_PUBLIC struct abx_template_list *abx_template_list_free(struct abx_template_list *l);
+ABX_PUBLIC struct abx_command_list *abx_command_list_free(struct abx_command_list *l);
+
 /* --- operations --- */
 
 /* GET /healthz. ret_json (optional) receives the answer. No key needed. */

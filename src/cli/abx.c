@@ -133,6 +133,17 @@ static const struct verb tools_verbs[] = {
         {0},
 };
 
+static const struct verb template_verbs[] = {
+        {"template ls", "[--json]", "list the templates abxd serves",
+         "      --json            print the server's JSON\n", cmd_template_ls},
+        {"template show", "NAME [--json]",
+         "show a template: capabilities, resources and its commands with their arguments",
+         "      --json            print the server's JSON (with each command's JSON Schema)\n"
+         "NAME is a template's name or one of its aliases.\n",
+         cmd_template_show},
+        {0},
+};
+
 static const struct verb verbs[] = {
         {"create", "[OPTIONS]", "create a sandbox and print its id",
          "      --memory-mb N     memory limit in MiB, /tmp included\n"
@@ -204,6 +215,38 @@ static const struct verb verbs[] = {
          "The store keeps the files of cold workspaces, each blob named by its\n"
          "SHA-256.\n",
          NULL, store_verbs},
+        {"template", "VERB [OPTIONS] [ARGS...]",
+         "sandbox templates: ls, show (abx template --help)",
+         "Templates abxd loaded at start (--templates-dir): what a sandbox is made of,\n"
+         "what it may do (its capabilities) and the custom commands it declares.\n",
+         NULL, template_verbs},
+        {"commands", "TEMPLATE_DIR|ID [--json]",
+         "list the custom commands of a template directory or a sandbox",
+         "      --json            print the commands as JSON (abxd's form)\n"
+         "An operand that is a directory is read offline: its sandbox-template.yaml is\n"
+         "validated as abxd would (exit 1 with file:line and the reason when invalid).\n"
+         "Anything else is a sandbox ID, asked of abxd.\n",
+         cmd_commands},
+        {"run", "ID CMD [--arg K=V]... [--NAME V] [--FLAG|--no-FLAG] [--json-args JSON]",
+         "run a custom command of a sandbox's template, exit with its exit code",
+         "      --arg K=V         the argument K (repeatable)\n"
+         "      --NAME V          the declared argument NAME ('-' may stand for '_');\n"
+         "                        --NAME=V works too\n"
+         "      --FLAG, --no-FLAG a bool argument: true, false\n"
+         "      --json-args JSON  all arguments as one JSON object (alone)\n"
+         "      --json            print the server's NDJSON\n"
+         "The command's options come after CMD; 'abx commands ID' lists them. Values of\n"
+         "int and float arguments that are numbers go as numbers, the rest as text for\n"
+         "abxd to check. An argument named like an option of run itself (arg, json,\n"
+         "json_args, help) is given with --arg. Exit 2 for an unknown command or option,\n"
+         "124 when the command reached its deadline.\n",
+         cmd_run},
+        {"code", "ID --language LANG [FILE|-]", "run a code snippet, exit with its exit code",
+         "  -l, --language LANG   python, javascript or bash (required)\n"
+         "      --json            print the server's NDJSON\n"
+         "The snippet is FILE, or standard input (default, or '-'), at most 1 MiB. The\n"
+         "sandbox needs the 'code' capability; 127 when it has no such interpreter.\n",
+         cmd_code},
         {"tools", "VERB [OPTIONS] [ARGS...]", "tools for language models: ls, schema, call, build",
          "Tool bundles abxd loaded at start (--tools-dir), offered to language models\n"
          "as functions (OpenAI function calling or MCP) and run in a workspace or a\n"

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "abx/abx.h"
+#include "util/buf.h"
 
 #define EXIT_FAIL  1 /* the API or the transport failed */
 #define EXIT_USAGE 2 /* the command line is wrong */
@@ -132,6 +133,11 @@ int cmd_tools_ls(struct cli *cli, int argc, char **argv);
 int cmd_tools_schema(struct cli *cli, int argc, char **argv);
 int cmd_tools_call(struct cli *cli, int argc, char **argv);
 int cmd_tools_build(struct cli *cli, int argc, char **argv); /* cmd-tools-build.c */
+int cmd_template_ls(struct cli *cli, int argc, char **argv); /* cmd-templates.c */
+int cmd_template_show(struct cli *cli, int argc, char **argv);
+int cmd_commands(struct cli *cli, int argc, char **argv);
+int cmd_run(struct cli *cli, int argc, char **argv);
+int cmd_code(struct cli *cli, int argc, char **argv);
 
 /* The verbs shared by both scopes: cmd_exec() is exec_main(..., CLI_SANDBOX),
  * cmd_ws_exec() exec_main(..., CLI_WORKSPACE), and so on. */
@@ -180,6 +186,44 @@ int cli_join(const char *dir, const char *name, char **ret);
  * heap copy without the quotes. -EINVAL for a '"' inside, a control
  * character or more than CLI_IF_MATCH_MAX bytes. */
 int cli_parse_if_match(const char *arg, char **ret);
+
+/* --- cli-args.c: a custom command's arguments (abx run); pure --- */
+
+#define CLI_ARGS_MAX      64            /* values in one abx run */
+#define CLI_ARGS_JSON_MAX (1024 * 1024) /* bytes of the arguments' JSON */
+
+/* The JSON object of a command's arguments, built one option at a time.
+ * Functions return 0 (or the words used) or -errno with error set. */
+struct cli_args {
+    const struct abx_command *cmd; /* borrowed; its declared arguments */
+    struct buf json;               /* "{" and the members so far */
+    char *names[CLI_ARGS_MAX];     /* the names given so far */
+    size_t n;
+    char error[512]; /* why the last call failed */
+};
+
+void cli_args_init(struct cli_args *a, const struct abx_command *cmd);
+void cli_args_done(struct cli_args *a);
+/* "--arg NAME=VALUE": a declared NAME gets its type's form; an undeclared
+ * one goes as a string (abxd refuses it, listing the declared ones).
+ * -EINVAL without '=' or NAME, -EEXIST when NAME is given twice. */
+int cli_args_add_kv(struct cli_args *a, const char *kv);
+/* The option argv[0]: "--NAME VALUE" (uses argv[1]), "--NAME=VALUE", for a
+ * bool argument "--NAME" (true) and "--no-NAME" (false); '-' in NAME
+ * stands for '_'. Returns the words used (1 or 2); -ENOENT for an
+ * undeclared option (error lists the declared ones), -EINVAL for a missing
+ * value or a non-option, -EEXIST when the argument is given twice. */
+int cli_args_add_option(struct cli_args *a, int argc, char **argv);
+/* Closes the object (call once); *ret points into a, "{}" when empty. */
+int cli_args_finish(struct cli_args *a, const char **ret);
+
+/* Appends s as a JSON string (control characters escaped). */
+int cli_json_string(struct buf *b, const char *s);
+/* Whether s is a JSON number that abxd can take as type (ABX_ARG_INT: an
+ * integer within int64; ABX_ARG_FLOAT: a finite double). */
+bool cli_json_number_ok(const char *s, enum abx_arg_type type);
+/* Appends v as a JSON number when cli_json_number_ok(), else as a string. */
+int cli_json_value(struct buf *b, enum abx_arg_type type, const char *v);
 
 /* The verb called name in list (ended by an entry without a name). In a
  * group's list (group != NULL) entries are named "<group> <name>". NULL when

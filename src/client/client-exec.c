@@ -320,6 +320,14 @@ stream_run(struct abx_client *c, const char *method, const struct buf *path, con
     return 1;
 }
 
+int
+client_stream(struct abx_client *c, const char *method, const struct buf *path, const char *body,
+              abx_started_fn started, abx_output_fn output, void *userdata,
+              struct abx_exec_result *ret)
+{
+    return stream_run(c, method, path, body, started, output, userdata, ret);
+}
+
 /* --- exec --- */
 
 static int

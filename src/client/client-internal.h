@@ -176,6 +176,13 @@ int client_exec(struct abx_client *c, enum client_scope scope, const char *id,
                 void *userdata, struct abx_exec_result *ret);
 int client_exec_background(struct abx_client *c, enum client_scope scope, const char *id,
                            const struct abx_exec_spec *spec, struct abx_process_info **ret);
+/* Performs an NDJSON request shaped like exec's (body: JSON text or NULL)
+ * and decodes its lines as exec's: started, output, then the result. Returns
+ * 1 with the result in ret (optional), 0 when the stream ended without one,
+ * or -errno with the error set. */
+int client_stream(struct abx_client *c, const char *method, const struct buf *path,
+                  const char *body, abx_started_fn started, abx_output_fn output, void *userdata,
+                  struct abx_exec_result *ret);
 
 /* client-files.c; fd < 0 uploads data (len bytes) instead. */
 int client_file_upload(struct abx_client *c, enum client_scope scope, const char *id,
