@@ -4,22 +4,35 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, statSync, readFileSync, existsSync, chmodSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, statSync, readFileSync, existsSync, chmodSync, rmSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAbxd, createSandbox, killSandbox, exec, sh, api, hostPids, sleep, isRoot, abxdBin } from './lib.mjs';
 
 const skip = !isRoot && 'needs root';
 
-function instanceCgroups(stateDir) {
-  // Every abx-<hash> instance directory that lists a group from this state dir.
-  const out = [];
-  for (const root of ['/sys/fs/cgroup/memory', '/sys/fs/cgroup/pids', '/sys/fs/cgroup/cpu', '/sys/fs/cgroup']) {
-    if (!existsSync(root)) continue;
-    for (const inst of readdirSync(root).filter((x) => x.startsWith('abx-'))) {
-      const p = join(root, inst);
-      for (const g of readdirSync(p)) if (statSync(join(p, g)).isDirectory()) out.push(join(p, g));
+// The groups in abxd's own instance cgroups: the abx-* directories its open
+// descriptors point at (other abxd run by tests at the same time have theirs).
+function instanceDirs(d) {
+  const dirs = new Set();
+  for (const fd of readdirSync(`/proc/${d.proc.pid}/fd`)) {
+    let t;
+    try {
+      t = readlinkSync(`/proc/${d.proc.pid}/fd/${fd}`);
+    } catch {
+      continue;
     }
+    const m = t.match(/^(\/sys\/fs\/cgroup\/.*\/abx-[0-9a-f]{12})$/);
+    if (m) dirs.add(m[1]);
+  }
+  return [...dirs];
+}
+
+function instanceCgroups(dirs) {
+  const out = [];
+  for (const p of dirs) {
+    if (!existsSync(p)) continue;
+    for (const g of readdirSync(p)) if (statSync(join(p, g)).isDirectory()) out.push(join(p, g));
   }
   return out;
 }
@@ -144,7 +157,9 @@ describe('lifecycle', { skip }, () => {
     // again, so follow these very processes, not the range.
     const pids = procsOfUidRange(uid).map((f) => Number(f[0]));
     assert.ok(pids.length >= 1);
-    const before = instanceCgroups(d.stateDir).length;
+    const inst = instanceDirs(d);
+    const before = instanceCgroups(inst).length;
+    assert.ok(before > 0, 'the sandbox has no group in its instance cgroup');
     const res = await d.stop({ keepState: true });
     assert.equal(res.code, 0);
     assert.match(d.log, /SIGTERM: draining \(0 warm workspaces, 1 sandboxes\)/);
@@ -152,13 +167,14 @@ describe('lifecycle', { skip }, () => {
     assert.match(d.log, /all sandboxes are gone; exiting/);
     assert.deepEqual(stillRunning(pids), []);
     assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')), []);
-    assert.ok(instanceCgroups(d.stateDir).length < before);
+    assert.ok(instanceCgroups(inst).length < before);
     rmSync(d.stateDir, { recursive: true, force: true });
   });
 
   test('if abxd dies its sandboxes die with it, and the next start reclaims the rest', async () => {
     const d = await startAbxd({ env: { ABX_POOL: '0' } });
     const ids = [(await createSandbox(d)).id, (await createSandbox(d)).id];
+    const inst = instanceDirs(d);
     const uids = [];
     const jails = [];
     for (const id of ids) {
@@ -183,7 +199,7 @@ describe('lifecycle', { skip }, () => {
     try {
       assert.match(d2.log, /reclaimed \d+ sandbox\(es\) left by an earlier run/);
       assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')), []);
-      const leftover = instanceCgroups(d.stateDir).filter((p) => jails.some((j) => p.endsWith('/' + j)));
+      const leftover = instanceCgroups(inst).filter((p) => jails.some((j) => p.endsWith('/' + j)));
       assert.deepEqual(leftover, []);
       const again = await createSandbox(d2);
       assert.equal((await exec(d2, again.id, ['true'])).code, 0);
