@@ -311,6 +311,31 @@ vreport(struct cli *cli, const char *prefix, const char *fmt, va_list ap)
 }
 
 int
+cli_json_operands(struct cli *cli, int argc, char **argv, int nargs, const char *what,
+                  bool *ret_json, char ***ret_args)
+{
+    static const struct option opts[] = {
+            {"json", no_argument, NULL, 'j'},
+            {"help", no_argument, NULL, 'h'},
+            {0},
+    };
+    int o;
+
+    *ret_json = false;
+    while ((o = cli_getopt(cli, argc, argv, "h", opts)) != -1) {
+        if (o != 'j')
+            return o;
+        *ret_json = true;
+    }
+    if (argc - optind < nargs)
+        return cli_usage(cli, "missing %s", what);
+    if (argc - optind > nargs)
+        return cli_usage(cli, "unexpected argument '%s'", argv[optind + nargs]);
+    *ret_args = argv + optind;
+    return 0;
+}
+
+int
 cli_usage(struct cli *cli, const char *fmt, ...)
 {
     va_list ap;

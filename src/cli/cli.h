@@ -61,6 +61,11 @@ enum cli_scope {
  * CLI_BAD). Returns the option, or -1 at the end. */
 int cli_getopt(struct cli *cli, int argc, char **argv, const char *shortopts,
                const struct option *longopts);
+/* For verbs whose only option is --json: parses it and exactly nargs
+ * operands (what names them in "missing ..."), left at *ret_args. Returns 0,
+ * or what the verb should exit with (help printed, usage error). */
+int cli_json_operands(struct cli *cli, int argc, char **argv, int nargs, const char *what,
+                      bool *ret_json, char ***ret_args);
 /* Prints "abx VERB: <message>" and the verb's usage on stderr; returns EXIT_USAGE. */
 int cli_usage(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "abx VERB: <what>: <libabx's error>" on stderr; returns EXIT_FAIL. */

@@ -525,29 +525,19 @@ cmd_exec(struct cli *cli, int argc, char **argv)
 int
 cmd_ps(struct cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {
-            {"json", no_argument, NULL, OPT_JSON},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-    };
     struct abx_process_list *l = NULL;
     struct abx_client *c;
     bool json = false;
-    int o, r, k;
+    char **args;
+    int r, k;
 
-    while ((o = cli_getopt(cli, argc, argv, "h", opts)) != -1) {
-        if (o != OPT_JSON)
-            return o;
-        json = true;
-    }
-    if (argc - optind != 1)
-        return argc - optind < 1 ? cli_usage(cli, "missing the sandbox ID")
-                                 : cli_usage(cli, "unexpected argument '%s'", argv[optind + 1]);
+    if ((r = cli_json_operands(cli, argc, argv, 1, "the sandbox ID", &json, &args)))
+        return r;
     if ((r = cli_client(cli, &c)))
         return r;
-    k = abx_process_list(c, argv[optind], &l);
+    k = abx_process_list(c, args[0], &l);
     if (k < 0)
-        return cli_fail(cli, k, "cannot list the processes of sandbox '%s'", argv[optind]);
+        return cli_fail(cli, k, "cannot list the processes of sandbox '%s'", args[0]);
     if (json) {
         r = cli_print_line(cli, l->json);
     } else {

@@ -111,32 +111,6 @@ cmd_create(struct cli *cli, int argc, char **argv)
     return r;
 }
 
-/* Parses [--json] and exactly nargs operands (starting at *ret_args). */
-static int
-json_and_operands(struct cli *cli, int argc, char **argv, int nargs, const char *what,
-                  bool *ret_json, char ***ret_args)
-{
-    static const struct option opts[] = {
-            {"json", no_argument, NULL, OPT_JSON},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-    };
-    int o;
-
-    *ret_json = false;
-    while ((o = cli_getopt(cli, argc, argv, "h", opts)) != -1) {
-        if (o != OPT_JSON)
-            return o;
-        *ret_json = true;
-    }
-    if (argc - optind < nargs)
-        return cli_usage(cli, "missing %s", what);
-    if (argc - optind > nargs)
-        return cli_usage(cli, "unexpected argument '%s'", argv[optind + nargs]);
-    *ret_args = argv + optind;
-    return 0;
-}
-
 int
 cmd_ls(struct cli *cli, int argc, char **argv)
 {
@@ -146,7 +120,7 @@ cmd_ls(struct cli *cli, int argc, char **argv)
     bool json;
     int r, k;
 
-    r = json_and_operands(cli, argc, argv, 0, "", &json, &args);
+    r = cli_json_operands(cli, argc, argv, 0, "", &json, &args);
     if (r)
         return r;
     if ((r = cli_client(cli, &c)))
@@ -204,7 +178,7 @@ cmd_info(struct cli *cli, int argc, char **argv)
     bool json;
     int r, k;
 
-    r = json_and_operands(cli, argc, argv, 1, "the sandbox ID", &json, &args);
+    r = cli_json_operands(cli, argc, argv, 1, "the sandbox ID", &json, &args);
     if (r)
         return r;
     if ((r = cli_client(cli, &c)))

@@ -120,23 +120,14 @@ print_commands(const struct abx_command *cmds, size_t n)
 int
 cmd_template_ls(struct cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {
-            {"json", no_argument, NULL, OPT_JSON},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-    };
     struct abx_template_list *l = NULL;
     struct abx_client *c;
     bool json = false;
-    int o, r, k;
+    char **args;
+    int r, k;
 
-    while ((o = cli_getopt(cli, argc, argv, "h", opts)) != -1) {
-        if (o != OPT_JSON)
-            return o;
-        json = true;
-    }
-    if (optind < argc)
-        return cli_usage(cli, "unexpected argument '%s'", argv[optind]);
+    if ((r = cli_json_operands(cli, argc, argv, 0, "", &json, &args)))
+        return r;
     if ((r = cli_client(cli, &c)))
         return r;
     k = abx_template_list(c, &l);
@@ -177,30 +168,19 @@ cmd_template_ls(struct cli *cli, int argc, char **argv)
 int
 cmd_template_show(struct cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {
-            {"json", no_argument, NULL, OPT_JSON},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-    };
     struct abx_template_info *t = NULL;
     struct abx_client *c;
     bool json = false;
-    int o, r, k;
+    char **args;
+    int r, k;
 
-    while ((o = cli_getopt(cli, argc, argv, "h", opts)) != -1) {
-        if (o != OPT_JSON)
-            return o;
-        json = true;
-    }
-    if (argc - optind < 1)
-        return cli_usage(cli, "missing the template name");
-    if (argc - optind > 1)
-        return cli_usage(cli, "unexpected argument '%s'", argv[optind + 1]);
+    if ((r = cli_json_operands(cli, argc, argv, 1, "the template name", &json, &args)))
+        return r;
     if ((r = cli_client(cli, &c)))
         return r;
-    k = abx_template_get(c, argv[optind], &t);
+    k = abx_template_get(c, args[0], &t);
     if (k < 0)
-        return cli_fail(cli, k, "cannot get template '%s'", argv[optind]);
+        return cli_fail(cli, k, "cannot get template '%s'", args[0]);
     if (json) {
         r = cli_print_line(cli, t->json);
         abx_template_info_free(t);
@@ -450,28 +430,18 @@ commands_offline(struct cli *cli, const char *dir, bool json)
 int
 cmd_commands(struct cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {
-            {"json", no_argument, NULL, OPT_JSON},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-    };
     struct abx_command_list *l = NULL;
     struct abx_client *c;
     struct stat st;
     const char *what;
     bool json = false;
-    int o, r, k;
+    char **args;
+    int r, k;
 
-    while ((o = cli_getopt(cli, argc, argv, "h", opts)) != -1) {
-        if (o != OPT_JSON)
-            return o;
-        json = true;
-    }
-    if (argc - optind < 1)
-        return cli_usage(cli, "missing the template directory or sandbox ID");
-    if (argc - optind > 1)
-        return cli_usage(cli, "unexpected argument '%s'", argv[optind + 1]);
-    what = argv[optind];
+    if ((r = cli_json_operands(cli, argc, argv, 1, "the template directory or sandbox ID", &json,
+                               &args)))
+        return r;
+    what = args[0];
     if (stat(what, &st) == 0 && S_ISDIR(st.st_mode))
         return commands_offline(cli, what, json);
     if ((r = cli_client(cli, &c)))

@@ -173,30 +173,19 @@ cmd_tools_ls(struct cli *cli, int argc, char **argv)
 int
 cmd_tools_schema(struct cli *cli, int argc, char **argv)
 {
-    static const struct option opts[] = {
-            {"json", no_argument, NULL, OPT_JSON},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-    };
     struct abx_tool_info *t = NULL;
     struct abx_client *c;
     bool json = false;
-    int o, r, k;
+    char **args;
+    int r, k;
 
-    while ((o = cli_getopt(cli, argc, argv, "h", opts)) != -1) {
-        if (o != OPT_JSON)
-            return o;
-        json = true;
-    }
-    if (argc - optind < 1)
-        return cli_usage(cli, "missing the tool name");
-    if (argc - optind > 1)
-        return cli_usage(cli, "unexpected argument '%s'", argv[optind + 1]);
+    if ((r = cli_json_operands(cli, argc, argv, 1, "the tool name", &json, &args)))
+        return r;
     if ((r = cli_client(cli, &c)))
         return r;
-    k = abx_tool_get(c, argv[optind], &t);
+    k = abx_tool_get(c, args[0], &t);
     if (k < 0)
-        return cli_fail(cli, k, "cannot get tool '%s'", argv[optind]);
+        return cli_fail(cli, k, "cannot get tool '%s'", args[0]);
     r = cli_print_line(cli, json ? t->json : t->schema);
     abx_tool_info_free(t);
     return r;

@@ -23,32 +23,6 @@ enum {
     OPT_JSON,
 };
 
-/* Parses [--json] and exactly nargs operands (starting at *ret_args). */
-static int
-json_and_operands(struct cli *cli, int argc, char **argv, int nargs, const char *what,
-                  bool *ret_json, char ***ret_args)
-{
-    static const struct option opts[] = {
-            {"json", no_argument, NULL, OPT_JSON},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-    };
-    int o;
-
-    *ret_json = false;
-    while ((o = cli_getopt(cli, argc, argv, "h", opts)) != -1) {
-        if (o != OPT_JSON)
-            return o;
-        *ret_json = true;
-    }
-    if (argc - optind < nargs)
-        return cli_usage(cli, "missing %s", what);
-    if (argc - optind > nargs)
-        return cli_usage(cli, "unexpected argument '%s'", argv[optind + nargs]);
-    *ret_args = argv + optind;
-    return 0;
-}
-
 /* --- create, ls, info, rm --- */
 
 int
@@ -123,7 +97,7 @@ cmd_ws_ls(struct cli *cli, int argc, char **argv)
     bool json;
     int r, k;
 
-    if ((r = json_and_operands(cli, argc, argv, 0, "", &json, &args)) || (r = cli_client(cli, &c)))
+    if ((r = cli_json_operands(cli, argc, argv, 0, "", &json, &args)) || (r = cli_client(cli, &c)))
         return r;
     k = abx_workspace_list(c, &l);
     if (k < 0)
@@ -151,7 +125,7 @@ cmd_ws_info(struct cli *cli, int argc, char **argv)
     bool json;
     int r, k;
 
-    if ((r = json_and_operands(cli, argc, argv, 1, "the workspace", &json, &args)) ||
+    if ((r = cli_json_operands(cli, argc, argv, 1, "the workspace", &json, &args)) ||
         (r = cli_client(cli, &c)))
         return r;
     k = abx_workspace_get(c, args[0], &w);
@@ -252,7 +226,7 @@ mirror(struct cli *cli, int argc, char **argv, bool close)
     bool json;
     int r, k;
 
-    if ((r = json_and_operands(cli, argc, argv, 1, "the workspace", &json, &args)) ||
+    if ((r = cli_json_operands(cli, argc, argv, 1, "the workspace", &json, &args)) ||
         (r = cli_client(cli, &c)))
         return r;
     k = close ? abx_workspace_close(c, args[0], &rep) : abx_workspace_flush(c, args[0], &rep);
@@ -291,7 +265,7 @@ cmd_ws_manifest(struct cli *cli, int argc, char **argv)
     bool json;
     int r, k;
 
-    if ((r = json_and_operands(cli, argc, argv, 1, "the workspace", &json, &args)) ||
+    if ((r = cli_json_operands(cli, argc, argv, 1, "the workspace", &json, &args)) ||
         (r = cli_client(cli, &c)))
         return r;
     k = abx_workspace_manifest(c, args[0], &l);
