@@ -494,13 +494,9 @@ abx_process_list(struct abx_client *c, const char *id, struct abx_process_list *
     client_clear(c);
     if ((r = client_sandbox_url(c, &path, id, "/processes")) < 0)
         return r;
-    if ((r = client_call(c, "GET", &path, NULL, EBUSY, &answer, NULL)) < 0)
+    if ((r = client_get_list(c, &path, EBUSY, "the process list", "processes", &answer, &j, &arr)) <
+        0)
         return r;
-    if ((r = client_parse(c, answer.data, answer.len, "the process list", &j)) < 0)
-        return r;
-    arr = json_object_get(j, "processes");
-    if (!json_is_array(arr))
-        return client_fail(c, -EBADMSG, "abxd's answer has no 'processes' list");
     l = calloc(1, sizeof(*l));
     if (!l || !(l->items = calloc(json_array_size(arr) + 1, sizeof(*l->items))) ||
         !(l->json = client_strip(&answer)))

@@ -157,6 +157,11 @@ char *client_dump(json_t *v);
 /* Parses a whole answer; -EBADMSG with the error set when it is not an object. */
 int client_parse(struct abx_client *c, const char *data, size_t len, const char *what,
                  json_t **ret);
+/* GETs path (conflict as for client_call()) and finds the list at key in the
+ * answer: *ret_json is the parsed answer (the caller's), *ret_list the array
+ * in it, answer the text. -EBADMSG with the error set when there is none. */
+int client_get_list(struct abx_client *c, const struct buf *path, int conflict, const char *what,
+                    const char *key, struct buf *answer, json_t **ret_json, json_t **ret_list);
 /* Copies the string at key, or NULL when absent or null. -ENOMEM. */
 int client_dup_str(json_t *o, const char *key, char **ret);
 uint64_t client_get_u64(json_t *o, const char *key);

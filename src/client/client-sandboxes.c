@@ -217,15 +217,8 @@ abx_sandbox_list(struct abx_client *c, struct abx_sandbox_list **ret)
     client_clear(c);
     if ((r = buf_puts(&path, "/v1/sandboxes")) < 0)
         return client_fail(c, r, "out of memory");
-    r = client_call(c, "GET", &path, NULL, 0, &answer, NULL);
-    if (r < 0)
+    if ((r = client_get_list(c, &path, 0, "the sandbox list", "sandboxes", &answer, &j, &arr)) < 0)
         return r;
-    r = client_parse(c, answer.data, answer.len, "the sandbox list", &j);
-    if (r < 0)
-        return r;
-    arr = json_object_get(j, "sandboxes");
-    if (!json_is_array(arr))
-        return client_fail(c, -EBADMSG, "abxd's answer has no 'sandboxes' list");
     l = calloc(1, sizeof(*l));
     if (!l || !(l->items = calloc(json_array_size(arr) + 1, sizeof(*l->items))) ||
         !(l->json = client_strip(&answer)))

@@ -349,13 +349,8 @@ abx_template_list(struct abx_client *c, struct abx_template_list **ret)
     client_clear(c);
     if ((r = buf_puts(&path, "/v1/templates")) < 0)
         return client_fail(c, r, "out of memory");
-    if ((r = client_call(c, "GET", &path, NULL, 0, &answer, NULL)) < 0)
+    if ((r = client_get_list(c, &path, 0, "the template list", "templates", &answer, &j, &arr)) < 0)
         return r;
-    if ((r = client_parse(c, answer.data, answer.len, "the template list", &j)) < 0)
-        return r;
-    arr = json_object_get(j, "templates");
-    if (!json_is_array(arr))
-        return client_fail(c, -EBADMSG, "abxd's answer has no 'templates' list");
     l = calloc(1, sizeof(*l));
     if (!l || !(l->items = calloc(json_array_size(arr) + 1, sizeof(*l->items))) ||
         !(l->json = client_strip(&answer)))

@@ -438,13 +438,8 @@ abx_tool_package_list(struct abx_client *c, struct abx_tool_package_list **ret)
     client_clear(c);
     if ((r = buf_puts(&path, "/v1/tool-packages")) < 0)
         return client_fail(c, r, "out of memory");
-    if ((r = client_call(c, "GET", &path, NULL, 0, &answer, NULL)) < 0)
+    if ((r = client_get_list(c, &path, 0, "the tool packages", "packages", &answer, &j, &arr)) < 0)
         return r;
-    if ((r = client_parse(c, answer.data, answer.len, "the tool packages", &j)) < 0)
-        return r;
-    arr = json_object_get(j, "packages");
-    if (!json_is_array(arr))
-        return client_fail(c, -EBADMSG, "abxd's answer has no 'packages' list");
     l = calloc(1, sizeof(*l));
     if (!l || !(l->items = calloc(json_array_size(arr) + 1, sizeof(*l->items))) ||
         !(l->json = client_strip(&answer)))

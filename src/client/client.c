@@ -793,6 +793,24 @@ client_parse(struct abx_client *c, const char *data, size_t len, const char *wha
 }
 
 int
+client_get_list(struct abx_client *c, const struct buf *path, int conflict, const char *what,
+                const char *key, struct buf *answer, json_t **ret_json, json_t **ret_list)
+{
+    json_t *j = NULL;
+    int r = client_call(c, "GET", path, NULL, conflict, answer, NULL);
+    if (r < 0 || (r = client_parse(c, answer->data, answer->len, what, &j)) < 0)
+        return r;
+    json_t *arr = json_object_get(j, key);
+    if (!json_is_array(arr)) {
+        json_decref(j);
+        return client_fail(c, -EBADMSG, "abxd's answer has no '%s' list", key);
+    }
+    *ret_json = j;
+    *ret_list = arr;
+    return 0;
+}
+
+int
 client_dup_str(json_t *o, const char *key, char **ret)
 {
     const char *s = json_string_value(json_object_get(o, key));
