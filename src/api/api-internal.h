@@ -129,6 +129,9 @@ struct out_owner {
 };
 void api_stream_attached(struct api *a, const struct out_owner *o, bool attached);
 
+/* wire-sandboxes.c: a duration in seconds at key (optional; 0 to 7 days,
+ * fractions allowed) into *ret_ms. 1 when present, 0 when absent, -EINVAL. */
+int api_decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err);
 /* An exec request decoded once; freed by the caller after api_exec_run(). */
 struct exec_req;
 int api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **ret,

@@ -259,7 +259,6 @@ struct call_rq {
     struct api *api;
     char id[API_ID_LEN + 8];
     char name[TEMPLATE_NAME_MAX + 1];
-    bool code;
 };
 
 static void
@@ -269,14 +268,16 @@ call_rq_close(struct http_req *req, void *ud)
     free(ud);
 }
 
+/* Runs `sh -c script` in e's sandbox and answers req as exec does; c (may
+ * be NULL) gives env, cwd and deadline, stdin_data the process's stdin. */
 static void
-run_line(struct api *a, struct http_req *req, struct entry *e, const char *line,
-         const struct template_command *c)
+run_sh(struct api *a, struct http_req *req, struct entry *e, const char *script,
+       const struct template_command *c, const char *stdin_data, size_t stdin_len)
 {
-    const char *argv[] = {"/bin/sh", "-c", line, NULL};
+    const char *argv[] = {"/bin/sh", "-c", script, NULL};
     struct exec_req *x = NULL;
     int r = api_exec_req_new(a, argv, c ? (const char *const *)c->env : NULL, c ? c->cwd : NULL,
-                             c ? c->timeout_ms : 0, NULL, 0, &x);
+                             c ? c->timeout_ms : 0, stdin_data, stdin_len, &x);
     if (r < 0) {
         api_error(req, r, NULL);
         return;
@@ -316,7 +317,7 @@ command_body(struct http_req *req, const char *body, size_t len)
     if (r < 0)
         api_error(req, r == -E2BIG ? -EINVAL : r, &err);
     else
-        run_line(a, req, e, line, c);
+        run_sh(a, req, e, line, c, NULL, 0);
     free(line);
     json_decref(j);
 }
@@ -378,18 +379,8 @@ code_body(struct http_req *req, const char *body, size_t len)
                    "f=$(mktemp /tmp/abx-code-XXXXXXXXXX) || exit 125; "
                    "trap 'rm -f \"$f\"' EXIT; cat >\"$f\" || exit 125; %s </dev/null",
                    run);
-    const char *argv[] = {"/bin/sh", "-c", script, NULL};
-    struct exec_req *x = NULL;
-    r = api_exec_req_new(a, argv, NULL, NULL, 0, code, strlen(code), &x);
-    json_decref(j);
-    if (r < 0) {
-        api_error(req, r, NULL);
-        return;
-    }
-    struct out_owner owner = {.kind = OWNER_SANDBOX};
-    (void)snprintf(owner.id, sizeof(owner.id), "%s", e->id);
-    api_exec_run(a, req, e->sb, &owner, x);
-    api_exec_req_free(x);
+    run_sh(a, req, e, script, NULL, code, strlen(code));
+    json_decref(j); /* code lives in j; run_sh copied it */
 }
 
 void
@@ -435,7 +426,6 @@ api_commands(struct api *a, struct http_req *req, const char *id, const char *wh
         return;
     }
     q->api = a;
-    q->code = code;
     (void)snprintf(q->id, sizeof(q->id), "%s", id);
     (void)snprintf(q->name, sizeof(q->name), "%s", name ? name : "");
     http_req_set_userdata(req, q, call_rq_close);

@@ -620,16 +620,6 @@ ws_ready(void *ud, int r, const struct err *err, struct sandbox *sb)
     call_run(c, sb);
 }
 
-static int
-decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err)
-{
-    double s;
-    int r = json_get_num(j, key, false, 0, 7 * 86400.0, &s, err);
-    if (r > 0)
-        *ret_ms = (uint64_t)(s * 1000.0 + 0.5);
-    return r < 0 ? r : 0;
-}
-
 /* Decodes the body into c; answers and returns < 0 on bad input. */
 static int
 decode_call(struct tool_call *c, const char *body, size_t len)
@@ -644,10 +634,10 @@ decode_call(struct tool_call *c, const char *body, size_t len)
     if (r == 0)
         r = json_get_bool(j, "stream", false, &c->stream, &err);
     if (r >= 0)
-        r = decode_seconds(j, "timeout_s", &c->x.timeout_ms, &err);
-    c->timeout_given = json_object_get(j, "timeout_s") != NULL;
+        r = api_decode_seconds(j, "timeout_s", &c->x.timeout_ms, &err);
+    c->timeout_given = r > 0;
     if (r >= 0)
-        r = decode_seconds(j, "idle_timeout_s", &c->x.idle_timeout_ms, &err);
+        r = api_decode_seconds(j, "idle_timeout_s", &c->x.idle_timeout_ms, &err);
     if (r < 0) {
         json_decref(j);
         api_error(c->req, r, &err);

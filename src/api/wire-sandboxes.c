@@ -377,8 +377,8 @@ api_exec_req_free(struct exec_req *q)
     free(q);
 }
 
-static int
-decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err)
+int
+api_decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err)
 {
     double s;
     int r = json_get_num(j, key, false, 0, 7 * 86400.0, &s, err);
@@ -463,8 +463,8 @@ api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **r
         (r = json_get_str(q->j, "stdin", false, &stdin_b64, err)) < 0 ||
         (r = json_get_bool(q->j, "stdin_open", false, &q->x.stdin_open, err)) < 0 ||
         (r = json_get_bool(q->j, "background", false, &q->x.background, err)) < 0 ||
-        (r = decode_seconds(q->j, "timeout_s", &q->x.timeout_ms, err)) < 0 ||
-        (r = decode_seconds(q->j, "idle_timeout_s", &q->x.idle_timeout_ms, err)) < 0)
+        (r = api_decode_seconds(q->j, "timeout_s", &q->x.timeout_ms, err)) < 0 ||
+        (r = api_decode_seconds(q->j, "idle_timeout_s", &q->x.idle_timeout_ms, err)) < 0)
         goto fail;
     if (!json_string_value(json_array_get(argv, 0))[0]) {
         r = err_set(err, EINVAL, "'argv[0]' must not be empty");
