@@ -7,7 +7,7 @@ PKGS="gcc make pkg-config meson ninja-build libmicrohttpd-dev libjansson-dev
 libcmocka-dev libcurl4-openssl-dev libseccomp-dev libssl-dev clang
 libclang-rt-14-dev clang-format nodejs npm curl iproute2 procps util-linux
 python3 bubblewrap hyperfine wrk libsqlite3-dev libpq-dev postgresql libyaml-dev
-python3-pip python3-numpy python3-pandas python3-scipy python3-matplotlib"
+zlib1g-dev python3-pip python3-numpy python3-pandas python3-scipy python3-matplotlib"
 
 missing=""
 for p in $PKGS; do
