@@ -1,0 +1,1001 @@
+/*
+ * vfs.c - envd's file operations on a sandbox's view, confined to its root.
+ *
+ * Every lookup goes through xopen() (openat2 with RESOLVE_IN_ROOT); what
+ * follows acts on descriptors or on single names inside a directory
+ * descriptor, so a component swapped for a symlink between two calls can
+ * redirect us only to somewhere else inside the same root. Symlink targets
+ * are computed as strings (eval_symlinks()), never by asking the kernel for
+ * the path of a descriptor: d_path() across mount namespaces is not what
+ * the sandbox sees.
+ */
+#include "vfs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "../jail/jail.h"
+#include "../jail/rootfs.h"
+#include "../util/cleanup.h"
+#include "../util/parse.h"
+
+#define VFS_RESOLVE     (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+#define VFS_RETRIES     32    /* openat2 -EAGAIN (a rename raced "..") and swap retries */
+#define VFS_MAX_SYMLINK 40    /* links followed while computing a target, as the kernel */
+#define OVERFLOW_ID     65534 /* nobody/nogroup in the sandbox's /etc */
+
+void
+vfs_ids_from_jail(const struct jail *j, struct vfs_ids *ret)
+{
+    *ret = (struct vfs_ids){
+            .root_uid = jail_root_uid(j),
+            .root_gid = (gid_t)jail_root_uid(j), /* jail maps gids like uids */
+            .user_uid = jail_user_uid(j),
+            .user_gid = jail_user_gid(j),
+            .range_first = jail_root_uid(j),
+            .range_len = JAIL_UID_RANGE,
+    };
+}
+
+/* Names a failure once, with the path as the sandbox sees it. */
+static int
+fail(struct err *err, int r, const char *path, const char *what)
+{
+    switch (-r) {
+    case ENOSYS:
+        return err_set(err, ENOSYS, "this kernel lacks openat2(), needed to reach '%.512s'", path);
+    case ENOENT:
+        return err_set(err, ENOENT, "path '%.512s' does not exist", path);
+    case ENOTDIR:
+        return err_set(err, ENOTDIR, "'%.512s' or a directory above it is not a directory", path);
+    case EISDIR:
+        return err_set(err, EISDIR, "'%.512s' is a directory", path);
+    case ENOSPC:
+    case EDQUOT:
+        return err_set(err, ENOSPC, "no space left for '%.512s'", path);
+    default:
+        return err_setx(err, -r, "cannot %s '%.512s'", what, path);
+    }
+}
+
+static int
+xopen_how(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve)
+{
+    struct open_how how = {
+            .flags = (uint64_t)(flags | O_CLOEXEC),
+            .mode = (flags & O_CREAT) ? mode : 0,
+            .resolve = resolve,
+    };
+    for (int i = 0; i < VFS_RETRIES; i++) {
+        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd >= 0)
+            return (int)fd;
+        if (errno != EAGAIN)
+            return -errno;
+    }
+    return -EAGAIN;
+}
+
+static int
+xopen(int rootfd, const char *path, int flags, mode_t mode)
+{
+    return xopen_how(rootfd, path, flags, mode, VFS_RESOLVE);
+}
+
+static bool
+is_root(const char *path)
+{
+    return path[0] == '/' && path[1] == '\0';
+}
+
+/* "/a/b" → parent "/a", name "b"; "/b" → "/", "b". path is not "/". */
+static void
+split(const char *path, char *parent, char *name)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = (size_t)(slash - path);
+    memcpy(parent, path, n ? n : 1);
+    parent[n ? n : 1] = '\0';
+    (void)strscpy(name, slash + 1, PATH_NAME_MAX + 1);
+}
+
+static int
+open_parent(int rootfd, const char *path, char *name)
+{
+    char parent[PATH_MAX_LEN + 1];
+    split(path, parent, name);
+    return xopen(rootfd, parent, O_PATH | O_DIRECTORY, 0);
+}
+
+static bool
+on_pseudo_fs(int fd)
+{
+    struct statfs s;
+    if (fstatfs(fd, &s) < 0)
+        return true; /* cannot tell: assume the worst */
+    return s.f_type == PROC_SUPER_MAGIC || s.f_type == SYSFS_MAGIC ||
+           s.f_type == CGROUP_SUPER_MAGIC || s.f_type == CGROUP2_SUPER_MAGIC ||
+           s.f_type == DEBUGFS_MAGIC || s.f_type == SECURITYFS_MAGIC;
+}
+
+/* --- paths --- */
+
+/* Appends the components of s to out[0..*o), resolving "." and ".."; out
+ * holds "" for the root or "/a/b". */
+static int
+push(char *out, size_t outlen, size_t *o, const char *s)
+{
+    size_t lim = MIN(outlen, (size_t)PATH_MAX_LEN + 1);
+    for (const char *p = s; *p;) {
+        while (*p == '/')
+            p++;
+        const char *c = p;
+        while (*p && *p != '/')
+            p++;
+        size_t n = (size_t)(p - c);
+        if (n == 0 || (n == 1 && c[0] == '.'))
+            continue;
+        if (n == 2 && c[0] == '.' && c[1] == '.') {
+            while (*o > 0 && out[--*o] != '/')
+                ;
+            continue;
+        }
+        if (n > PATH_NAME_MAX)
+            return -ENAMETOOLONG;
+        if (*o + 1 + n + 1 > lim)
+            return -ENAMETOOLONG;
+        out[(*o)++] = '/';
+        memcpy(out + *o, c, n);
+        *o += n;
+    }
+    return 0;
+}
+
+static int
+finish(char *out, size_t outlen, size_t o)
+{
+    if (o == 0) {
+        if (outlen < 2)
+            return -ENAMETOOLONG;
+        out[o++] = '/';
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+int
+vfs_resolve(const char *path, const char *home, char *out, size_t outlen, struct err *err)
+{
+    const char *rest = path ? path : "";
+    const char *base = home;
+    size_t o = 0;
+    int r;
+
+    if (!home || home[0] != '/')
+        return err_set(err, EINVAL, "home directory '%.256s' is not absolute", home ? home : "");
+    if (rest[0] == '~') {
+        if (rest[1] != '\0' && rest[1] != '/')
+            return err_set(err, EINVAL, "cannot expand user-specific home dir in '%.256s'", rest);
+        rest++;
+    } else if (rest[0] == '/') {
+        base = NULL;
+    }
+    if ((base && (r = push(out, outlen, &o, base)) < 0) || (r = push(out, outlen, &o, rest)) < 0 ||
+        (r = finish(out, outlen, o)) < 0)
+        return err_set(err, ENAMETOOLONG, "path '%.256s' is too long", rest);
+    return 0;
+}
+
+/* The fully resolved form of path (no symlinks left), as filepath.EvalSymlinks
+ * would compute it inside the sandbox. -ENOENT and friends when a component
+ * is missing, -ELOOP past VFS_MAX_SYMLINK links. */
+static int
+eval_symlinks(int rootfd, const char *path, char *out, size_t outlen)
+{
+    char todo[2 * PATH_MAX_LEN + 2], cand[PATH_MAX_LEN + 1], link[PATH_MAX_LEN + 1];
+    size_t o = 0, c;
+    int links = 0, r;
+
+    if (strscpy(todo, path, sizeof(todo)) < 0)
+        return -ENAMETOOLONG;
+    for (char *p = todo; *p;) {
+        while (*p == '/')
+            p++;
+        char *s = p;
+        while (*p && *p != '/')
+            p++;
+        char saved = *p;
+        *p = '\0';
+        c = o;
+        memcpy(cand, out, o);
+        r = push(cand, sizeof(cand), &c, s);
+        *p = saved;
+        if (r < 0)
+            return r;
+        if (c <= o) { /* "", "." or "..": nothing to look up */
+            o = c;
+            memcpy(out, cand, o);
+            continue;
+        }
+        cand[c] = '\0';
+        _cleanup_close_ int fd = xopen(rootfd, cand, O_PATH | O_NOFOLLOW, 0);
+        struct stat st;
+        if (fd < 0)
+            return fd;
+        if (fstat(fd, &st) < 0)
+            return -errno;
+        if (!S_ISLNK(st.st_mode)) {
+            if (c + 1 > outlen)
+                return -ENAMETOOLONG;
+            memcpy(out, cand, c);
+            o = c;
+            continue;
+        }
+        /* Magic links of procfs name things outside the sandbox's view. */
+        if (++links > VFS_MAX_SYMLINK || on_pseudo_fs(fd))
+            return -ELOOP;
+        ssize_t k = readlinkat(fd, "", link, sizeof(link) - 1);
+        if (k <= 0)
+            return k < 0 ? -errno : -ENOENT;
+        link[k] = '\0';
+        /* New todo: the link's text, then what was left after it. */
+        size_t left = strlen(p);
+        if ((size_t)k + 1 + left + 1 > sizeof(todo))
+            return -ENAMETOOLONG;
+        memmove(todo + k + 1, p, left + 1);
+        memcpy(todo, link, (size_t)k);
+        todo[k] = '/';
+        p = todo;
+        if (link[0] == '/')
+            o = 0;
+    }
+    return finish(out, outlen, o);
+}
+
+/* --- entries --- */
+
+void
+vfs_go_perms(mode_t m, char out[VFS_PERMS_LEN])
+{
+    /* Go's letters in its order "dalTLDpSugct?"; a, l, T and ? never come
+     * from a stat mode. */
+    const bool set[] = {S_ISDIR(m),  S_ISLNK(m),  S_ISBLK(m) || S_ISCHR(m),
+                        S_ISFIFO(m), S_ISSOCK(m), m & S_ISUID,
+                        m & S_ISGID, S_ISCHR(m),  m & S_ISVTX};
+    size_t w = 0;
+
+    for (size_t i = 0; i < ELEMENTSOF(set); i++)
+        if (set[i])
+            out[w++] = "dLDpSugct"[i];
+    if (w == 0)
+        out[w++] = '-';
+    for (int i = 0; i < 9; i++)
+        out[w++] = (m & (1u << (8 - i))) ? "rwxrwxrwx"[i] : '-';
+    out[w] = '\0';
+}
+
+/* The name the sandbox's /etc (rootfs.c) gives host id h. */
+static void
+id_name(const struct vfs_ids *ids, uint32_t h, bool group, char out[32])
+{
+    static const struct {
+        uint32_t id;
+        const char *user, *group;
+    } known[] = {
+            {0, "root", "root"},
+            {ROOTFS_TTY_GID, NULL, "tty"},
+            {100, NULL, "users"},
+            {ROOTFS_USER_UID, "user", "user"},
+            {OVERFLOW_ID, "nobody", "nogroup"},
+    };
+    uint32_t v = OVERFLOW_ID; /* what the sandbox sees for unmapped ids */
+
+    if (h == (group ? ids->root_gid : ids->root_uid))
+        v = 0;
+    else if (h == (group ? ids->user_gid : ids->user_uid))
+        v = ROOTFS_USER_UID;
+    else if (h >= ids->range_first && h - ids->range_first < ids->range_len)
+        v = h - ids->range_first;
+    for (size_t i = 0; i < ELEMENTSOF(known); i++)
+        if (known[i].id == v && (group ? known[i].group : known[i].user)) {
+            (void)strscpy(out, group ? known[i].group : known[i].user, 32);
+            return;
+        }
+    (void)snprintf(out, 32, "%u", v);
+}
+
+int
+vfs_meta_add(struct vfs_meta *m, const char *key, const char *value)
+{
+    size_t kn = strlen(key), vn = strlen(value), bytes = kn + vn;
+
+    for (uint32_t i = 0; i < m->n; i++)
+        bytes += strlen(vfs_meta_key(m, i)) + strlen(vfs_meta_value(m, i));
+    if (kn == 0 || kn > VFS_META_KEY_MAX || m->n >= VFS_META_MAX || bytes > VFS_META_BYTES)
+        return -EINVAL;
+    m->at[m->n].key = m->used;
+    memcpy(m->data + m->used, key, kn + 1);
+    m->used = (uint16_t)(m->used + kn + 1);
+    m->at[m->n].value = m->used;
+    memcpy(m->data + m->used, value, vn + 1);
+    m->used = (uint16_t)(m->used + vn + 1);
+    m->n++;
+    return 0;
+}
+
+/* Reads the user.e2b.* xattrs of fd (O_PATH is fine: through the magic
+ * link /proc/self/fd/N, which names exactly that inode). What does not fit
+ * or is not text is left out. */
+static void
+read_meta(int fd, struct vfs_meta *m)
+{
+    char p[64], val[VFS_META_BYTES + 1];
+
+    (void)snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+    ssize_t n = listxattr(p, NULL, 0);
+    if (n <= 0)
+        return;
+    _cleanup_free_ char *names = malloc((size_t)n);
+    if (!names || (n = listxattr(p, names, (size_t)n)) <= 0)
+        return;
+    for (char *s = names; s < names + n; s += strlen(s) + 1) {
+        const char *key;
+        if (!startswith(s, VFS_META_PREFIX, &key))
+            continue;
+        ssize_t k = getxattr(p, s, val, sizeof(val) - 1);
+        if (k < 0 || memchr(val, '\0', (size_t)k))
+            continue;
+        val[k] = '\0';
+        (void)vfs_meta_add(m, key, val);
+    }
+}
+
+/* Fills e from fd (O_PATH|O_NOFOLLOW of the entry itself, or any fd of a
+ * file), known as path; rootfd resolves a symlink's target. */
+static int
+fill(int rootfd, const struct vfs_ids *ids, int fd, const char *name, const char *path,
+     struct vfs_entry *e)
+{
+    struct stat st, tst;
+
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (strscpy(e->name, name, sizeof(e->name)) < 0 || strscpy(e->path, path, sizeof(e->path)) < 0)
+        return -ENAMETOOLONG;
+    e->size = (uint64_t)st.st_size;
+    e->mode = st.st_mode & 0777;
+    vfs_go_perms(st.st_mode, e->perms);
+    id_name(ids, st.st_uid, false, e->owner);
+    id_name(ids, st.st_gid, true, e->group);
+    e->mtime_sec = st.st_mtim.tv_sec;
+    e->mtime_nsec = (uint32_t)st.st_mtim.tv_nsec;
+    e->meta.n = e->meta.used = 0;
+    e->has_target = S_ISLNK(st.st_mode);
+    e->target[0] = '\0';
+    if (S_ISLNK(st.st_mode)) {
+        _cleanup_close_ int t = xopen(rootfd, path, O_PATH, 0);
+        if (t >= 0 && fstat(t, &tst) == 0) {
+            st.st_mode = tst.st_mode;
+            e->mode = tst.st_mode & 0777;
+        }
+        if (eval_symlinks(rootfd, path, e->target, sizeof(e->target)) < 0)
+            (void)strscpy(e->target, path, sizeof(e->target));
+    } else if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+        read_meta(fd, &e->meta);
+    }
+    e->type = S_ISREG(st.st_mode)   ? VFS_FILE
+              : S_ISDIR(st.st_mode) ? VFS_DIR
+                                    : VFS_UNSPECIFIED; /* still a link: broken */
+    return 0;
+}
+
+int
+vfs_stat(int rootfd, const struct vfs_ids *ids, const char *path, struct vfs_entry *ret,
+         struct err *err)
+{
+    char name[PATH_NAME_MAX + 1];
+    int r;
+
+    if (is_root(path)) {
+        _cleanup_close_ int fd = xopen(rootfd, "/", O_PATH | O_DIRECTORY, 0);
+        r = fd < 0 ? fd : fill(rootfd, ids, fd, "/", "/", ret);
+        return r < 0 ? fail(err, r, path, "stat") : 0;
+    }
+    _cleanup_close_ int dir = open_parent(rootfd, path, name);
+    if (dir < 0)
+        return fail(err, dir, path, "stat");
+    _cleanup_close_ int fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, -errno, path, "stat");
+    r = fill(rootfd, ids, fd, name, path, ret);
+    return r < 0 ? fail(err, r, path, "stat") : 0;
+}
+
+int
+vfs_stat_fd(int fd, const struct vfs_ids *ids, const char *path, struct vfs_entry *ret,
+            struct err *err)
+{
+    const char *slash = strrchr(path, '/');
+    int r = fill(-EBADF, ids, fd, is_root(path) || !slash ? path : slash + 1, path, ret);
+    return r < 0 ? fail(err, r, path, "stat") : 0;
+}
+
+/* --- listing --- */
+
+struct walk {
+    int rootfd;
+    const struct vfs_ids *ids;
+    unsigned depth;
+    vfs_list_fn fn;
+    void *ud;
+    size_t count;   /* entries reported */
+    size_t pending; /* names read, on every level, not reported yet */
+    struct vfs_entry e;
+    char path[PATH_MAX_LEN + 1];
+};
+
+static int
+cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void
+free_names(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* The names in d, sorted; at most max of them (-E2BIG past that). */
+static int
+read_names(int d, size_t max, char ***ret, size_t *ret_n)
+{
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    int r = 0;
+
+    int dup = fcntl(d, F_DUPFD_CLOEXEC, 3);
+    if (dup < 0)
+        return -errno;
+    DIR *dir = fdopendir(dup);
+    if (!dir) {
+        safe_close(dup);
+        return -ENOMEM;
+    }
+    for (struct dirent *de; (de = readdir(dir));) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (n >= max) {
+            r = -E2BIG;
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nv = realloc(v, cap * sizeof(*v));
+            if (!nv) {
+                r = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        if (!(v[n] = strdup(de->d_name))) {
+            r = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    closedir(dir);
+    if (r < 0) {
+        free_names(v, n);
+        return r;
+    }
+    if (n)
+        qsort(v, n, sizeof(*v), cmp_names);
+    *ret = v;
+    *ret_n = n;
+    return 0;
+}
+
+static int
+walk_dir(struct walk *w, int d, unsigned level)
+{
+    char **names = NULL;
+    size_t n = 0, plen = strlen(w->path);
+    int r;
+
+    if (level > VFS_MAX_DEPTH)
+        return -ELOOP;
+    /* Names waiting on the levels above will be reported too: counting
+     * them bounds what the whole walk holds, not just this level. */
+    r = read_names(d, VFS_LIST_MAX - w->count - w->pending, &names, &n);
+    if (r < 0)
+        return r;
+    w->pending += n;
+    size_t i; /* the loop stops when r < 0, after i++ */
+    for (i = 0; i < n && r >= 0; i++) {
+        w->pending--;
+        _cleanup_close_ int fd = openat(d, names[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+            r = errno == ENOENT ? 0 : -errno; /* vanished */
+            continue;
+        }
+        if (plen + 1 + strlen(names[i]) > PATH_MAX_LEN) {
+            r = -ENAMETOOLONG;
+            continue;
+        }
+        (void)snprintf(w->path + plen, sizeof(w->path) - plen, "%s%s", plen > 1 ? "/" : "",
+                       names[i]);
+        if ((r = fill(w->rootfd, w->ids, fd, names[i], w->path, &w->e)) < 0)
+            continue;
+        w->count++;
+        r = w->fn(w->ud, &w->e);
+        if (r < 0 || level >= w->depth || w->e.has_target || w->e.type != VFS_DIR)
+            continue;
+        _cleanup_close_ int sub =
+                openat(d, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0)
+            r = walk_dir(w, sub, level + 1);
+        else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+            r = -errno;
+    }
+    w->pending -= n - i;
+    w->path[plen] = '\0';
+    free_names(names, n);
+    return r;
+}
+
+int
+vfs_list(int rootfd, const struct vfs_ids *ids, const char *path, unsigned depth, vfs_list_fn fn,
+         void *ud, struct err *err)
+{
+    _cleanup_free_ struct walk *w = calloc(1, sizeof(*w));
+    int r;
+
+    if (!w)
+        return -ENOMEM;
+    _cleanup_close_ int d = xopen(rootfd, path, O_RDONLY | O_DIRECTORY, 0);
+    if (d < 0)
+        return fail(err, d, path, "list");
+    *w = (struct walk){
+            .rootfd = rootfd, .ids = ids, .depth = depth ? depth : 1, .fn = fn, .ud = ud};
+    if (strscpy(w->path, path, sizeof(w->path)) < 0)
+        return fail(err, -ENAMETOOLONG, path, "list");
+    r = walk_dir(w, d, 1);
+    if (r == -E2BIG)
+        return err_set(err, E2BIG, "more than %d entries below '%.512s'", VFS_LIST_MAX, path);
+    if (r == -ELOOP)
+        return err_set(err, ELOOP, "directories nested deeper than %d levels below '%.512s'",
+                       VFS_MAX_DEPTH, path);
+    return r < 0 ? fail(err, r, path, "list") : 0;
+}
+
+int
+vfs_open_dir(int rootfd, const char *path, int *ret_fd, struct err *err)
+{
+    int fd = xopen(rootfd, path, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0)
+        return fail(err, fd, path, "open");
+    *ret_fd = fd;
+    return 0;
+}
+
+int
+vfs_open_below(int dirfd, const char *rel, int *ret_fd, struct err *err)
+{
+    /* No symlink at all, not even one that would stay below dirfd: the
+     * caller names a directory it saw as one, and a link swapped in since
+     * is somebody else's tree. */
+    int fd = xopen_how(dirfd, rel, O_RDONLY | O_DIRECTORY, 0,
+                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (fd < 0)
+        return fail(err, fd, rel, "open");
+    *ret_fd = fd;
+    return 0;
+}
+
+/* --- creating --- */
+
+/* Gives a directory we just made in dir to uid:gid with mode 0755 (not
+ * umask's). If the sandbox swapped the name meanwhile, it is not ours to
+ * touch any more. */
+static int
+own_dir(int dir, const char *name, uid_t uid, gid_t gid)
+{
+    _cleanup_close_ int d = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0)
+        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
+    if (fchown(d, uid, gid) < 0 || fchmod(d, 0755) < 0)
+        return -errno;
+    return 0;
+}
+
+/* Opens the directory path (O_PATH), creating missing levels like
+ * os.MkdirAll: existing levels may be symlinks to directories, followed
+ * inside the root. ret_created: whether the last level was made here. */
+static int
+mkdir_p(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret_created)
+{
+    char prefix[PATH_MAX_LEN + 1];
+    bool created = false;
+    size_t i = 0, n = strlen(path);
+
+    _cleanup_close_ int cur = xopen(rootfd, "/", O_PATH | O_DIRECTORY, 0);
+    if (cur < 0)
+        return cur;
+    while (i < n) {
+        while (path[i] == '/')
+            i++;
+        size_t s = i;
+        while (i < n && path[i] != '/')
+            i++;
+        if (i == s)
+            break;
+        memcpy(prefix, path, i);
+        prefix[i] = '\0';
+        int fd = -ENOENT;
+        bool exists = false;
+        created = false;
+        for (int tries = 0; tries < VFS_RETRIES && fd == -ENOENT; tries++) {
+            fd = xopen(rootfd, prefix, O_PATH | O_DIRECTORY, 0);
+            if (fd != -ENOENT)
+                break;
+            if (mkdirat(cur, prefix + s, 0755) == 0) {
+                int r = own_dir(cur, prefix + s, uid, gid);
+                if (r < 0)
+                    return r;
+                created = true;
+            } else if (errno == EEXIST && !exists) {
+                exists = true; /* a dangling symlink, or a race: look again */
+            } else if (errno == EEXIST) {
+                break;
+            } else {
+                return -errno;
+            }
+        }
+        if (fd < 0)
+            return fd == -ENOENT && exists ? -ENOTDIR : fd;
+        safe_close(cur);
+        cur = fd;
+    }
+    if (ret_created)
+        *ret_created = created;
+    return TAKE_FD(cur);
+}
+
+static void
+acting(const struct vfs_ids *ids, bool as_root, uid_t *uid, gid_t *gid)
+{
+    *uid = as_root ? ids->root_uid : ids->user_uid;
+    *gid = as_root ? ids->root_gid : ids->user_gid;
+}
+
+int
+vfs_mkdir(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root, bool *ret_created,
+          struct err *err)
+{
+    uid_t uid;
+    gid_t gid;
+    bool created;
+
+    acting(ids, as_root, &uid, &gid);
+    int fd = mkdir_p(rootfd, path, uid, gid, &created);
+    if (fd < 0)
+        return fail(err, fd, path, "create directory");
+    safe_close(fd);
+    *ret_created = created;
+    return 0;
+}
+
+int
+vfs_rename(int rootfd, const struct vfs_ids *ids, const char *src, const char *dst, bool as_root,
+           struct err *err)
+{
+    char sname[PATH_NAME_MAX + 1], dname[PATH_NAME_MAX + 1], dparent[PATH_MAX_LEN + 1];
+    struct stat sst, dst_st;
+    uid_t uid;
+    gid_t gid;
+
+    if (is_root(src) || is_root(dst))
+        return err_set(err, EBUSY, "the root directory cannot be moved");
+    acting(ids, as_root, &uid, &gid);
+    _cleanup_close_ int sdir = open_parent(rootfd, src, sname);
+    if (sdir < 0)
+        return fail(err, sdir, src, "move");
+    if (fstatat(sdir, sname, &sst, AT_SYMLINK_NOFOLLOW) < 0)
+        return fail(err, -errno, src, "move");
+    split(dst, dparent, dname);
+    _cleanup_close_ int ddir = mkdir_p(rootfd, dparent, uid, gid, NULL);
+    if (ddir < 0)
+        return fail(err, ddir, dparent, "create directory");
+    /* Go's os.Rename refuses to replace a directory (unless it is src). */
+    if (fstatat(ddir, dname, &dst_st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(dst_st.st_mode) &&
+        (dst_st.st_dev != sst.st_dev || dst_st.st_ino != sst.st_ino))
+        return err_set(err, EEXIST, "'%.512s' is an existing directory", dst);
+    if (renameat(sdir, sname, ddir, dname) < 0)
+        return fail(err, -errno, errno == ENOENT ? src : dst, "move to");
+    return 0;
+}
+
+/* --- removing --- */
+
+/* Empties d, descending only through directories opened O_NOFOLLOW and
+ * returning by closing descriptors (never ".."). */
+static int
+empty_tree(int d, int depth, size_t *budget)
+{
+    if (depth > VFS_MAX_DEPTH)
+        return -ELOOP;
+    int dup = fcntl(d, F_DUPFD_CLOEXEC, 3);
+    if (dup < 0)
+        return -errno;
+    DIR *dir = fdopendir(dup);
+    if (!dir) {
+        safe_close(dup);
+        return -ENOMEM;
+    }
+    int r = 0;
+    for (struct dirent *de; r == 0 && (de = readdir(dir));) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if ((*budget)-- == 0) {
+            r = -E2BIG;
+            break;
+        }
+        if (unlinkat(d, de->d_name, 0) == 0 || errno == ENOENT)
+            continue;
+        if (errno != EISDIR && errno != EPERM) {
+            r = -errno;
+            break;
+        }
+        _cleanup_close_ int sub =
+                openat(d, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+            r = errno == ENOENT ? 0 : errno == ENOTDIR || errno == ELOOP ? -EPERM : -errno;
+        else if ((r = empty_tree(sub, depth + 1, budget)) == 0 &&
+                 unlinkat(d, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+            r = -errno;
+    }
+    closedir(dir);
+    return r;
+}
+
+int
+vfs_remove(int rootfd, const char *path, struct err *err)
+{
+    char name[PATH_NAME_MAX + 1];
+    size_t budget = VFS_REMOVE_MAX;
+    int r = 0;
+
+    if (is_root(path))
+        return err_set(err, EBUSY, "the root directory cannot be removed");
+    _cleanup_close_ int dir = open_parent(rootfd, path, name);
+    if (dir == -ENOENT)
+        return 0;
+    if (dir < 0)
+        return fail(err, dir, path, "remove");
+    for (int tries = 0; tries < VFS_RETRIES; tries++) {
+        if (unlinkat(dir, name, 0) == 0 || errno == ENOENT)
+            return 0;
+        int e = errno;
+        if (e != EISDIR && e != EPERM)
+            return fail(err, -e, path, "remove");
+        _cleanup_close_ int d = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d < 0 && errno == ENOENT)
+            return 0;
+        if (d < 0 && (e == EPERM || (errno != ENOTDIR && errno != ELOOP)))
+            return fail(err, e == EPERM ? -EPERM : -errno, path, "remove");
+        if (d < 0)
+            continue; /* swapped for a file or link meanwhile: unlink that */
+        r = empty_tree(d, 0, &budget);
+        if (r == -E2BIG)
+            return err_set(err, E2BIG, "more than %d entries below '%.512s'", VFS_REMOVE_MAX, path);
+        if (r < 0)
+            return fail(err, r, path, "remove");
+        if (unlinkat(dir, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+            return 0;
+        if (errno != ENOTEMPTY)
+            return fail(err, -errno, path, "remove");
+        /* Something was added while we emptied it: go again. */
+    }
+    return fail(err, -EAGAIN, path, "remove");
+}
+
+/* --- reading and writing --- */
+
+/* Reopens the O_PATH fd with flags. On a pseudo file system this happens
+ * under uid:gid without capabilities: procfs checks who opens a file (and
+ * remembers it in f_cred), and host root would see what sandbox processes
+ * must not (kernel log, kernel addresses). The switch uses raw syscalls so
+ * that only this thread changes credentials (glibc's wrappers change every
+ * thread), and is undone before returning. */
+static int
+reopen(int pfd, int flags, uid_t uid, gid_t gid)
+{
+    char p[64];
+    gid_t groups[64];
+    uid_t ouid = geteuid();
+    gid_t ogid = getegid();
+    int fd, ng;
+
+    (void)snprintf(p, sizeof(p), "/proc/self/fd/%d", pfd);
+    if (!on_pseudo_fs(pfd) || ouid != 0) {
+        fd = open(p, flags | O_CLOEXEC | O_NOCTTY);
+        return fd < 0 ? -errno : fd;
+    }
+    if ((ng = getgroups((int)ELEMENTSOF(groups), groups)) < 0)
+        return -errno;
+    if (syscall(SYS_setgroups, 0, NULL) < 0)
+        return -errno;
+    if (syscall(SYS_setresgid, -1, gid, -1) < 0 || syscall(SYS_setresuid, -1, uid, -1) < 0)
+        fd = -errno;
+    else if ((fd = open(p, flags | O_CLOEXEC | O_NOCTTY)) < 0)
+        fd = -errno;
+    /* Going back cannot fail for a thread whose real and saved uid are 0;
+     * if it did, this thread would go on with the wrong identity. */
+    if (syscall(SYS_setresuid, -1, ouid, -1) < 0 || syscall(SYS_setresgid, -1, ogid, -1) < 0 ||
+        syscall(SYS_setgroups, ng, groups) < 0)
+        abort();
+    return fd;
+}
+
+int
+vfs_open_read(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root, int *ret_fd,
+              uint64_t *ret_size, struct err *err)
+{
+    struct stat st;
+    uid_t uid;
+    gid_t gid;
+
+    acting(ids, as_root, &uid, &gid);
+    _cleanup_close_ int pfd = xopen(rootfd, path, O_PATH, 0);
+    if (pfd < 0)
+        return fail(err, pfd, path, "open");
+    if (fstat(pfd, &st) < 0)
+        return fail(err, -errno, path, "stat");
+    if (S_ISDIR(st.st_mode))
+        return fail(err, -EISDIR, path, "read");
+    if (!S_ISREG(st.st_mode))
+        return err_set(err, EINVAL, "'%.512s' is not a regular file", path);
+    int fd = reopen(pfd, O_RDONLY, uid, gid);
+    if (fd < 0)
+        return fail(err, fd, path, "open");
+    *ret_fd = fd;
+    *ret_size = (uint64_t)st.st_size;
+    return 0;
+}
+
+/* Where the dangling symlink path points, as an absolute normalized path. */
+static int
+link_target(int rootfd, const char *path, char *out)
+{
+    char name[PATH_NAME_MAX + 1], parent[PATH_MAX_LEN + 1], link[PATH_MAX_LEN + 1];
+    size_t o = 0;
+    int r;
+
+    _cleanup_close_ int dir = open_parent(rootfd, path, name);
+    if (dir < 0)
+        return dir;
+    ssize_t k = readlinkat(dir, name, link, sizeof(link) - 1);
+    if (k <= 0)
+        return k < 0 ? -errno : -ENOENT;
+    link[k] = '\0';
+    split(path, parent, name);
+    if ((link[0] != '/' && (r = push(out, PATH_MAX_LEN + 1, &o, parent)) < 0) ||
+        (r = push(out, PATH_MAX_LEN + 1, &o, link)) < 0)
+        return r;
+    return finish(out, PATH_MAX_LEN + 1, o);
+}
+
+int
+vfs_open_write(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root, int *ret_fd,
+               struct err *err)
+{
+    char cur[PATH_MAX_LEN + 1], parent[PATH_MAX_LEN + 1], name[PATH_NAME_MAX + 1];
+    struct stat st;
+    uid_t uid;
+    gid_t gid;
+    int r;
+
+    if (is_root(path))
+        return fail(err, -EISDIR, path, "write");
+    acting(ids, as_root, &uid, &gid);
+    split(path, parent, name);
+    _cleanup_close_ int pdir = mkdir_p(rootfd, parent, uid, gid, NULL);
+    if (pdir < 0)
+        return fail(err, pdir, parent, "create directory");
+    /* O_EXCL tells a file we create (never through a symlink) from one that
+     * exists; an existing name is opened O_PATH and checked before it is
+     * opened for writing, so no open of a FIFO, device or procfs file runs
+     * with our privileges. A dangling final symlink is followed by hand. */
+    (void)strscpy(cur, path, sizeof(cur));
+    _cleanup_close_ int fd = -EBADF;
+    for (int hops = 0; fd < 0; hops++) {
+        if (hops >= VFS_MAX_SYMLINK)
+            return fail(err, -ELOOP, path, "open");
+        fd = xopen(rootfd, cur, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY, 0644);
+        if (fd >= 0) {
+            if (fchmod(fd, 0644) < 0)
+                return fail(err, -errno, path, "chmod");
+            break;
+        }
+        if (fd != -EEXIST)
+            return fail(err, fd, path, "create");
+        _cleanup_close_ int pfd = xopen(rootfd, cur, O_PATH, 0);
+        if (pfd == -ENOENT) {
+            char next[PATH_MAX_LEN + 1];
+            r = link_target(rootfd, cur, next);
+            if (r == 0)
+                memcpy(cur, next, sizeof(cur));
+            if (r < 0 && r != -EINVAL && r != -ENOENT)
+                return fail(err, r, path, "open");
+            continue; /* not a link any more (-EINVAL), or gone: try again */
+        }
+        if (pfd < 0)
+            return fail(err, pfd, path, "open");
+        if (fstat(pfd, &st) < 0)
+            return fail(err, -errno, path, "stat");
+        if (S_ISDIR(st.st_mode))
+            return fail(err, -EISDIR, path, "write");
+        if (!S_ISREG(st.st_mode))
+            return err_set(err, EINVAL, "'%.512s' is not a regular file", path);
+        if (on_pseudo_fs(pfd))
+            return err_set(err, EACCES, "'%.512s' is on a pseudo file system", path);
+        fd = reopen(pfd, O_WRONLY | O_TRUNC, uid, gid);
+        if (fd < 0)
+            return fail(err, fd, path, "open");
+    }
+    if (fchown(fd, uid, gid) < 0)
+        return fail(err, -errno, path, "chown");
+    *ret_fd = TAKE_FD(fd);
+    return 0;
+}
+
+int
+vfs_set_meta(int fd, const struct vfs_meta *m, struct err *err)
+{
+    char name[sizeof(VFS_META_PREFIX) + VFS_META_KEY_MAX];
+    size_t bytes = 0, kn = 1;
+
+    for (uint32_t i = 0; m && m->n <= VFS_META_MAX && i < m->n && kn; i++) {
+        kn = strlen(vfs_meta_key(m, i));
+        bytes += kn + strlen(vfs_meta_value(m, i));
+        kn = kn <= VFS_META_KEY_MAX ? kn : 0;
+    }
+    if (m && (m->n > VFS_META_MAX || kn == 0 || bytes > VFS_META_BYTES))
+        return err_set(err, EINVAL, "metadata over the limits (%d pairs, key %d, total %d bytes)",
+                       VFS_META_MAX, VFS_META_KEY_MAX, VFS_META_BYTES);
+    ssize_t n = flistxattr(fd, NULL, 0);
+    if (n < 0 && errno != ENOTSUP)
+        return err_setx(err, errno, "cannot list extended attributes");
+    if (n > 0) {
+        _cleanup_free_ char *names = malloc((size_t)n);
+        if (!names)
+            return -ENOMEM;
+        if ((n = flistxattr(fd, names, (size_t)n)) < 0)
+            return err_setx(err, errno, "cannot list extended attributes");
+        for (char *s = names; s < names + n; s += strlen(s) + 1)
+            if (startswith(s, VFS_META_PREFIX, NULL) && fremovexattr(fd, s) < 0 && errno != ENODATA)
+                return err_setx(err, errno, "cannot remove extended attribute '%.64s'", s);
+    }
+    for (uint32_t i = 0; m && i < m->n; i++) {
+        const char *v = vfs_meta_value(m, i);
+        (void)snprintf(name, sizeof(name), VFS_META_PREFIX "%s", vfs_meta_key(m, i));
+        if (fsetxattr(fd, name, v, strlen(v), 0) < 0)
+            return err_setx(err, errno == ENOTSUP ? EOPNOTSUPP : errno,
+                            "cannot set extended attribute '%.64s'", name);
+    }
+    return 0;
+}
