@@ -796,6 +796,24 @@ ABX_PUBLIC int abx_code_run(struct abx_client *c, const char *id, const char *la
                             const char *code, size_t len, abx_output_fn output, void *userdata,
                             struct abx_exec_result *ret);
 
+/* One line of a template build's log. step: the step it belongs to (1-based,
+ * 0 = none); start: true for the line that begins a step (text is then
+ * "run", "env", "workdir" or "copy" and line the step's line in the file).
+ * A non-zero return stops the build (the client hangs up; abxd abandons it). */
+typedef int (*abx_build_log_fn)(unsigned step, bool start, unsigned line, const char *text,
+                                void *userdata);
+
+/* POST /v1/templates: sends the template directory dir (sandbox-template.yaml
+ * and the files its copy steps use; only regular files, directories and
+ * symlinks, else -EPERM before any request) as a tar and streams the build
+ * log to log (NULL discards it). Returns 0 when the template is built and
+ * offered (ret_name, optional, gets its name: free() it); -EINVAL for a
+ * template abxd refuses (the message is "<dir>/sandbox-template.yaml:<line>:
+ * <reason>"); -ECANCELED when a step failed (the message says which and
+ * why); other errors as in the table above. Blocks until the build ends. */
+ABX_PUBLIC int abx_template_build(struct abx_client *c, const char *dir, abx_build_log_fn log,
+                                  void *userdata, char **ret_name);
+
 ABX_PUBLIC struct abx_template_info *abx_template_info_free(struct abx_template_info *t);
 ABX_PUBLIC struct abx_template_list *abx_template_list_free(struct abx_template_list *l);
 ABX_PUBLIC struct abx_command_list *abx_command_list_free(struct abx_command_list *l);

@@ -17,7 +17,7 @@ void
 config_usage(const char *prog)
 {
     printf("Usage: %s [--listen ADDR:PORT] [--state-dir DIR] [--isolation ns|uid|none]\n"
-           "       [--tools-dir DIR] [--templates-dir DIR]\n"
+           "       [--tools-dir DIR] [--templates-dir DIR] [--domain NAME]\n"
            "\n"
            "abxd runs isolated sandboxes for AI agents and serves them over HTTP.\n"
            "\n"
@@ -29,6 +29,8 @@ config_usage(const char *prog)
            "                       (ABX_TOOLS_DIR; unset = no tools; see docs/tools.md)\n"
            "  --templates-dir DIR  sandbox templates besides 'base' (ABX_TEMPLATES_DIR;\n"
            "                       see docs/templates.md)\n"
+           "  --domain NAME        forward <port>-<sandbox>.NAME to that port in the sandbox\n"
+           "                       (ABX_DOMAIN; unset = no port forwarding)\n"
            "  --help, --version\n"
            "\n"
            "Environment: ABX_API_KEY, ABX_CGROUP (auto|v1|v2), ABX_POOL, ABX_MEMORY_MB,\n"
@@ -74,6 +76,34 @@ set_listen(struct config *c, const char *s, struct err *err)
     return 0;
 }
 
+/* A DNS name, lowercased: labels of [a-z0-9-] separated by single dots. */
+static int
+set_domain(struct config *c, const char *s, const char *what, struct err *err)
+{
+    size_t n = strlen(s), label = 0;
+    if (n >= sizeof(c->domain))
+        return err_set(err, EINVAL, "%s is too long", what);
+    for (size_t i = 0; i <= n; i++) {
+        char ch = s[i];
+        if (ch == '.' || ch == '\0') {
+            if (label == 0 || s[i - 1] == '-')
+                return err_set(err, EINVAL,
+                               "%s must be a DNS name like 'sandbox.example.com', not '%.64s'",
+                               what, s);
+            label = 0;
+        } else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                   (ch >= '0' && ch <= '9') || (ch == '-' && label > 0)) {
+            label++;
+        } else {
+            return err_set(err, EINVAL,
+                           "%s must be a DNS name like 'sandbox.example.com', not '%.64s'", what,
+                           s);
+        }
+        c->domain[i] = (ch >= 'A' && ch <= 'Z') ? (char)(ch - 'A' + 'a') : ch;
+    }
+    return 0;
+}
+
 static int
 set_string(char *dst, size_t n, const char *s, const char *what, struct err *err)
 {
@@ -91,6 +121,7 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
             {"isolation", required_argument, NULL, 'i'},
             {"tools-dir", required_argument, NULL, 't'},
             {"templates-dir", required_argument, NULL, 'T'},
+            {"domain", required_argument, NULL, 'D'},
             {"help", no_argument, NULL, 'h'},
             {"version", no_argument, NULL, 'V'},
             {NULL, 0, NULL, 0},
@@ -190,6 +221,8 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
         (r = set_string(c->templates_dir, sizeof(c->templates_dir), s, "ABX_TEMPLATES_DIR", err)) <
                 0)
         return r;
+    if ((s = getenv("ABX_DOMAIN")) && *s && (r = set_domain(c, s, "ABX_DOMAIN", err)) < 0)
+        return r;
     if ((s = getenv("ABX_SYNC_IGNORE"))) {
         if ((r = set_string(c->sync_ignore, sizeof(c->sync_ignore), s, "ABX_SYNC_IGNORE", err)) < 0)
             return r;
@@ -239,6 +272,12 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
             if ((r = set_string(c->templates_dir, sizeof(c->templates_dir), optarg,
                                 "--templates-dir", err)) < 0)
                 return r;
+            break;
+        case 'D':
+            if (*optarg && (r = set_domain(c, optarg, "--domain", err)) < 0)
+                return r;
+            if (!*optarg)
+                c->domain[0] = '\0';
             break;
         case 'h':
             c->show_help = true;

@@ -38,6 +38,7 @@ struct config {
     char tools_dir[4096];     /* "" = no tools; else an existing directory of bundles */
     char keys_file[4096];     /* "" = only the full key; else scoped keys (JSON) */
     char templates_dir[4096]; /* "" = only "base"; else a directory of template directories */
+    char domain[256];         /* ports: <port>-<id>.<domain>; "" = no port forwarding */
     bool show_help, show_version;
 };
 

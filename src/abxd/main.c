@@ -106,7 +106,9 @@ load_api_key(struct config *c, int statefd)
     r = rand_hex(hex, 20);
     if (r < 0)
         return log_err_errno(r, "cannot generate an API key");
-    (void)snprintf(c->api_key, sizeof(c->api_key), "abx_%s", hex);
+    /* E2B's shape (e2b_ + 40 hex): older E2B SDKs check it before sending,
+     * and the same key must work for the native and the E2B surfaces. */
+    (void)snprintf(c->api_key, sizeof(c->api_key), "e2b_%s", hex);
     _cleanup_close_ int fd =
             openat(statefd, "api-key", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
@@ -447,7 +449,8 @@ main(int argc, char **argv)
     size_t nbinds = 0;
     if (load_tools(&d, binds, &nbinds, &path_prefix) < 0)
         return 1;
-    r = template_set_load(d.cfg.templates_dir[0] ? d.cfg.templates_dir : NULL, &d.templates, &err);
+    r = template_set_load(d.cfg.templates_dir[0] ? d.cfg.templates_dir : NULL, d.cfg.state_dir,
+                          &d.templates, &err);
     if (r < 0) {
         log_err("%s", err.msg[0] ? err.msg : strerror(-r));
         return 1;
@@ -538,6 +541,8 @@ main(int argc, char **argv)
             .host_cpus = ncpu > 0 ? (unsigned)ncpu : 1,
             .host_memory_bytes = (uint64_t)si.totalram * si.mem_unit,
             .max_file_bytes = d.cfg.max_file_bytes,
+            .e2b_domain = d.cfg.domain[0] ? d.cfg.domain : NULL,
+            .state_dir = d.cfg.state_dir,
     };
     if (api_new(d.loop, d.sh, &ac, &d.api) < 0)
         return log_err("out of memory"), 1;

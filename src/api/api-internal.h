@@ -64,15 +64,40 @@ struct entry {
     const struct template *tmpl;   /* borrowed from the api's template set */
     unsigned caps;                 /* TEMPLATE_CAP_* the sandbox's routes allow */
     const struct api_scope *scope; /* the scoped key that created it, NULL = the full key */
+    /* The create answer's body (E2B's Sandbox); NULL = the native one. */
+    json_t *(*answer)(struct api *a, struct entry *e);
+    struct e2b_sb *e2b; /* E2B state (token, envd streams); NULL for native sandboxes */
+    int ports_netns;    /* its network namespace, pinned by ports.c; 0 = not yet (never 0..2) */
+    /* Runs once when the sandbox is ready, instead of answering: it takes
+     * over create_req (may be NULL) and answers it (e2b snapshots). */
+    void (*post_ready)(struct api *a, struct entry *e, struct http_req *req);
 };
+
+/* A decoded create request: the native wire and E2B each build one. */
+struct api_create_req {
+    const struct template *t;
+    const struct api_scope *scope;
+    json_t *env;  /* string map, borrowed, may be NULL */
+    json_t *meta; /* string map, borrowed, may be NULL */
+    uint64_t timeout_s;
+    struct jail_limits lim;
+    json_t *(*answer)(struct api *a, struct entry *e); /* NULL = the native answer */
+};
+/* Starts creating a sandbox; req (may be NULL) is answered when it is ready
+ * (201) or failed. -ESHUTDOWN draining, -EOPNOTSUPP no isolation, -EAGAIN
+ * full, -EINVAL bad env: nothing was answered, err says why. */
+int api_create(struct api *a, struct http_req *req, const struct api_create_req *c,
+               struct entry **ret, struct err *err);
+/* Applies template t's resources over lim. */
+void api_template_limits(struct api *a, const struct template *t, struct jail_limits *lim);
 
 struct api {
     struct loop *loop;
     struct sandbox_host *sh;
-    struct workspaces *ws;                /* NULL when workspaces are not configured */
-    const struct tools_registry *tools;   /* NULL when no tools directory is configured */
-    const struct template_set *templates; /* never NULL once api_set_templates() ran */
-    struct api_scope *scopes;             /* scoped keys (keys.c) */
+    struct workspaces *ws;              /* NULL when workspaces are not configured */
+    const struct tools_registry *tools; /* NULL when no tools directory is configured */
+    struct template_set *templates;     /* never NULL once api_set_templates() ran */
+    struct api_scope *scopes;           /* scoped keys (keys.c) */
     size_t n_scopes;
     char tools_mount[4096]; /* where sandboxes see the bundles */
     struct api_config cfg;
@@ -83,6 +108,8 @@ struct api {
     bool draining;
     char missing[1024];
     struct api_metrics m;
+    struct ports *ports;     /* the port proxy's state (ports.c), made on first use */
+    struct e2b_snaps *snaps; /* e2b-snapshots.c: its worker and store, made on first use */
     uint64_t started_wall_ms;
     void (*all_gone)(void *ud);
     void *all_gone_ud;
@@ -113,6 +140,8 @@ void api_no_content(struct http_req *req);
 struct entry *api_find(struct api *a, struct http_req *req, const char *id);
 json_t *api_entry_json(struct api *a, struct entry *e, bool with_usage);
 void api_touch(struct entry *e);
+/* Moves e's deadline (0 = none). */
+void api_entry_set_end(struct entry *e, uint64_t end_at_wall_ms);
 /* Kills e's sandbox (asynchronously; the entry goes when it is gone). */
 void api_entry_kill(struct entry *e);
 /* templates.c: e is ready: runs its template's start_cmd in the background
@@ -162,7 +191,16 @@ bool api_scope_command(const struct api_scope *s, const struct template *t, cons
 /* templates.c: answers 403 capability_missing and returns false unless e's
  * template grants cap (a TEMPLATE_CAP_* bit). */
 bool api_need_cap(struct http_req *req, const struct entry *e, unsigned cap);
-/* templates.c: GET /v1/templates[/{name}] (path is the whole path). */
+/* template-build.c: POST /v1/templates (a tar of a template directory). */
+void api_template_build(struct api *a, struct http_req *req, const struct api_scope *scope);
+/* templates.c: the file system of a sandbox of t (its layers, disk_mb), in
+ * storage buf; NULL for the default one. */
+struct api_fs {
+    struct jail_fs fs;
+    const char *layers[JAIL_MAX_LAYERS];
+};
+const struct jail_fs *api_template_fs(struct api *a, const struct template *t, struct api_fs *buf);
+/* templates.c: GET /v1/templates[/{name}], POST /v1/templates (path is the whole path). */
 void wire_templates(struct api *a, struct http_req *req, const char *path,
                     const struct api_scope *scope);
 /* templates.c: GET /v1/sandboxes/{id}/commands, POST .../commands/{name},
@@ -189,6 +227,32 @@ void api_processes(struct api *a, struct http_req *req, const struct out_owner *
                    int n);
 /* wire-sandboxes.c */
 void wire_sandboxes(struct api *a, struct http_req *req, char **seg, int nseg);
+/* e2b-*.c: the E2B-compatible surface (platform API and envd). */
+struct e2b_sb;
+/* Whether req belongs to the E2B surface (envd header, signed /files, or a
+ * platform path); it is then served by e2b_begin(). */
+bool e2b_claims(struct http_req *req, const char *path);
+void e2b_begin(struct api *a, struct http_req *req, const char *path);
+/* {"code": status, "message": ...} as the E2B SDK reads errors. */
+void e2b_error(struct http_req *req, unsigned status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+void e2b_entry_dying(struct entry *e); /* cuts its envd streams */
+void e2b_entry_free(struct entry *e);
+void e2b_snaps_free(struct api *a); /* from api_free(), first: finishes copies */
+
 /* wire-files.c */
 void wire_files(struct api *a, struct http_req *req, struct entry *e, const char *op,
                 const char *rest);
+
+/* ports.c: the port proxy. A request whose Host is <port>-<id>.<domain>
+ * (an optional :port after it) goes to the server on that port inside
+ * sandbox id, before any other route and without an API key. */
+#define PORTS_ID_MAX 64 /* longest id a Host may name */
+/* 1 and the port and id (lowercased; idsz bytes with the NUL) when host
+ * has that shape under domain; 0 otherwise, and always when domain is
+ * NULL or empty. */
+int ports_match_host(const char *host, const char *domain, uint16_t *ret_port, char *ret_id,
+                     size_t idsz);
+void ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id);
+void ports_entry_free(struct entry *e); /* from entry_free() */
+void ports_free(struct api *a);         /* from api_free(): finishes dials in flight */

@@ -28,6 +28,7 @@ struct waiter {
 /* --- table --- */
 
 static void entry_free(struct entry *e);
+static void arm_deadline(struct entry *e);
 
 static void
 entry_unlink(struct api *a, struct entry *e)
@@ -68,6 +69,8 @@ on_gone(struct sandbox *sb, void *ud)
 static void
 entry_free(struct entry *e)
 {
+    e2b_entry_free(e);
+    ports_entry_free(e);
     loop_timer_free(e->deadline);
     sandbox_free(e->sb);
     json_decref(e->metadata);
@@ -81,7 +84,15 @@ entry_kill(struct entry *e)
         return;
     e->state = E_DYING;
     loop_timer_disarm(e->deadline);
+    e2b_entry_dying(e);
     sandbox_kill(e->sb);
+}
+
+void
+api_entry_set_end(struct entry *e, uint64_t end_at_wall_ms)
+{
+    e->end_at_wall_ms = end_at_wall_ms;
+    arm_deadline(e);
 }
 
 void
@@ -260,7 +271,10 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
         a->m.sandboxes_failed++;
         log_warn("sandbox=%s could not be created: %s", e->id, err ? err->msg : "");
         if (req) {
-            api_error(req, r == -ECANCELED || r == -EOPNOTSUPP ? r : -EIO, err);
+            if (e->e2b)
+                e2b_error(req, 500, "%s", err && err->msg[0] ? err->msg : "cannot create");
+            else
+                api_error(req, r == -ECANCELED || r == -EOPNOTSUPP ? r : -EIO, err);
             http_req_unref(req);
         }
         entry_unlink(a, e);
@@ -277,8 +291,18 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
     arm_deadline(e);
     log_debug("sandbox=%s ready in %.3f ms%s", e->id, t->total_us / 1000.0,
               t->from_pool ? " (warm)" : "");
+    if (e->post_ready) {
+        void (*fn)(struct api *, struct entry *, struct http_req *) = e->post_ready;
+        e->post_ready = NULL;
+        fn(a, e, req); /* takes over req */
+        return;
+    }
     if (!req) {
         api_template_start(a, e, NULL, NULL);
+        return;
+    }
+    if (e->answer) {
+        api_template_start(a, e, req, e->answer(a, e));
         return;
     }
     json_t *o = api_entry_json(a, e, false);
@@ -298,6 +322,113 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
     api_template_start(a, e, req, o); /* answers when ready_cmd says so */
 }
 
+int
+api_create(struct api *a, struct http_req *req, const struct api_create_req *c, struct entry **ret,
+           struct err *err)
+{
+    const char *tenv[TEMPLATE_ENV_MAX * 4];
+    const char **envv = NULL;
+    struct entry *e = NULL;
+    struct sandbox_spec spec;
+    struct api_fs fsb;
+    size_t n, i = 0;
+    int nt, r;
+
+    if (a->draining)
+        return err_set(err, ESHUTDOWN, "abxd is draining and takes no new sandboxes");
+    if (a->missing[0])
+        return err_set(err, EOPNOTSUPP, "isolation is not available: %s", a->missing);
+    if (a->count >= a->cfg.max_sandboxes)
+        return err_set(err, EAGAIN, "this host already runs %u sandboxes", a->count);
+    /* The template's env first (its bases before it), the request's over it. */
+    nt = template_effective_env(a->templates, c->t, tenv, ELEMENTSOF(tenv));
+    if (nt < 0)
+        return err_set(err, E2BIG, "template '%s' has too many env entries", c->t->name);
+    n = c->env ? json_object_size(c->env) : 0;
+    envv = calloc(n + (size_t)nt + 1, sizeof(char *));
+    if (!envv)
+        return -ENOMEM;
+    for (int k = 0; k < nt; k++) {
+        if (!(envv[i] = strdup(tenv[k]))) {
+            r = -ENOMEM;
+            goto out;
+        }
+        i++;
+    }
+    if (c->env) {
+        const char *k;
+        json_t *v;
+        json_object_foreach (c->env, k, v) {
+            if (!valid_env_key(k)) {
+                r = err_set(err, EINVAL, "env key '%.64s' is not a valid variable name", k);
+                goto out;
+            }
+            char *kv = NULL;
+            if (asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0) {
+                r = -ENOMEM;
+                goto out;
+            }
+            envv[i++] = kv;
+        }
+    }
+    e = calloc(1, sizeof(*e));
+    if (!e) {
+        r = -ENOMEM;
+        goto out;
+    }
+    e->api = a;
+    e->tmpl = c->t;
+    e->caps = c->t->caps;
+    e->scope = c->scope;
+    e->state = E_CREATING;
+    e->answer = c->answer;
+    list_init(&e->waiters);
+    e->created_wall_ms = wall_msec();
+    e->timeout_s = c->timeout_s;
+    e->end_at_wall_ms = c->timeout_s ? e->created_wall_ms + c->timeout_s * 1000u : 0;
+    e->last_active_ms = now_msec();
+    e->metadata = c->meta ? json_deep_copy(c->meta) : json_object();
+    if (!e->metadata || loop_timer_new(a->loop, on_deadline, e, &e->deadline) < 0) {
+        r = -ENOMEM;
+        goto out;
+    }
+    do {
+        r = rand_id(e->id, API_ID_LEN);
+    } while (r == 0 && hashmap_get(a->map, e->id));
+    if (r < 0)
+        goto out;
+    spec = (struct sandbox_spec){
+            .limits = c->lim, .env = envv, .fs = api_template_fs(a, c->t, &fsb)};
+    r = sandbox_create(a->sh, e->id, &spec, on_ready, e, &e->sb, err);
+    if (r < 0)
+        goto out;
+    sandbox_set_gone_handler(e->sb, on_gone, e);
+    r = hashmap_put(a->map, e->id, e);
+    if (r < 0) {
+        /* Cannot track it: let it go. on_ready will find no request. */
+        sandbox_kill(e->sb);
+        goto out;
+    }
+    list_add_tail(&a->entries, &e->link);
+    a->count++;
+    e->create_req = req;
+    if (req)
+        http_req_ref(req);
+    *ret = e;
+    e = NULL;
+    r = 0;
+out:
+    if (e) {
+        loop_timer_free(e->deadline);
+        json_decref(e->metadata);
+        free(e);
+    }
+    for (size_t k = 0; envv && envv[k]; k++)
+        free((char *)(uintptr_t)envv[k]);
+    free(envv);
+    return r;
+}
+
 static void
 create_done(struct http_req *req, const char *body, size_t len)
 {
@@ -307,20 +438,12 @@ create_done(struct http_req *req, const char *body, size_t len)
     struct err err = {0};
     json_t *j = NULL;
     const char *tmpl = "base";
-    json_t *env = NULL, *meta = NULL;
-    uint64_t timeout = a->cfg.default_timeout_s;
-    const char **envv = NULL;
-    struct entry *e = NULL;
-    struct jail_limits lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis,
-                              a->cfg.default_pids};
-    struct sandbox_spec spec;
-    const struct template *t = NULL;
-    const struct api_scope *scope = NULL;
-    const char *tenv[TEMPLATE_ENV_MAX * 4];
-    double tcpu;
-    uint64_t tmem, tpids;
-    int nt = 0;
-    size_t n, i = 0;
+    struct api_create_req c = {
+            .timeout_s = a->cfg.default_timeout_s,
+            .lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis, a->cfg.default_pids},
+            .scope = ((struct rq *)http_req_userdata(req))->scope,
+    };
+    struct entry *e;
     int r;
 
     if (len == 0) {
@@ -332,126 +455,39 @@ create_done(struct http_req *req, const char *body, size_t len)
     if ((r = json_check_object(j, allowed, &err)) < 0 ||
         (r = json_get_str(j, "template", false, &tmpl, &err)) < 0)
         goto fail;
-    t = template_set_find(a->templates, tmpl);
-    scope = ((struct rq *)http_req_userdata(req))->scope;
-    if (!t || !api_scope_template(scope, t)) {
+    c.t = template_set_find(a->templates, tmpl);
+    if (!c.t || !api_scope_template(c.scope, c.t)) {
         api_error_msg(req, 404, "not_found", "no template '%.64s'", tmpl);
         goto out;
     }
-    template_effective_resources(a->templates, t, &tcpu, &tmem, &tpids);
-    if (tcpu > 0)
-        lim.cpu_millis = (uint32_t)lround(tcpu * 1000.0);
-    if (tmem)
-        lim.memory_bytes = tmem << 20;
-    if (tpids)
-        lim.pids = (uint32_t)tpids;
-    if ((r = json_get_str_map(j, "env", API_ENV_MAX, API_ENV_BYTES, &env, &err)) < 0 ||
-        (r = json_get_str_map(j, "metadata", API_META_MAX, API_META_BYTES, &meta, &err)) < 0 ||
-        (r = json_get_u64(j, "timeout_s", false, a->cfg.max_timeout_s, &timeout, &err)) < 0 ||
-        (r = decode_limits(a, j, &lim, &err)) < 0)
+    api_template_limits(a, c.t, &c.lim);
+    if ((r = json_get_str_map(j, "env", API_ENV_MAX, API_ENV_BYTES, &c.env, &err)) < 0 ||
+        (r = json_get_str_map(j, "metadata", API_META_MAX, API_META_BYTES, &c.meta, &err)) < 0 ||
+        (r = json_get_u64(j, "timeout_s", false, a->cfg.max_timeout_s, &c.timeout_s, &err)) < 0 ||
+        (r = decode_limits(a, j, &c.lim, &err)) < 0)
         goto fail;
-    if (a->draining) {
-        api_error_msg(req, 503, "draining", "abxd is draining and takes no new sandboxes");
-        goto out;
-    }
-    if (a->missing[0]) {
-        api_error_msg(req, 503, "unavailable", "isolation is not available: %s", a->missing);
-        goto out;
-    }
-    if (a->count >= a->cfg.max_sandboxes) {
-        api_error_msg(req, 429, "too_many_requests", "this host already runs %u sandboxes",
-                      a->count);
-        goto out;
-    }
-    /* The template's env first (its bases before it), the request's over it. */
-    nt = template_effective_env(a->templates, t, tenv, ELEMENTSOF(tenv));
-    if (nt < 0) {
-        r = err_set(&err, E2BIG, "template '%s' has too many env entries", t->name);
+    if ((r = api_create(a, req, &c, &e, &err)) < 0)
         goto fail;
-    }
-    n = env ? json_object_size(env) : 0;
-    envv = calloc(n + (size_t)nt + 1, sizeof(char *));
-    if (!envv) {
-        r = -ENOMEM;
-        goto fail;
-    }
-    for (int k = 0; k < nt; k++) {
-        if (!(envv[i] = strdup(tenv[k]))) {
-            r = -ENOMEM;
-            goto fail;
-        }
-        i++;
-    }
-    if (env) {
-        const char *k;
-        json_t *v;
-        json_object_foreach (env, k, v) {
-            if (!valid_env_key(k)) {
-                r = err_set(&err, EINVAL, "'env' key '%.64s' is not a valid variable name", k);
-                goto fail;
-            }
-            char *kv = NULL;
-            if (asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0) {
-                r = -ENOMEM;
-                goto fail;
-            }
-            envv[i++] = kv;
-        }
-    }
-    e = calloc(1, sizeof(*e));
-    if (!e) {
-        r = -ENOMEM;
-        goto fail;
-    }
-    e->api = a;
-    e->tmpl = t;
-    e->caps = t->caps;
-    e->scope = scope;
-    e->state = E_CREATING;
-    list_init(&e->waiters);
-    e->created_wall_ms = wall_msec();
-    e->timeout_s = timeout;
-    e->end_at_wall_ms = timeout ? e->created_wall_ms + timeout * 1000u : 0;
-    e->last_active_ms = now_msec();
-    e->metadata = meta ? json_deep_copy(meta) : json_object();
-    if (!e->metadata || loop_timer_new(a->loop, on_deadline, e, &e->deadline) < 0) {
-        r = -ENOMEM;
-        goto fail;
-    }
-    do {
-        r = rand_id(e->id, API_ID_LEN);
-    } while (r == 0 && hashmap_get(a->map, e->id));
-    if (r < 0)
-        goto fail;
-    spec = (struct sandbox_spec){.limits = lim, .env = envv};
-    r = sandbox_create(a->sh, e->id, &spec, on_ready, e, &e->sb, &err);
-    if (r < 0)
-        goto fail;
-    sandbox_set_gone_handler(e->sb, on_gone, e);
-    r = hashmap_put(a->map, e->id, e);
-    if (r < 0) {
-        /* Cannot track it: let it go. on_ready will find no request. */
-        sandbox_kill(e->sb);
-        goto fail;
-    }
-    list_add_tail(&a->entries, &e->link);
-    a->count++;
-    e->create_req = req;
-    http_req_ref(req);
-    e = NULL;
     goto out;
 fail:
     api_error(req, r, &err);
 out:
-    if (e) {
-        loop_timer_free(e->deadline);
-        json_decref(e->metadata);
-        free(e);
-    }
-    for (size_t k = 0; envv && envv[k]; k++)
-        free((char *)(uintptr_t)envv[k]);
-    free(envv);
     json_decref(j);
+}
+
+void
+api_template_limits(struct api *a, const struct template *t, struct jail_limits *lim)
+{
+    double tcpu;
+    uint64_t tmem, tpids;
+
+    template_effective_resources(a->templates, t, &tcpu, &tmem, &tpids);
+    if (tcpu > 0)
+        lim->cpu_millis = (uint32_t)lround(tcpu * 1000.0);
+    if (tmem)
+        lim->memory_bytes = tmem << 20;
+    if (tpids)
+        lim->pids = (uint32_t)tpids;
 }
 
 static void
@@ -731,6 +767,14 @@ api_begin(struct http_req *req, void *ud)
 
     a->m.requests++;
     http_req_set_userdata(req, a, NULL);
+    /* Port forwarding (ports.c) comes before every route, health included. */
+    uint16_t fwd_port;
+    char fwd_id[PORTS_ID_MAX + 1];
+    if (ports_match_host(http_req_header(req, "Host"), a->cfg.e2b_domain, &fwd_port, fwd_id,
+                         sizeof(fwd_id))) {
+        ports_begin(a, req, fwd_port, fwd_id);
+        return;
+    }
     if (!strcmp(path, "/healthz")) {
         if (is(req, "GET") || is(req, "HEAD"))
             healthz(req);
@@ -743,6 +787,11 @@ api_begin(struct http_req *req, void *ud)
             readyz(a, req);
         else
             method_not_allowed(req, "GET");
+        return;
+    }
+    /* E2B's SDK speaks its own auth (X-API-KEY, envd access tokens). */
+    if (e2b_claims(req, path)) {
+        e2b_begin(a, req, path);
         return;
     }
     const struct api_scope *scope = NULL;
@@ -883,7 +932,7 @@ api_set_workspaces(struct api *a, struct workspaces *ws)
 }
 
 void
-api_set_templates(struct api *a, const struct template_set *templates)
+api_set_templates(struct api *a, struct template_set *templates)
 {
     a->templates = templates;
 }
@@ -922,6 +971,8 @@ api_free(struct api *a)
 {
     if (!a)
         return;
+    e2b_snaps_free(a);
+    ports_free(a);
     while (!list_empty(&a->entries)) {
         struct entry *e = list_entry(a->entries.next, struct entry, link);
         list_remove(&e->link);

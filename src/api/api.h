@@ -36,8 +36,11 @@ struct api_config {
     unsigned host_cpus;
     uint64_t host_memory_bytes;
     uint64_t max_file_bytes;
-    const char *gc_holder; /* this process's name for the store's GC lease */
-    uint64_t gc_lease_ms;  /* how long one collection may hold it */
+    const char *gc_holder;  /* this process's name for the store's GC lease */
+    uint64_t gc_lease_ms;   /* how long one collection may hold it */
+    const char *e2b_domain; /* E2B create answers' "domain" (ports: <port>-<id>.<domain>); NULL =
+                               none */
+    const char *state_dir;  /* E2B snapshots live in <state_dir>/snapshots; NULL = none */
 };
 
 int api_new(struct loop *loop, struct sandbox_host *sh, const struct api_config *c,
@@ -54,9 +57,10 @@ struct tools_registry;
 void api_set_tools(struct api *a, const struct tools_registry *tools, const char *mount);
 
 /* The templates sandboxes may be created from (owned by the caller, freed
- * after api_free). Without it only "base" exists. */
+ * after api_free; POST /v1/templates adds to it). Without it only "base"
+ * exists. */
 struct template_set;
-void api_set_templates(struct api *a, const struct template_set *templates);
+void api_set_templates(struct api *a, struct template_set *templates);
 
 /* Loads scoped keys from a JSON file (see keys.c); call after
  * api_set_templates(). Returns how many, or -errno with err. */

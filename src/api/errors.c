@@ -39,6 +39,7 @@ static const struct mapping table[] = {
         {EAGAIN, 429, "too_many_requests"},
         {EOPNOTSUPP, 503, "unavailable"},
         {ECANCELED, 503, "unavailable"},
+        {ESHUTDOWN, 503, "draining"},
         {EBADMSG, 500, "integrity_error"},
         {ENOSPC, 507, "insufficient_storage"},
         {EDQUOT, 507, "insufficient_storage"},

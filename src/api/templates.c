@@ -146,6 +146,7 @@ template_json(const struct api *a, const struct template *t, bool full,
     (void)json_set(res, "memory_mb", mem ? json_integer((json_int_t)mem) : json_null());
     (void)json_set(res, "pids", pids ? json_integer((json_int_t)pids) : json_null());
     (void)json_set(o, "resources", res);
+    (void)json_set(o, "built", json_boolean(t->digest != NULL));
     if (full) {
         json_t *ports = json_array();
         for (size_t i = 0; i < t->n_ports; i++)
@@ -162,11 +163,29 @@ template_json(const struct api *a, const struct template *t, bool full,
     return o;
 }
 
+const struct jail_fs *
+api_template_fs(struct api *a, const struct template *t, struct api_fs *buf)
+{
+    uint64_t disk = 0;
+    memset(buf, 0, sizeof(*buf));
+    for (const struct template *c = t; c && !disk;
+         c = strcmp(c->base, TEMPLATE_BASE_HOST) ? template_set_find(a->templates, c->base) : NULL)
+        disk = c->disk_mb;
+    buf->fs.nlayers = template_layers(a->templates, t, buf->layers, JAIL_MAX_LAYERS);
+    buf->fs.layers = buf->layers;
+    buf->fs.disk_bytes = disk << 20;
+    return buf->fs.nlayers || disk ? &buf->fs : NULL;
+}
+
 void
 wire_templates(struct api *a, struct http_req *req, const char *path, const struct api_scope *scope)
 {
+    if (!strcmp(path, "/v1/templates") && !strcmp(http_req_method(req), "POST")) {
+        api_template_build(a, req, scope);
+        return;
+    }
     if (strcmp(http_req_method(req), "GET") != 0) {
-        http_req_add_header(req, "Allow", "GET");
+        http_req_add_header(req, "Allow", !strcmp(path, "/v1/templates") ? "GET, POST" : "GET");
         api_error_msg(req, 405, "method_not_allowed", "%s is not allowed here",
                       http_req_method(req));
         return;

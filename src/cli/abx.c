@@ -141,6 +141,12 @@ static const struct verb template_verbs[] = {
          "      --json            print the server's JSON (with each command's JSON Schema)\n"
          "NAME is a template's name or one of its aliases.\n",
          cmd_template_show},
+        {"template build", "DIR [--json]",
+         "build the template in DIR on abxd and offer it at once; exit non-zero if a step fails",
+         "      --json            print {\"template\": NAME} at the end\n"
+         "DIR holds sandbox-template.yaml and the files its copy steps use; it is sent\n"
+         "as a tar (files, directories, symlinks only). The build log streams as it runs.\n",
+         cmd_template_build},
         {0},
 };
 
@@ -216,8 +222,8 @@ static const struct verb verbs[] = {
          "SHA-256.\n",
          NULL, store_verbs},
         {"template", "VERB [OPTIONS] [ARGS...]",
-         "sandbox templates: ls, show (abx template --help)",
-         "Templates abxd loaded at start (--templates-dir): what a sandbox is made of,\n"
+         "sandbox templates: ls, show, build (abx template --help)",
+         "Templates abxd serves (--templates-dir, and those built): what a sandbox is made of,\n"
          "what it may do (its capabilities) and the custom commands it declares.\n",
          NULL, template_verbs},
         {"commands", "TEMPLATE_DIR|ID [--json]",

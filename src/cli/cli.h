@@ -140,6 +140,7 @@ int cmd_tools_call(struct cli *cli, int argc, char **argv);
 int cmd_tools_build(struct cli *cli, int argc, char **argv); /* cmd-tools-build.c */
 int cmd_template_ls(struct cli *cli, int argc, char **argv); /* cmd-templates.c */
 int cmd_template_show(struct cli *cli, int argc, char **argv);
+int cmd_template_build(struct cli *cli, int argc, char **argv);
 int cmd_commands(struct cli *cli, int argc, char **argv);
 int cmd_run(struct cli *cli, int argc, char **argv);
 int cmd_code(struct cli *cli, int argc, char **argv);

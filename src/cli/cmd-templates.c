@@ -793,3 +793,40 @@ out:
     buf_done(&code);
     return r;
 }
+
+/* --- template build --- */
+
+static int
+print_build_line(unsigned step, bool start, unsigned line, const char *text, void *ud)
+{
+    (void)ud;
+    if (start)
+        printf("==> step %u: %s (line %u)\n", step, text, line);
+    else
+        printf("%s\n", text);
+    (void)fflush(stdout);
+    return 0;
+}
+
+int
+cmd_template_build(struct cli *cli, int argc, char **argv)
+{
+    struct abx_client *c;
+    bool json = false;
+    char **args, *name = NULL;
+    int r, k;
+
+    if ((r = cli_json_operands(cli, argc, argv, 1, "the template directory", &json, &args)))
+        return r;
+    if ((r = cli_client(cli, &c)))
+        return r;
+    k = abx_template_build(c, args[0], print_build_line, NULL, &name);
+    if (k < 0)
+        return cli_fail(cli, k, "cannot build the template in '%s'", args[0]);
+    if (json)
+        printf("{\"template\":\"%s\"}\n", name); /* a template name needs no escaping */
+    else
+        printf("built template '%s'\n", name);
+    free(name);
+    return 0;
+}

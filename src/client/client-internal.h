@@ -84,13 +84,14 @@ struct client_req {
     const struct buf *path; /* after the base URL, encoded, with any query */
     const char *body;       /* request body in memory, or NULL */
     size_t body_len;
-    bool body_json;       /* Content-Type: application/json */
-    bool body_upload;     /* send body with PUT semantics (Content-Length, read callback) */
-    int upload_fd;        /* >= 0: stream the body from it */
-    bool stream;          /* no total deadline */
-    const char *if_match; /* If-Match: "<value>" (checked), NULL = none */
-    int conflict;         /* errno for 409 conflict, 0 = EBUSY */
-    long accept;          /* a non-2xx status handled as an answer (readyz's 503), 0 = none */
+    bool body_json;           /* Content-Type: application/json */
+    bool body_upload;         /* send body with PUT semantics (Content-Length, read callback) */
+    int upload_fd;            /* >= 0: stream the body from it */
+    bool stream;              /* no total deadline */
+    const char *if_match;     /* If-Match: "<value>" (checked), NULL = none */
+    const char *content_type; /* Content-Type of an upload (a constant), NULL = none */
+    int conflict;             /* errno for 409 conflict, 0 = EBUSY */
+    long accept;              /* a non-2xx status handled as an answer (readyz's 503), 0 = none */
     enum client_resp resp;
     struct buf *out;     /* CLIENT_RESP_BUFFER (NULL: discard) */
     int out_fd;          /* CLIENT_RESP_FD */

@@ -9,14 +9,19 @@
  * with the useful fields decoded beside it. A command's arguments arrive as
  * JSON text, are checked to be one object and sent as they are (numbers
  * keep their spelling); their checking and coercion is abxd's. This file
- * does not know how a template is built or a command rendered.
+ * does not know how a template is built or a command rendered; building
+ * sends the directory as a tar (util/tar.h) and reads the build log.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client-internal.h"
 #include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/tar.h"
 
 #define ANSWER_MAX        CLIENT_BODY_MAX
 #define TEMPLATE_NAME_MAX 64                  /* bytes of a template or command name */
@@ -519,4 +524,117 @@ abx_code_run(struct abx_client *c, const char *id, const char *language, const c
     if (r == 0)
         return client_fail(c, -EPROTO, "the output stream ended before the snippet's result");
     return r < 0 ? r : 0;
+}
+
+/* --- building --- */
+
+struct build_ctx {
+    struct abx_client *c;
+    abx_build_log_fn log;
+    void *ud;
+    char *name;  /* from the done line */
+    char *error; /* from the error line */
+};
+
+static int
+tar_to_fd(void *ud, const void *p, size_t n)
+{
+    return write_full(*(int *)ud, p, n);
+}
+
+static int
+build_line(const char *line, size_t len, void *ud)
+{
+    struct build_ctx *b = ud;
+    json_t *o = NULL;
+    int r = client_parse(b->c, line, len, "build log line", &o);
+    if (r < 0)
+        return r;
+    json_t *err = json_object_get(o, "error");
+    if (json_is_string(err)) {
+        free(b->error);
+        b->error = strdup(json_string_value(err));
+    } else if (json_is_true(json_object_get(o, "done"))) {
+        free(b->name);
+        b->name = NULL;
+        r = client_dup_str(o, "template", &b->name);
+    } else if (b->log) {
+        unsigned step = (unsigned)client_get_u64(o, "step");
+        json_t *start = json_object_get(o, "start");
+        json_t *text = json_object_get(o, "line");
+        if (json_is_string(start))
+            r = b->log(step, true, (unsigned)json_integer_value(text), json_string_value(start),
+                       b->ud)
+                        ? client_fail(b->c, -ECANCELED, "stopped by the caller")
+                        : 0;
+        else if (json_is_string(text))
+            r = b->log(step, false, 0, json_string_value(text), b->ud)
+                        ? client_fail(b->c, -ECANCELED, "stopped by the caller")
+                        : 0;
+    }
+    json_decref(o);
+    return r;
+}
+
+ABX_PUBLIC int
+abx_template_build(struct abx_client *c, const char *dir, abx_build_log_fn log, void *userdata,
+                   char **ret_name)
+{
+    _cleanup_(buf_donep) struct buf path = {0};
+    _cleanup_close_ int dfd = -EBADF, tfd = -EBADF;
+    struct build_ctx b = {.c = c, .log = log, .ud = userdata};
+    struct client_req rq;
+    struct err err = {0};
+    const char *tmp = getenv("TMPDIR");
+    int r;
+
+    client_clear(c);
+    if (!dir || !*dir)
+        return client_fail(c, -EINVAL, "no template directory given");
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return client_fail(c, -errno, "cannot open the template directory '%s': %s", dir,
+                           strerror(errno));
+    tfd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (tfd < 0)
+        return client_fail(c, -errno, "cannot make a temporary file: %s", strerror(errno));
+    r = tar_write_dir(dfd, tar_to_fd, &tfd, TAR_BYTES_MAX, &err);
+    if (r < 0)
+        return client_fail(c, r, "cannot pack '%s': %s", dir, err.msg[0] ? err.msg : strerror(-r));
+    if (lseek(tfd, 0, SEEK_SET) < 0)
+        return client_fail(c, -errno, "cannot rewind the archive: %s", strerror(errno));
+    /* errors name the directory as the user gave it */
+    const char *display = dir;
+    char trimmed[4096];
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--;
+    if (dl < sizeof(trimmed)) {
+        memcpy(trimmed, dir, dl);
+        trimmed[dl] = '\0';
+        display = trimmed;
+    }
+    buf_init(&path, CLIENT_URL_MAX);
+    if ((r = buf_puts(&path, "/v1/templates?dir=")) < 0 ||
+        (r = client_put_encoded(&path, display, true)) < 0)
+        return client_fail(c, r, "template directory name too long");
+    client_req_init(&rq, "POST", &path);
+    rq.upload_fd = tfd;
+    rq.content_type = "application/x-tar";
+    rq.stream = true;
+    rq.resp = CLIENT_RESP_NDJSON;
+    rq.line = build_line;
+    rq.line_ud = &b;
+    r = client_request(c, &rq);
+    if (r == 0 && b.error)
+        r = client_fail(c, -ECANCELED, "%s", b.error);
+    else if (r == 0 && !b.name)
+        r = client_fail(c, -EPROTO, "the build log ended without a result");
+    if (r == 0 && ret_name) {
+        *ret_name = b.name;
+        b.name = NULL;
+    }
+    free(b.name);
+    free(b.error);
+    return r;
 }

@@ -579,20 +579,25 @@ setup(struct abx_client *c, struct client_req *rq, struct buf *url)
     SET(CURLOPT_WRITEDATA, rq);
     SET(CURLOPT_HEADERFUNCTION, on_header);
     SET(CURLOPT_HEADERDATA, rq);
-    if (rq->if_match) {
+    if (rq->if_match || rq->content_type) {
         /* The client's headers plus this request's own: a list of its own,
          * since curl_slist nodes cannot be shared. The value goes quoted,
          * so "" (only if absent) survives as a header. */
         struct curl_slist *base = rq->body_json ? c->json_headers : c->headers;
         char line[sizeof("If-Match: \"\"") + CLIENT_IF_MATCH_MAX];
-        if (client_check_if_match(rq->if_match) < 0)
+        if (rq->if_match && client_check_if_match(rq->if_match) < 0)
             return client_fail(c, -EINVAL, "invalid If-Match value '%.64s'", rq->if_match);
-        (void)snprintf(line, sizeof(line), "If-Match: \"%s\"", rq->if_match);
+        (void)snprintf(line, sizeof(line), "If-Match: \"%s\"", rq->if_match ? rq->if_match : "");
         for (struct curl_slist *l = base; l; l = l->next)
             if (!append_header(&rq->headers, l->data))
                 return client_fail(c, -ENOMEM, "out of memory");
-        if (!append_header(&rq->headers, line))
+        if (rq->if_match && !append_header(&rq->headers, line))
             return client_fail(c, -ENOMEM, "out of memory");
+        if (rq->content_type) {
+            (void)snprintf(line, sizeof(line), "Content-Type: %s", rq->content_type);
+            if (!append_header(&rq->headers, line))
+                return client_fail(c, -ENOMEM, "out of memory");
+        }
         SET(CURLOPT_HTTPHEADER, rq->headers);
     } else {
         SET(CURLOPT_HTTPHEADER, rq->body_json ? c->json_headers : c->headers);

@@ -51,7 +51,8 @@ struct http_server {
     bool kick; /* a connection was resumed: MHD_run before waiting */
     void (*begin)(struct http_req *req, void *ud);
     void *ud;
-    struct http_req *suspended; /* list of suspended requests, for shutdown */
+    struct http_req *suspended;    /* list of suspended requests, for shutdown */
+    struct http_upgrade *upgrades; /* list of upgraded connections, for shutdown */
 };
 
 struct http_req {
@@ -75,6 +76,20 @@ struct http_req {
     void (*on_close)(struct http_req *, void *);
     struct http_stream *stream;
     struct http_req *susp_next, *susp_prev;
+    char *uri;        /* the request target as sent (path?query), NULL if unknown */
+    bool begun;       /* begin() ran */
+    bool http11;      /* HTTP/1.1 (upgrades need it) */
+    bool body_paused; /* http_req_pause_body() */
+    struct http_upgrade *upgrade;
+};
+
+struct http_upgrade {
+    struct http_server *srv;
+    struct MHD_UpgradeResponseHandle *urh;
+    http_upgrade_fn fn;
+    void *ud;
+    bool started, closed;
+    struct http_upgrade *next, *prev; /* srv->upgrades while started and not closed */
 };
 
 struct http_stream {
@@ -151,6 +166,8 @@ http_req_unref(struct http_req *req)
     buf_done(&req->body);
     free(req->method);
     free(req->path);
+    free(req->uri);
+    free(req->upgrade);
     free(req);
 }
 
@@ -184,6 +201,32 @@ http_req_header(struct http_req *req, const char *name)
     if (req->closed)
         return NULL;
     return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+struct header_iter {
+    int (*fn)(void *ud, const char *name, const char *value);
+    void *ud;
+    int r;
+};
+
+static enum MHD_Result
+header_iter_one(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct header_iter *it = cls;
+    (void)kind;
+    it->r = it->fn(it->ud, key, value ? value : "");
+    return it->r < 0 ? MHD_NO : MHD_YES;
+}
+
+int
+http_req_headers(struct http_req *req, int (*fn)(void *ud, const char *name, const char *value),
+                 void *ud)
+{
+    struct header_iter it = {fn, ud, 0};
+    if (req->closed)
+        return 0;
+    (void)MHD_get_connection_values(req->conn, MHD_HEADER_KIND, header_iter_one, &it);
+    return it.r < 0 ? it.r : 0;
 }
 
 const char *
@@ -246,8 +289,37 @@ http_req_add_header(struct http_req *req, const char *name, const char *value)
         free(h);
         return;
     }
-    h->next = req->headers;
-    req->headers = h;
+    /* Appended: relayed headers keep their order (Set-Cookie twice...). */
+    struct hdr **tail = &req->headers;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = h;
+}
+
+/* --- proxying: the raw request, body back-pressure --- */
+
+const char *
+http_req_uri(const struct http_req *req)
+{
+    return req->uri;
+}
+
+void
+http_req_pause_body(struct http_req *req)
+{
+    if (req->done_called || req->answered || req->closed || req->mode != BODY_STREAM)
+        return;
+    req->body_paused = true;
+    req_suspend(req);
+}
+
+void
+http_req_resume_body(struct http_req *req)
+{
+    if (!req->body_paused)
+        return;
+    req->body_paused = false;
+    req_resume(req);
 }
 
 bool
@@ -280,8 +352,12 @@ park(struct http_req *req, unsigned status, struct MHD_Response *resp)
     req->pending = resp;
     req->pending_status = status;
     if (req->suspended) {
-        /* MHD allows queueing on a suspended connection; then wake it. */
-        (void)flush_pending(req);
+        /* MHD allows queueing on a suspended connection once the request
+         * is complete; then wake it. While its body is still arriving (a
+         * paused body) it is queued when the body is done, in on_access(). */
+        if (req->done_called)
+            (void)flush_pending(req);
+        req->body_paused = false;
         req_resume(req);
     }
     /* Otherwise we are inside a handler and it queues on the way out. */
@@ -384,9 +460,9 @@ stream_free_cb(void *cls)
     stream_maybe_free(s);
 }
 
-int
-http_stream_start(struct http_req *req, unsigned status, const char *content_type,
-                  const struct http_stream_ops *ops, void *ud, struct http_stream **ret)
+static int
+stream_start(struct http_req *req, unsigned status, const char *content_type, bool relay,
+             const struct http_stream_ops *ops, void *ud, struct http_stream **ret)
 {
     if (req->answered || req->closed)
         return -ECONNRESET;
@@ -405,11 +481,26 @@ http_stream_start(struct http_req *req, unsigned status, const char *content_typ
     }
     if (content_type)
         (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    (void)MHD_add_response_header(resp, "Cache-Control", "no-store");
+    if (!relay)
+        (void)MHD_add_response_header(resp, "Cache-Control", "no-store");
     req->stream = s;
     park(req, status, resp);
     *ret = s;
     return 0;
+}
+
+int
+http_stream_start(struct http_req *req, unsigned status, const char *content_type,
+                  const struct http_stream_ops *ops, void *ud, struct http_stream **ret)
+{
+    return stream_start(req, status, content_type, false, ops, ud, ret);
+}
+
+int
+http_stream_start_relay(struct http_req *req, unsigned status, const struct http_stream_ops *ops,
+                        void *ud, struct http_stream **ret)
+{
+    return stream_start(req, status, NULL, true, ops, ud, ret);
 }
 
 int
@@ -468,6 +559,81 @@ http_stream_release(struct http_stream *s)
     stream_maybe_free(s);
 }
 
+/* --- protocol upgrades --- */
+
+static void respond_error(struct http_req *req, unsigned status, const char *code, const char *msg);
+
+static void
+upgrade_unlink(struct http_upgrade *u)
+{
+    struct http_server *s = u->srv;
+    if (u->prev)
+        u->prev->next = u->next;
+    else if (s->upgrades == u)
+        s->upgrades = u->next;
+    if (u->next)
+        u->next->prev = u->prev;
+    u->next = u->prev = NULL;
+}
+
+/* MHD sent the 101 and hands the socket over (from inside MHD_run). */
+static void
+on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra,
+           size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+    struct http_upgrade *u = cls;
+    struct http_server *s = u->srv;
+    (void)conn;
+    (void)con_cls;
+    u->urh = urh;
+    u->started = true;
+    u->prev = NULL;
+    u->next = s->upgrades;
+    if (s->upgrades)
+        s->upgrades->prev = u;
+    s->upgrades = u;
+    u->fn(u, sock, extra, extra_len, u->ud);
+}
+
+void
+http_respond_upgrade(struct http_req *req, http_upgrade_fn fn, void *ud)
+{
+    if (req->answered || req->closed || req->upgrade)
+        return;
+    if (!req->http11) {
+        respond_error(req, 400, "bad_request", "a protocol upgrade needs HTTP/1.1");
+        return;
+    }
+    struct http_upgrade *u = calloc(1, sizeof(*u));
+    if (!u) {
+        respond_error(req, 500, "internal", "out of memory");
+        return;
+    }
+    u->srv = req->srv;
+    u->fn = fn;
+    u->ud = ud;
+    struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgrade, u);
+    if (!resp) {
+        free(u);
+        respond_error(req, 500, "internal", "out of memory");
+        return;
+    }
+    req->upgrade = u; /* freed with the request */
+    park(req, 101, resp);
+}
+
+void
+http_upgrade_close(struct http_upgrade *u)
+{
+    if (!u || !u->started || u->closed)
+        return;
+    u->closed = true;
+    upgrade_unlink(u);
+    (void)MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+    /* MHD finishes the connection (on_completed) on its next run. */
+    u->srv->kick = true;
+}
+
 /* --- MHD callbacks --- */
 
 static void
@@ -483,7 +649,9 @@ respond_error(struct http_req *req, unsigned status, const char *code, const cha
  * clients that write the whole body before reading (most HTTP libraries
  * without Expect: 100-continue) otherwise see a reset connection instead of
  * our answer. Larger bodies are not worth reading; the answer goes out at
- * once and the connection is closed. */
+ * once and the connection is closed. A request without a body is answered
+ * from the next call too: MHD closes the connection after a response queued
+ * in the first call (it cannot know the body was consumed). */
 static bool
 expects_small_body(struct http_req *req)
 {
@@ -494,9 +662,36 @@ expects_small_body(struct http_req *req)
     uint64_t n;
     if (te)
         return true; /* chunked: drained up to HTTP_DRAIN_MAX, then cut */
-    if (!cl || parse_u64(cl, &n) < 0)
+    if (!cl)
+        return true; /* no body: answering from the next call keeps the connection */
+    if (parse_u64(cl, &n) < 0)
         return false;
-    return n > 0 && n <= HTTP_DRAIN_MAX;
+    return n <= HTTP_DRAIN_MAX;
+}
+
+static struct http_req *
+req_new(struct http_server *srv, struct MHD_Connection *conn)
+{
+    struct http_req *req = calloc(1, sizeof(*req));
+    if (!req)
+        return NULL;
+    req->srv = srv;
+    req->conn = conn;
+    req->refs = 1;
+    buf_init(&req->body, 0);
+    return req;
+}
+
+/* MHD's URI logger sees the request target before it is split and
+ * unescaped: the request is born here to keep it (a proxy forwards it
+ * verbatim). Its return value becomes the request's con_cls. */
+static void *
+on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct http_req *req = req_new(cls, conn);
+    if (req)
+        req->uri = strdup(uri); /* NULL on OOM: http_req_uri() says unknown */
+    return req;
 }
 
 static enum MHD_Result
@@ -505,23 +700,20 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 {
     struct http_server *srv = cls;
     struct http_req *req = *con_cls;
-    (void)version;
 
-    if (!req) {
-        req = calloc(1, sizeof(*req));
-        if (!req)
-            return MHD_NO;
-        req->srv = srv;
-        req->conn = conn;
-        req->refs = 1;
+    if (!req || !req->begun) {
+        if (!req) {
+            req = req_new(srv, conn);
+            if (!req)
+                return MHD_NO;
+            *con_cls = req; /* on_completed() frees it */
+        }
+        req->begun = true;
+        req->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
         req->method = strdup(method);
         req->path = strdup(url);
-        buf_init(&req->body, 0);
-        if (!req->method || !req->path) {
-            http_req_unref(req);
+        if (!req->method || !req->path)
             return MHD_NO;
-        }
-        *con_cls = req;
         req->in_handler = true;
         srv->begin(req, srv->ud);
         req->in_handler = false;
@@ -747,12 +939,13 @@ http_server_new(struct loop *loop, const struct http_server_config *c, struct ht
     }
     s->listen_fd = fd;
     s->mhd = MHD_start_daemon(
-            MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_access,
-            s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_LISTEN_SOCKET, fd,
-            MHD_OPTION_CONNECTION_LIMIT, c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-            c->conn_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, c->conn_memory,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-            on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape, s,
+            MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0,
+            NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, c->max_connections,
+            MHD_OPTION_CONNECTION_TIMEOUT, c->conn_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            c->conn_memory, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
+            s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
             /* abxd ignores SIGPIPE; saying so lets MHD use sendfile(). */
             MHD_OPTION_SIGPIPE_HANDLED_BY_APP, (int)1, MHD_OPTION_END);
     if (!s->mhd) {
@@ -785,6 +978,9 @@ http_server_free(struct http_server *s)
             req->stream->aborted = true;
         req_resume(req);
     }
+    /* Upgraded connections end too; their owners hear it from on_close. */
+    while (s->upgrades)
+        http_upgrade_close(s->upgrades);
     loop_set_prepare(s->loop, NULL, NULL);
     loop_io_free(s->io);
     MHD_stop_daemon(s->mhd);

@@ -27,6 +27,7 @@
 struct http_server;
 struct http_req;
 struct http_stream;
+struct http_upgrade;
 
 struct http_server_config {
     const char *host; /* numeric IPv4 or IPv6 address */
@@ -51,6 +52,10 @@ const char *http_req_method(const struct http_req *req);
 const char *http_req_path(const struct http_req *req); /* percent-decoded */
 const char *http_req_header(struct http_req *req, const char *name);
 const char *http_req_query(struct http_req *req, const char *name);
+/* Calls fn for every request header in arrival order; fn returning < 0
+ * stops and is returned. */
+int http_req_headers(struct http_req *req, int (*fn)(void *ud, const char *name, const char *value),
+                     void *ud);
 bool http_req_is_head(const struct http_req *req);
 
 /* Per-request state of the surface; on_close runs once when the request is
@@ -75,8 +80,19 @@ void http_req_stream_body(struct http_req *req,
  * waits, suspended, for http_respond*() or http_stream_start(). */
 void http_req_answer_later(struct http_req *req);
 
-/* Adds a header to the response about to be sent. */
+/* Adds a header to the response about to be sent (streamed and upgrade
+ * responses too); headers go out in the order they were added. */
 void http_req_add_header(struct http_req *req, const char *name, const char *value);
+
+/* --- for proxies --- */
+
+/* The request target exactly as the client sent it (path and query, not
+ * unescaped); NULL when unknown (out of memory). */
+const char *http_req_uri(const struct http_req *req);
+/* Back-pressure for a streamed body (http_req_stream_body()): stops reading
+ * it from the client until resumed. Answering resumes it too. */
+void http_req_pause_body(struct http_req *req);
+void http_req_resume_body(struct http_req *req);
 
 /* Answers; valid once, at any time (a suspended request resumes). Bodies
  * are copied; fd is taken over. */
@@ -103,6 +119,11 @@ struct http_stream_ops {
 
 int http_stream_start(struct http_req *req, unsigned status, const char *content_type,
                       const struct http_stream_ops *ops, void *ud, struct http_stream **ret);
+/* The same for relaying another server's answer: only the headers added
+ * with http_req_add_header() go out (no Content-Type or Cache-Control of
+ * ours; Content-Length and Transfer-Encoding are MHD's to set). */
+int http_stream_start_relay(struct http_req *req, unsigned status,
+                            const struct http_stream_ops *ops, void *ud, struct http_stream **ret);
 /* Appends up to HTTP_STREAM_BUF buffered bytes: -EAGAIN when full (wait for fill). */
 int http_stream_write(struct http_stream *s, const void *data, size_t len);
 size_t http_stream_room(const struct http_stream *s);
@@ -113,3 +134,21 @@ void http_stream_end(struct http_stream *s);
 void http_stream_abort(struct http_stream *s);
 /* The producer lets go; the stream is freed once MHD has too. */
 void http_stream_release(struct http_stream *s);
+
+/* --- protocol upgrades (101 Switching Protocols) --- */
+
+/* The 101 went out: fd is the client's socket (non-blocking, borrowed:
+ * never close it, call http_upgrade_close()) and extra the bytes the client
+ * sent after its request, which come before anything read from fd. */
+typedef void (*http_upgrade_fn)(struct http_upgrade *u, int fd, const char *extra, size_t extra_len,
+                                void *ud);
+
+/* Answers 101 with the headers added by http_req_add_header(), which must
+ * include "Connection: Upgrade" and "Upgrade"; then calls fn. If the client
+ * goes away first fn never runs. Once fn ran, the request ends (on_close)
+ * only after http_upgrade_close(), or when the server shuts down. An
+ * HTTP/1.0 request gets 400 instead. */
+void http_respond_upgrade(struct http_req *req, http_upgrade_fn fn, void *ud);
+/* The owner is done with the socket: MHD closes it and ends the request.
+ * Idempotent; a no-op before fn ran. */
+void http_upgrade_close(struct http_upgrade *u);

@@ -59,6 +59,7 @@ struct jail_host {
     char sandboxes_dir[PATH_MAX];
     char rootmnt[PATH_MAX];
     char etc[PATH_MAX];
+    char sudo[PATH_MAX]; /* abx-sudo for sandboxes' /usr/bin/sudo; "" = none */
     int sandboxes_fd;
     struct cgroup_host *cg;
     struct uidpool *pool;
@@ -103,6 +104,10 @@ struct jail {
     struct jail_timings t;
     int failure;
     struct err err;
+    char **layers; /* copied from struct jail_fs */
+    size_t nlayers;
+    char *upper;
+    uint64_t disk_bytes;
 };
 
 const char *
@@ -333,6 +338,9 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
         r = rootfs_prepare_etc(h->state_dir, err);
         if (r < 0)
             goto fail;
+        r = rootfs_prepare_sudo(h->state_dir, h->sudo, sizeof(h->sudo), err);
+        if (r < 0)
+            goto fail;
     }
 done:
     buf_done(&miss);
@@ -377,6 +385,12 @@ enum jail_mode
 jail_host_mode(const struct jail_host *h)
 {
     return h->mode;
+}
+
+const char *
+jail_host_state_dir(const struct jail_host *h)
+{
+    return h->state_dir;
 }
 
 const char *
@@ -768,7 +782,14 @@ send_config(struct jail *j, struct err *err)
             .hostname = ROOTFS_HOSTNAME,
             .bpf = h->bpf.data,
             .bpf_len = (uint32_t)h->bpf.len,
+            .upper = j->upper ? j->upper : "",
+            .upper_bytes = j->disk_bytes,
+            .sudo = h->sudo,
     };
+    if (j->disk_bytes)
+        c.root_bytes = j->disk_bytes;
+    for (size_t i = 0; i < j->nlayers && i < PROTO_MAX_LAYERS; i++)
+        c.layers[c.nlayers++] = j->layers[i];
     for (size_t i = 0; i < h->nbinds && i < PROTO_MAX_BINDS; i++) {
         c.binds[i].src = h->binds[i].src;
         c.binds[i].dst = h->binds[i].dst;
@@ -821,10 +842,31 @@ clone_init(struct jail *j, int child_end, struct err *err)
     return 0;
 }
 
+static int
+copy_fs(struct jail *j, const struct jail_fs *fs, struct err *err)
+{
+    if (!fs)
+        return 0;
+    _Static_assert(JAIL_MAX_LAYERS <= PROTO_MAX_LAYERS, "layers fit in the config");
+    if (fs->nlayers > JAIL_MAX_LAYERS)
+        return err_set(err, E2BIG, "%zu layers, at most %d", fs->nlayers, JAIL_MAX_LAYERS);
+    if ((fs->nlayers || fs->upper) && j->host->mode != JAIL_NS)
+        return err_set(err, EOPNOTSUPP, "layers need the ns isolation mode");
+    j->disk_bytes = fs->disk_bytes;
+    if (fs->upper && !(j->upper = strdup(fs->upper)))
+        return -ENOMEM;
+    if (fs->nlayers && !(j->layers = calloc(fs->nlayers, sizeof(*j->layers))))
+        return -ENOMEM;
+    for (; j->nlayers < fs->nlayers; j->nlayers++)
+        if (!(j->layers[j->nlayers] = strdup(fs->layers[j->nlayers])))
+            return -ENOMEM;
+    return 0;
+}
+
 int
 jail_create(struct jail_host *h, struct loop *loop, const char *id,
-            const struct jail_limits *limits, const struct jail_callbacks *cb, void *userdata,
-            struct jail **ret, struct err *err)
+            const struct jail_limits *limits, const struct jail_fs *fs,
+            const struct jail_callbacks *cb, void *userdata, struct jail **ret, struct err *err)
 {
     int r;
     int sp[2] = {-EBADF, -EBADF};
@@ -848,6 +890,9 @@ jail_create(struct jail_host *h, struct loop *loop, const char *id,
     j->wsfd = j->ctl = j->pidfd = -EBADF;
     j->t0 = now_usec();
     (void)strscpy(j->id, id, sizeof(j->id));
+    r = copy_fs(j, fs, err);
+    if (r < 0)
+        goto fail;
     r = loop_timer_new(loop, on_timer, j, &j->timer);
     if (r < 0)
         goto fail;
@@ -1082,6 +1127,10 @@ jail_free(struct jail *j)
         (void)cgroup_destroy(j->host->cg, j->id);
     release_resources(j);
     loop_timer_free(j->timer);
+    for (size_t i = 0; i < j->nlayers; i++)
+        free(j->layers[i]);
+    free(j->layers);
+    free(j->upper);
     free(j);
 }
 

@@ -77,6 +77,7 @@ int jail_host_missing(struct jail_host *h, struct buf *out);
 /* Removes sandboxes an earlier run left behind; returns how many. */
 int jail_host_reclaim(struct jail_host *h, struct err *err);
 enum jail_mode jail_host_mode(const struct jail_host *h);
+const char *jail_host_state_dir(const struct jail_host *h);
 const char *jail_host_cgroup_name(const struct jail_host *h);
 uint32_t jail_host_uid_slots_used(const struct jail_host *h);
 /* Whether inits are shielded from the OOM killer (needs CAP_SYS_RESOURCE). */
@@ -110,12 +111,28 @@ struct jail_callbacks {
     void (*gone)(struct jail *j, void *userdata);
 };
 
+#define JAIL_MAX_LAYERS 16 /* read-only layers stacked under one sandbox */
+
+/* The file system of one sandbox, when it is not the default (ns mode
+ * only): read-only layers under /usr, /etc and /opt, each a host directory
+ * with usr/, etc/, opt/ whose files carry ids 0..65535 as the sandbox sees
+ * them (they are shifted into its range by an idmapped mount), and a
+ * writable layer on top. */
+struct jail_fs {
+    const char *const *layers; /* top first; copied */
+    size_t nlayers;            /* at most JAIL_MAX_LAYERS */
+    const char *upper;         /* host directory for the writable layer (a
+                                * build keeps it), NULL = a private tmpfs */
+    uint64_t disk_bytes;       /* size of the writable root and of that tmpfs; 0 = default */
+};
+
 /* Starts creating sandbox id ([a-z0-9]+). Returns 0 and the jail, whose
  * ready callback fires later, or -errno synchronously (-EAGAIN: no free uid
- * slot). */
+ * slot). fs NULL = the default file system. */
 int jail_create(struct jail_host *h, struct loop *loop, const char *id,
-                const struct jail_limits *limits, const struct jail_callbacks *cb, void *userdata,
-                struct jail **ret, struct err *err);
+                const struct jail_limits *limits, const struct jail_fs *fs,
+                const struct jail_callbacks *cb, void *userdata, struct jail **ret,
+                struct err *err);
 
 struct jail_spawn {
     bool root;               /* run as sandbox root instead of "user" */

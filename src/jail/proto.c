@@ -196,6 +196,14 @@ proto_encode_config(struct proto_writer *w, const struct proto_config *c)
     proto_put_u32(w, c->ncgroups);
     for (uint32_t i = 0; i < c->ncgroups; i++)
         proto_put_str(w, c->cgroups[i]);
+    if (c->nlayers > PROTO_MAX_LAYERS)
+        return -E2BIG;
+    proto_put_u32(w, c->nlayers);
+    for (uint32_t i = 0; i < c->nlayers; i++)
+        proto_put_str(w, c->layers[i]);
+    proto_put_str(w, c->upper ? c->upper : "");
+    proto_put_u64(w, c->upper_bytes);
+    proto_put_str(w, c->sudo ? c->sudo : "");
     long n = proto_writer_finish(w);
     return n < 0 ? (int)n : 0;
 }
@@ -236,6 +244,14 @@ proto_decode_config(const void *buf, size_t n, struct proto_config *c)
         return -EBADMSG;
     for (uint32_t i = 0; i < c->ncgroups; i++)
         c->cgroups[i] = proto_get_str(&r, NULL);
+    c->nlayers = proto_get_u32(&r);
+    if (c->nlayers > PROTO_MAX_LAYERS)
+        return -EBADMSG;
+    for (uint32_t i = 0; i < c->nlayers; i++)
+        c->layers[i] = proto_get_str(&r, NULL);
+    c->upper = proto_get_str(&r, NULL);
+    c->upper_bytes = proto_get_u64(&r);
+    c->sudo = proto_get_str(&r, NULL);
     if (c->version != PROTO_VERSION || c->mode > PROTO_MODE_NONE)
         return -EBADMSG;
     return proto_reader_done(&r);

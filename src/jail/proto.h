@@ -23,6 +23,7 @@
 #define PROTO_MAX_ARGS    8192 /* argv + env entries per spawn */
 #define PROTO_MAX_BINDS   16
 #define PROTO_MAX_CGROUPS 8
+#define PROTO_MAX_LAYERS  16 /* read-only layers under /usr, /etc, /opt */
 
 enum proto_type {
     /* abxd -> init */
@@ -113,6 +114,20 @@ struct proto_config {
      * waits for an RCU grace period, which abxd's loop must not). */
     uint32_t ncgroups;
     const char *cgroups[PROTO_MAX_CGROUPS];
+    /* Layered file system (ns mode; docs/templates.md "Layers"): with
+     * layers or an upper, /usr, /etc and /opt are overlays of the layers'
+     * usr/, etc/, opt/ (top first) over the host's /usr and the generated
+     * /etc, seen through an idmapped mount that maps ids 0..65535 of the
+     * layers to the sandbox's range, with a writable layer on top: upper's
+     * usr/, etc/, opt/ (a host directory, for builds), or, when upper is "",
+     * a private tmpfs of upper_bytes. */
+    uint32_t nlayers;
+    const char *layers[PROTO_MAX_LAYERS]; /* host directories */
+    const char *upper;                    /* host directory or "" */
+    uint64_t upper_bytes;                 /* 0 = root_bytes */
+    /* Host path of abx-sudo, bound read-only over /usr/bin/sudo (ns mode);
+     * "" = none. See jail/init/sudo-server.c. */
+    const char *sudo;
 };
 
 struct proto_spawn {

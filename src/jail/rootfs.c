@@ -250,3 +250,41 @@ fail:
     (void)rm_rf_at(state, tmpname);
     return err_isset(err) ? r : err_setx(err, -r, "cannot build '%s/etc'", statedir);
 }
+
+/* The static abx-sudo binary, embedded by sudo-blob.S. */
+extern const char abx_sudo_blob[];
+extern const char abx_sudo_blob_end[];
+
+int
+rootfs_prepare_sudo(const char *statedir, char *ret_path, size_t size, struct err *err)
+{
+    char tmpname[64], rnd[17];
+    size_t n = (size_t)(abx_sudo_blob_end - abx_sudo_blob);
+    int r;
+
+    if ((size_t)snprintf(ret_path, size, "%s/abx-sudo", statedir) >= size)
+        return err_set(err, ENAMETOOLONG, "state directory path too long");
+    _cleanup_close_ int state = open(statedir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (state < 0)
+        return err_setx(err, errno, "cannot open state directory '%s'", statedir);
+    r = rand_hex(rnd, 8);
+    if (r < 0)
+        return err_setx(err, -r, "random");
+    (void)snprintf(tmpname, sizeof(tmpname), ".abx-sudo-%s", rnd);
+    _cleanup_close_ int fd =
+            openat(state, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0555);
+    if (fd < 0)
+        return err_setx(err, errno, "cannot create '%s/%s'", statedir, tmpname);
+    r = write_full(fd, abx_sudo_blob, n);
+    if (r >= 0 && fchmod(fd, 0555) < 0)
+        r = -errno;
+    /* Sandboxes of a previous run may still bind the old file: rename, do
+     * not rewrite it in place. */
+    if (r >= 0 && renameat(state, tmpname, state, "abx-sudo") < 0)
+        r = -errno;
+    if (r < 0) {
+        (void)unlinkat(state, tmpname, 0);
+        return err_setx(err, -r, "cannot write '%s'", ret_path);
+    }
+    return 0;
+}

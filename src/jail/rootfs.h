@@ -7,6 +7,10 @@
  * alternatives, profile, CA certificates, terminfo...) into a fresh
  * directory, then renames it into place. Nothing secret (shadow, ssh keys,
  * ssl/private) is ever copied. Sandboxes bind it read-only at /etc.
+ *
+ * It also writes abx-sudo (embedded in abxd, see jail/sudo/sudo.c) to
+ * statedir/abx-sudo, which every sandbox's init binds read-only at
+ * /usr/bin/sudo.
  */
 #pragma once
 
@@ -19,3 +23,7 @@
 /* Builds statedir/etc atomically; returns 0 or -errno. Call it only while no
  * sandbox runs (at start): the previous directory is deleted. */
 int rootfs_prepare_etc(const char *statedir, struct err *err);
+
+/* Writes the embedded abx-sudo to statedir/abx-sudo (root-owned, 0555)
+ * atomically; returns 0 or -errno. ret_path (PATH_MAX bytes) gets its path. */
+int rootfs_prepare_sudo(const char *statedir, char *ret_path, size_t size, struct err *err);

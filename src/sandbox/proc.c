@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +56,7 @@ struct proc {
     uint64_t timeout_ms, idle_ms;
 
     int in_fd, out_fd, err_fd;
+    bool pty; /* out_fd is a terminal's master side (in_fd a duplicate of it) */
     struct loop_io *in_io, *out_io, *err_io;
     struct buf in_q;
     uint64_t in_written, in_queued;
@@ -423,6 +425,7 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
     p->owner = owner;
     p->owner_ud = owner_ud;
     p->root = spec->root;
+    p->pty = spec->pty;
     p->background = spec->background;
     p->timeout_ms = spec->timeout_ms;
     p->idle_ms = spec->idle_timeout_ms;
@@ -452,7 +455,8 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
         (r = loop_timer_new(loop, on_grace, p, &p->t_grace)) < 0)
         goto fail;
     /* Fresh pipe ends: O_NONBLOCK can be set without reading the flags. */
-    if (fcntl(out_fd, F_SETFL, O_NONBLOCK) < 0 || fcntl(err_fd, F_SETFL, O_NONBLOCK) < 0 ||
+    if (fcntl(out_fd, F_SETFL, O_NONBLOCK) < 0 ||
+        (err_fd >= 0 && fcntl(err_fd, F_SETFL, O_NONBLOCK) < 0) ||
         (in_fd >= 0 && fcntl(in_fd, F_SETFL, O_NONBLOCK) < 0)) {
         r = -errno;
         goto fail;
@@ -463,7 +467,7 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
      * process just blocks on its pipe for that moment. */
     p->reading_paused = true;
     if ((r = loop_io_add(loop, out_fd, EPOLLET, on_stdout, p, &p->out_io)) < 0 ||
-        (r = loop_io_add(loop, err_fd, EPOLLET, on_stderr, p, &p->err_io)) < 0 ||
+        (err_fd >= 0 && (r = loop_io_add(loop, err_fd, EPOLLET, on_stderr, p, &p->err_io)) < 0) ||
         (in_fd >= 0 && (r = loop_io_add(loop, in_fd, 0, on_stdin, p, &p->in_io)) < 0))
         goto fail;
     if (spec->stdin_len) {
@@ -676,6 +680,24 @@ bool
 proc_is_root(const struct proc *p)
 {
     return p->root;
+}
+
+bool
+proc_is_pty(const struct proc *p)
+{
+    return p->pty;
+}
+
+int
+proc_resize(struct proc *p, uint16_t cols, uint16_t rows)
+{
+    struct winsize ws = {.ws_row = rows, .ws_col = cols};
+    int fd = p->out_fd >= 0 ? p->out_fd : p->in_fd;
+    if (!p->pty)
+        return -ENOTTY;
+    if (fd < 0 || p->state == PROC_EXITED)
+        return -ESRCH;
+    return ioctl(fd, TIOCSWINSZ, &ws) < 0 ? -errno : 0;
 }
 
 bool

@@ -72,6 +72,7 @@ struct proc_spec {
     const char *const *argv; /* for listings only: copied, truncated */
     const char *cwd;
     bool root;
+    bool pty; /* out_fd is a terminal's master (err_fd -1, in_fd a dup) */
     bool background;
     uint64_t timeout_ms;      /* 0 = none */
     uint64_t idle_timeout_ms; /* 0 = none */
@@ -82,7 +83,8 @@ struct proc_spec {
 
 /* Creates a process in PROC_STARTING, taking ownership of the parent ends of
  * its pipes (out_fd and err_fd read ends, in_fd write end or -1 when it has
- * no stdin to write; non-blocking is set here). */
+ * no stdin to write; non-blocking is set here). With a terminal (spec->pty)
+ * out_fd is its master side, in_fd a duplicate of it and err_fd -1. */
 int proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd, int err_fd,
              const struct proc_owner *owner, void *owner_ud, struct proc **ret);
 /* Frees the process and its log; readers are detached (they see the end). */
@@ -105,6 +107,10 @@ size_t proc_argc(const struct proc *p);
 const char *proc_cwd(const struct proc *p);
 bool proc_is_root(const struct proc *p);
 bool proc_is_background(const struct proc *p);
+bool proc_is_pty(const struct proc *p);
+/* Sets the terminal's window size (the kernel sends SIGWINCH): -ENOTTY
+ * without a terminal, -ESRCH once it ended. */
+int proc_resize(struct proc *p, uint16_t cols, uint16_t rows);
 bool proc_stdin_is_open(const struct proc *p);
 uint64_t proc_started_wall_ms(const struct proc *p);
 uint64_t proc_ended_wall_ms(const struct proc *p);

@@ -5,9 +5,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -76,6 +81,7 @@ struct sandbox {
     uint64_t t0;
     struct sandbox_timings timings;
     uint64_t oom_seen; /* the cgroup's OOM-kill count when last looked at */
+    int view_fd;       /* the sandbox's "/" (see pin_view()), or -errno */
 };
 
 static const struct jail_callbacks sandbox_jail_cb;
@@ -163,7 +169,8 @@ pool_refill(struct sandbox_host *h)
     }
     pj->host = h;
     struct err err = {0};
-    if (jail_create(h->jh, h->loop, id, &h->cfg.pool_limits, &pool_cb, pj, &pj->jail, &err) < 0) {
+    if (jail_create(h->jh, h->loop, id, &h->cfg.pool_limits, NULL, &pool_cb, pj, &pj->jail, &err) <
+        0) {
         free(pj);
         (void)loop_timer_arm(h->retry, now_msec() + POOL_RETRY_MS);
         return;
@@ -284,6 +291,38 @@ fail_pending(struct sandbox *sb, int r, const char *why)
     }
 }
 
+/* Pins the root of the sandbox's view once it is ready. Init is our child
+ * and not reaped yet (jail_init_pid() turns 0 when it is), so its pid cannot
+ * have been reused and /proc/<pid>/root is the root it pivoted into. Only
+ * the ns mode has a view of its own: elsewhere init's root is the host's. */
+static void
+pin_view(struct sandbox *sb)
+{
+    char p[64];
+    struct stat a, b;
+    pid_t pid = jail_init_pid(sb->jail);
+
+    safe_close(sb->view_fd);
+    sb->view_fd = -EOPNOTSUPP;
+    if (jail_host_mode(sb->host->jh) != JAIL_NS)
+        return;
+    sb->view_fd = -ESRCH;
+    if (pid <= 0)
+        return;
+    (void)snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
+    int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        sb->view_fd = -errno;
+        return;
+    }
+    if (fstat(fd, &a) < 0 || stat("/", &b) < 0 || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
+        safe_close(fd);
+        sb->view_fd = -EXDEV; /* never hand out the host's root */
+        return;
+    }
+    sb->view_fd = fd;
+}
+
 static void
 on_jail_ready(struct jail *j, int r, const struct err *err, void *ud)
 {
@@ -297,6 +336,7 @@ on_jail_ready(struct jail *j, int r, const struct err *err, void *ud)
     }
     sb->state = SB_READY;
     sb->was_ready = true;
+    pin_view(sb);
     sb->timings.jail = *jail_get_timings(j);
     sb->timings.total_us = now_usec() - sb->t0;
     sb->ready(sb, 0, NULL, sb->ready_ud);
@@ -453,6 +493,7 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
     sb->t0 = now_usec();
     sb->ready = ready;
     sb->ready_ud = ud;
+    sb->view_fd = -ESRCH;
     sb->limits = spec->limits;
     list_init(&sb->procs);
     list_init(&sb->pending);
@@ -461,7 +502,7 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
     if (r < 0)
         goto fail;
 
-    j = pool_take(h);
+    j = spec->fs ? NULL : pool_take(h);
     if (j) {
         bool same = !memcmp(&spec->limits, &h->cfg.pool_limits, sizeof(spec->limits));
         r = same ? 0 : jail_set_limits(j, &spec->limits, err);
@@ -475,6 +516,7 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
         sb->state = SB_READY;
         sb->was_ready = true;
         sb->timings.from_pool = true;
+        pin_view(sb);
         sb->timings.total_us = now_usec() - sb->t0;
         r = loop_defer(h->loop, deferred_ready, sb);
         if (r < 0) {
@@ -484,7 +526,8 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
         }
     } else {
         sb->state = SB_CREATING;
-        r = jail_create(h->jh, h->loop, id, &spec->limits, &sandbox_jail_cb, sb, &sb->jail, err);
+        r = jail_create(h->jh, h->loop, id, &spec->limits, spec->fs, &sandbox_jail_cb, sb,
+                        &sb->jail, err);
         if (r < 0)
             goto fail;
     }
@@ -527,6 +570,7 @@ sandbox_free(struct sandbox *sb)
     fail_pending(sb, -ESRCH, "sandbox is gone");
     while (!list_empty(&sb->procs))
         drop_entry(sb, list_entry(sb->procs.next, struct entry, link));
+    safe_close(sb->view_fd);
     jail_free(sb->jail);
     for (size_t i = 0; sb->env && i < sb->nenv; i++)
         free(sb->env[i]);
@@ -692,11 +736,50 @@ resolve_cwd(struct sandbox *sb, const struct sandbox_exec *x, char *out, size_t 
     return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
 }
 
+/* A terminal from the sandbox's own devpts instance: the master stays
+ * here, the other side (ret_tty, owned by the process's user) becomes the
+ * process's stdin, stdout and stderr and, through init, its controlling
+ * terminal. */
+static int
+open_pty(struct sandbox *sb, const struct sandbox_exec *x, int *ret_master, int *ret_tty,
+         struct err *err)
+{
+    int unlock = 0;
+    struct winsize ws = {.ws_row = x->pty_rows ? x->pty_rows : 24,
+                         .ws_col = x->pty_cols ? x->pty_cols : 80};
+    if (sb->view_fd < 0)
+        return err_set(err, EOPNOTSUPP, "terminals need a sandbox with its own /dev");
+    /* Crossing into /dev and /dev/pts (mounts), never a symlink: the
+     * sandbox's root is the sandbox's to change. */
+    struct open_how how = {.flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
+                           .resolve =
+                                   RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    _cleanup_close_ int m =
+            (int)syscall(SYS_openat2, sb->view_fd, "dev/pts/ptmx", &how, sizeof(how));
+    if (m < 0)
+        return err_setx(err, errno, "cannot open the sandbox's /dev/pts/ptmx");
+    if (ioctl(m, TIOCSPTLCK, &unlock) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0)
+        return err_setx(err, errno, "cannot set up the terminal");
+    int t = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (t < 0)
+        return err_setx(err, errno, "cannot open the terminal's other side");
+    uid_t uid = x->root ? jail_root_uid(sb->jail) : jail_user_uid(sb->jail);
+    if (fchown(t, uid, (gid_t)-1) < 0) {
+        int e = errno;
+        safe_close(t);
+        return err_setx(err, e, "cannot hand the terminal to the process's user");
+    }
+    *ret_master = TAKE_FD(m);
+    *ret_tty = t;
+    return 0;
+}
+
 int
 sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn cb, void *ud,
              struct err *err)
 {
     int in[2] = {-EBADF, -EBADF}, out[2] = {-EBADF, -EBADF}, er[2] = {-EBADF, -EBADF};
+    int tty = -EBADF; /* the terminal's process side, with x->pty */
     _cleanup_free_ const char **env = NULL;
     char cwd[PATH_MAX_LEN + 64];
     struct proc *p = NULL;
@@ -725,9 +808,18 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
         return err_set(err, ENAMETOOLONG, "cwd is too long");
 
     /* A process given no stdin reads /dev/null: no pipe to make and watch. */
-    bool want_stdin = x->stdin_len > 0 || x->stdin_open;
-    if ((want_stdin && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 ||
-        pipe2(er, O_CLOEXEC) < 0) {
+    bool want_stdin = x->stdin_len > 0 || x->stdin_open || x->pty;
+    if (x->pty) {
+        r = open_pty(sb, x, &out[0], &tty, err);
+        if (r < 0)
+            goto fail;
+        in[1] = fcntl(out[0], F_DUPFD_CLOEXEC, 3);
+        if (in[1] < 0) {
+            r = err_setx(err, errno, "cannot duplicate the terminal");
+            goto fail;
+        }
+    } else if ((want_stdin && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 ||
+               pipe2(er, O_CLOEXEC) < 0) {
         r = err_setx(err, errno, "cannot create pipes");
         goto fail;
     }
@@ -735,6 +827,7 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
             .argv = x->argv,
             .cwd = cwd,
             .root = x->root,
+            .pty = x->pty,
             .background = x->background,
             .timeout_ms = x->timeout_ms,
             .idle_timeout_ms = x->idle_timeout_ms,
@@ -761,12 +854,15 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
             .env = env,
             .fds = {want_stdin ? in[0] : sb->host->null_fd, out[1], er[1]},
     };
+    if (x->pty)
+        js.fds[0] = js.fds[1] = js.fds[2] = tty;
     r = jail_spawn(sb->jail, pd->token, &js, err);
     if (r < 0)
         goto fail;
     safe_close(in[0]);
     safe_close(out[1]);
     safe_close(er[1]);
+    safe_close(tty);
     pd->p = p;
     pd->cb = cb;
     pd->ud = ud;
@@ -783,6 +879,7 @@ fail:
         safe_close(out[i]);
         safe_close(er[i]);
     }
+    safe_close(tty);
     return r;
 }
 
@@ -818,6 +915,12 @@ int
 sandbox_root_fd(const struct sandbox *sb)
 {
     return sb->jail ? jail_workspace_fd(sb->jail) : -EBADF;
+}
+
+int
+sandbox_view_fd(const struct sandbox *sb)
+{
+    return sb->state == SB_READY ? sb->view_fd : -ESRCH;
 }
 
 #define NEED_READY(sb, err)                                                      \

@@ -52,7 +52,8 @@ struct jail_host *sandbox_host_jail(const struct sandbox_host *h);
 
 struct sandbox_spec {
     struct jail_limits limits;
-    const char *const *env; /* "K=V" defaults for every exec, NULL-terminated, copied */
+    const struct jail_fs *fs; /* NULL = the default file system; else never from the pool */
+    const char *const *env;   /* "K=V" defaults for every exec, NULL-terminated, copied */
 };
 
 struct sandbox_timings {
@@ -94,6 +95,8 @@ struct sandbox_exec {
     uint64_t timeout_ms;      /* 0 = none */
     uint64_t idle_timeout_ms; /* 0 = none */
     bool background;
+    bool pty; /* a terminal instead of pipes: output in one stream, input typed */
+    uint16_t pty_cols, pty_rows; /* its size (0 = 80x24) */
 };
 
 /* Started: p is in the table (p == NULL and r < 0 when it could not start). */
@@ -106,6 +109,12 @@ int sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_
 struct proc *sandbox_proc_find(struct sandbox *sb, pid_t pid);
 size_t sandbox_proc_count(const struct sandbox *sb, bool running_only);
 struct proc *sandbox_proc_next(struct sandbox *sb, struct proc *prev); /* prev NULL = first */
+
+/* O_PATH descriptor of the root of the sandbox's whole view, as its
+ * processes see it (for vfs.h), pinned when it became ready and closed by
+ * sandbox_free(); borrowed. -ESRCH unless ready, -EOPNOTSUPP unless the
+ * jail mode is ns (no view of its own), other -errno if pinning failed. */
+int sandbox_view_fd(const struct sandbox *sb);
 
 /* Workspace file operations (see files.h; paths normalized by the caller). */
 int sandbox_root_fd(const struct sandbox *sb);

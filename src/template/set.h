@@ -8,10 +8,14 @@
  * another template of the set (no cycles). A template that does not load
  * stops the load with its file, line and reason; it is never skipped or
  * replaced by defaults, since a fallback would widen what its sandboxes
- * may do. Build steps need a built layer, which this abxd cannot make yet:
- * a template with steps is refused, saying so.
+ * may do. A template with build steps needs a built layer of exactly its
+ * content in the state directory (layer.h), else it is refused, saying so.
+ * Templates built through the API are stored there too and load with the
+ * set, unless the templates directory has one of the same name.
  *
- * Loaded once at start, read-only afterwards. Not thread-safe.
+ * Loaded at start; template_set_put() adds or replaces one built template
+ * later. A replaced template is kept until the set is freed (sandboxes
+ * borrow it). Not thread-safe.
  */
 #pragma once
 
@@ -20,13 +24,25 @@
 #include "template/template.h"
 #include "util/err.h"
 
-#define TEMPLATE_SET_MAX 256 /* templates in a directory */
-#define TEMPLATE_BASE    "base"
+#define TEMPLATE_SET_MAX    256 /* templates in a directory */
+#define TEMPLATE_BASE       "base"
+#define TEMPLATE_LAYERS_DIR "templates" /* below the state directory */
+#define TEMPLATE_LAYERS_MAX 16          /* layers stacked under one sandbox */
 
 struct template_set;
 
-/* dir NULL: only "base". */
-int template_set_load(const char *dir, struct template_set **ret, struct err *err);
+/* dir NULL: only "base" and the stored templates. state_dir NULL: no built
+ * layers at all (templates with steps are refused). Removes interrupted
+ * builds and the layers no template stacks any more. */
+int template_set_load(const char *dir, const char *state_dir, struct template_set **ret,
+                      struct err *err);
+/* Adds built template t (taken over on success) or replaces the one of its
+ * name; its names must be unique and its base present. -EINVAL with err. */
+int template_set_put(struct template_set *s, struct template *t, struct err *err);
+/* The layers a sandbox of t stacks (those of the nearest built template in
+ * its chain, top first), at most max, into out; returns the count. */
+size_t template_layers(const struct template_set *s, const struct template *t, const char **out,
+                       size_t max);
 struct template_set *template_set_free(struct template_set *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct template_set *, template_set_free)
 

@@ -1290,6 +1290,8 @@ template_free(struct template *t)
         free(cmd->args);
     }
     free(t->cmds);
+    strv_free(t->layers, t->n_layers);
+    free(t->digest);
     free(t);
     return NULL;
 }

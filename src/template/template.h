@@ -135,6 +135,10 @@ struct template
     char *ready_cmd; /* NULL = none */
     struct template_command *cmds;
     size_t n_cmds;
+    /* Not from the file: set by the template set for a built template. */
+    char **layers; /* host directories of its layer and its bases', top first (layer.h) */
+    size_t n_layers;
+    char *digest; /* SHA-256 of the directory it was built from; NULL = not built */
 };
 
 /* Parses and validates len bytes of YAML (NUL bytes anywhere are refused;

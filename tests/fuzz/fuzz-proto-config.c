@@ -1,7 +1,7 @@
 /*
  * fuzz-proto-config.c - proto_decode_config() on arbitrary packets (init's
  * side of the protocol). An accepted config has the supported version and
- * a known mode, counts within their limits, strings that lie inside the
+ * a known mode, counts (binds, cgroups, layers) within their limits, strings that lie inside the
  * packet, and encodes back to exactly the input bytes.
  */
 #include <errno.h>
@@ -52,6 +52,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (uint32_t i = 0; i < c.ncgroups; i++)
         check_str(c.cgroups[i], data, size);
+    CHECK(c.nlayers <= PROTO_MAX_LAYERS);
+    for (uint32_t i = 0; i < c.nlayers; i++)
+        check_str(c.layers[i], data, size);
+    check_str(c.upper, data, size);
+    check_str(c.sudo, data, size);
 
     proto_writer_init(&w, again, sizeof(again), PROTO_CONFIG);
     CHECK(proto_encode_config(&w, &c) == 0);

@@ -74,7 +74,7 @@ describe('lifecycle', { skip }, () => {
       const keyFile = join(stateDir, 'api-key');
       assert.equal(statSync(keyFile).mode & 0o777, 0o600);
       const key = readFileSync(keyFile, 'utf8').trim();
-      assert.match(key, /^abx_[0-9a-f]{40}$/);
+      assert.match(key, /^e2b_[0-9a-f]{40}$/); // E2B SDKs check this shape
       assert.match(d.log, new RegExp(`stored it in ${stateDir}/api-key`));
       assert.equal((await api(d, 'GET', '/v1/sandboxes', undefined, { key })).status, 200);
       await d.stop({ keepState: true });

@@ -101,7 +101,7 @@ describe('template loading is strict', { skip }, () => {
     ['a placeholder naming no argument', 'name: bad\ncustom_commands:\n  go:\n    cmd: echo {nope}\n', /nope/],
     ['a placeholder inside double quotes', 'name: bad\ncustom_commands:\n  go:\n    cmd: echo "{x}"\n    args: [{name: x}]\n', /sandbox-template\.yaml:\d+: .*go/],
     ['a YAML alias bomb', 'name: bad\ndescription: &a "x"\naliases: [*a]\n', /sandbox-template\.yaml:\d+: .*(alias|anchor)/i],
-    ['build steps (not built here yet)', 'name: bad\nsteps:\n  - run: true\n', /sandbox-template\.yaml:3: .*build steps/],
+    ['build steps (no built layer for them)', 'name: bad\nsteps:\n  - run: true\n', /sandbox-template\.yaml:3: .*build steps/],
     ['an unknown base', 'name: bad\nbase: nowhere\n', /base 'nowhere'/],
   ]) {
     test(`${what} stops abxd, naming file and line`, async () => {

@@ -244,6 +244,12 @@ fill_config(struct proto_config *c, const char *bpf, uint32_t bpf_len)
     c->cgroups[0] = "/sys/fs/cgroup/memory/abx-x/abc/cgroup.procs";
     c->cgroups[1] = "/sys/fs/cgroup/pids/abx-x/abc/cgroup.procs";
     c->cgroups[2] = "/sys/fs/cgroup/cpu/abx-x/abc/cgroup.procs";
+    c->nlayers = 2;
+    c->layers[0] = "/var/lib/abx/templates/py/layer-2/root";
+    c->layers[1] = "/var/lib/abx/templates/base/layer-1/root";
+    c->upper = "";
+    c->upper_bytes = 64ULL << 20;
+    c->sudo = "/var/lib/abx/abx-sudo";
 }
 
 static long
@@ -293,6 +299,12 @@ test_config_round_trip(void **state)
     assert_int_equal(d.ncgroups, 3);
     for (int i = 0; i < 3; i++)
         assert_string_equal(d.cgroups[i], c.cgroups[i]);
+    assert_int_equal(d.nlayers, 2);
+    for (int i = 0; i < 2; i++)
+        assert_string_equal(d.layers[i], c.layers[i]);
+    assert_string_equal(d.upper, "");
+    assert_int_equal(d.upper_bytes, c.upper_bytes);
+    assert_string_equal(d.sudo, c.sudo);
     /* decoded strings point into the packet */
     assert_true(d.rootmnt > pkt && d.rootmnt < pkt + len);
 
@@ -320,12 +332,16 @@ test_config_round_trip(void **state)
     c.ncgroups = PROTO_MAX_CGROUPS;
     for (int i = 0; i < PROTO_MAX_CGROUPS; i++)
         c.cgroups[i] = "/c";
+    c.nlayers = PROTO_MAX_LAYERS;
+    for (int i = 0; i < PROTO_MAX_LAYERS; i++)
+        c.layers[i] = "/l";
     len = encode_config(&c);
     assert_true(len > 0);
     assert_int_equal(proto_decode_config(pkt, (size_t)len, &d), 0);
     assert_int_equal(d.nbinds, PROTO_MAX_BINDS);
     assert_int_equal(d.binds[PROTO_MAX_BINDS - 1].flags, PROTO_MAX_BINDS - 1);
     assert_int_equal(d.ncgroups, PROTO_MAX_CGROUPS);
+    assert_int_equal(d.nlayers, PROTO_MAX_LAYERS);
 }
 
 static void
@@ -340,6 +356,9 @@ test_config_encode_limits(void **state)
     assert_int_equal(encode_config(&c), -E2BIG);
     fill_config(&c, "", 0);
     c.ncgroups = PROTO_MAX_CGROUPS + 1;
+    assert_int_equal(encode_config(&c), -E2BIG);
+    fill_config(&c, "", 0);
+    c.nlayers = PROTO_MAX_LAYERS + 1;
     assert_int_equal(encode_config(&c), -E2BIG);
     /* a filter that does not fit in one packet */
     char *bpf = calloc(1, PROTO_MAX_MSG);

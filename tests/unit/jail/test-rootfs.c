@@ -5,6 +5,8 @@
  * and nothing that is not world-readable was copied from the host, that
  * symlinks stay symlinks, and that a second call replaces the directory
  * atomically (a new inode, no leftovers, no window without an etc).
+ * Also abx-sudo: written whole, 0555, replaced by rename (a new inode, so
+ * running sandboxes keep the file they bound).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -300,6 +302,37 @@ test_missing_state_dir(void **state)
     assert_int_equal(faccessat(statefd, "does-not-exist", F_OK, 0), -1);
 }
 
+static void
+test_sudo_binary(void **state)
+{
+    struct stat st, st2;
+    char path[PATH_MAX], buf[4];
+    (void)state;
+
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0555);
+    assert_true(st.st_size > 4096);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(read(fd, buf, 4), 4);
+    close(fd);
+    assert_memory_equal(buf, "\177ELF", 4);
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), 0);
+    assert_int_equal(stat(path, &st2), 0);
+    assert_true(st2.st_ino != st.st_ino);
+    assert_int_equal(st2.st_size, st.st_size);
+    /* no temporary left behind */
+    DIR *d = opendir(state_dir);
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(d)))
+        n += de->d_name[0] != '.' || strncmp(de->d_name, ".abx-sudo", 9) == 0;
+    closedir(d);
+    assert_int_equal(n, 1);
+}
+
 int
 main(void)
 {
@@ -309,6 +342,7 @@ main(void)
             cmocka_unit_test_setup_teardown(test_second_call_replaces, setup, teardown),
             cmocka_unit_test_setup_teardown(test_etc_was_a_file, setup, teardown),
             cmocka_unit_test_setup_teardown(test_missing_state_dir, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_sudo_binary, setup, teardown),
     };
     umask(022);
     return cmocka_run_group_tests(tests, NULL, NULL);

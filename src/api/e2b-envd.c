@@ -1,0 +1,348 @@
+/*
+ * e2b-envd.c - envd, E2B's in-sandbox service, served by abxd itself.
+ *
+ * A request with E2b-Sandbox-Id is for that sandbox: GET /health (204 up,
+ * 502 gone or paused), /files, and Connect RPCs POST /<pkg.Service>/<Method>
+ * in the JSON codec. Unary calls take and answer application/json; server
+ * streams (process Start/Connect, filesystem WatchDir) take one envelope of
+ * application/connect+json and answer envelopes ending with an end-stream
+ * frame, errors included (the SDK reads a stream's errors only there).
+ *
+ * Every request but /health must carry the sandbox's access token
+ * (X-Access-Token; /files may instead carry a signature). The user is the
+ * Basic-auth name ("user" when absent, or "root"); nothing else exists.
+ */
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "../http/connect.h"
+#include "../util/b64.h"
+#include "../util/json.h"
+#include "../util/log.h"
+#include "e2b-internal.h"
+
+/* --- answers --- */
+
+static unsigned
+status_for_code(const char *code)
+{
+    static const struct {
+        const char *code;
+        unsigned status;
+    } t[] = {
+            {"canceled", 499},
+            {"unknown", 500},
+            {"invalid_argument", 400},
+            {"deadline_exceeded", 504},
+            {"not_found", 404},
+            {"already_exists", 409},
+            {"permission_denied", 403},
+            {"resource_exhausted", 429},
+            {"failed_precondition", 400},
+            {"aborted", 409},
+            {"out_of_range", 400},
+            {"unimplemented", 501},
+            {"internal", 500},
+            {"unavailable", 503},
+            {"data_loss", 500},
+            {"unauthenticated", 401},
+    };
+    for (size_t i = 0; i < ELEMENTSOF(t); i++)
+        if (!strcmp(t[i].code, code))
+            return t[i].status;
+    return 500;
+}
+
+const char *
+e2b_code_for_errno(int r)
+{
+    switch (-r) {
+    case ENOENT:
+    case ESRCH:
+        return "not_found";
+    case EEXIST:
+        return "already_exists";
+    case EINVAL:
+    case ENOTDIR:
+    case EISDIR:
+    case ENAMETOOLONG:
+    case EXDEV:
+    case ELOOP:
+        return "invalid_argument";
+    case EACCES:
+    case EPERM:
+        return "permission_denied";
+    case EAGAIN:
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case E2BIG:
+        return "resource_exhausted";
+    case ENOSYS:
+    case EOPNOTSUPP:
+        return "unimplemented";
+    default:
+        return "internal";
+    }
+}
+
+void
+e2b_rpc_error(struct http_req *req, const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_t *o = json_object();
+    (void)json_set(o, "code", json_string(code));
+    (void)json_set(o, "message", json_string(msg));
+    api_json(req, status_for_code(code), o);
+}
+
+void
+e2b_rpc_ok(struct http_req *req, json_t *msg)
+{
+    api_json(req, 200, msg ? msg : json_object());
+}
+
+static void
+gone(struct http_req *req, const char *id)
+{
+    json_t *o = json_object();
+    (void)json_set(o, "code", json_integer(502));
+    (void)json_set(o, "message", json_string("The sandbox was not found"));
+    (void)json_set(o, "sandboxId", json_string(id));
+    api_json(req, 502, o);
+}
+
+static void
+unauthorized(struct http_req *req, const char *msg)
+{
+    /* HTTP 401 with a numeric code: the SDK maps it to unauthenticated. */
+    e2b_error(req, 401, "%s", msg);
+}
+
+/* --- the call --- */
+
+struct entry *
+e2b_call_entry(const struct e2b_call *c)
+{
+    struct entry *e = hashmap_get(c->api->map, c->id);
+    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused)
+        return NULL;
+    return e;
+}
+
+/* The user of an RPC: Basic base64("<name>:"), default "user". */
+static int
+rpc_user(struct http_req *req, struct e2b_user *u)
+{
+    const char *h = http_req_header(req, "Authorization");
+    char name[64] = "user";
+    if (h && !strncasecmp(h, "Basic ", 6)) {
+        struct buf b;
+        buf_init(&b, 256);
+        const char *s = h + 6;
+        if (b64_decode(&b, s, strlen(s)) < 0 || b.len == 0 || b.len >= sizeof(name)) {
+            buf_done(&b);
+            return -EINVAL;
+        }
+        size_t n = 0;
+        while (n < b.len && b.data[n] != ':')
+            n++;
+        memcpy(name, b.data, n);
+        name[n] = '\0';
+        buf_done(&b);
+    }
+    if (!strcmp(name, "user"))
+        *u = (struct e2b_user){false, "user", "/home/user"};
+    else if (!strcmp(name, "root"))
+        *u = (struct e2b_user){true, "root", "/root"};
+    else
+        return -ENOENT;
+    return 0;
+}
+
+static uint64_t
+header_u64(struct http_req *req, const char *name, uint64_t max)
+{
+    const char *v = http_req_header(req, name);
+    if (!v || !*v)
+        return 0;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*end)
+        return 0;
+    return n > max ? max : n;
+}
+
+struct rpc {
+    struct e2b_call call;
+    char method[64];
+    bool process; /* process.Process, else filesystem.Filesystem */
+    bool stream;
+};
+
+static void
+rpc_close(struct http_req *req, void *ud)
+{
+    (void)req;
+    free(ud);
+}
+
+/* A streaming error before anything was sent: 200 and an end-stream frame. */
+static void
+stream_error(struct http_req *req, const char *code, const char *msg)
+{
+    struct buf b;
+    buf_init(&b, BUF_UNLIMITED);
+    if (connect_end_stream_json(&b, code, msg) == 0)
+        http_respond(req, 200, "application/connect+json", b.data, b.len);
+    else
+        http_respond(req, 500, NULL, "", 0);
+    buf_done(&b);
+}
+
+static void
+rpc_dispatch(struct http_req *req, struct rpc *q, json_t *msg)
+{
+    if (q->process)
+        e2b_process(req, &q->call, q->method, msg);
+    else
+        e2b_filesystem(req, &q->call, q->method, msg);
+}
+
+static void
+rpc_body(struct http_req *req, const char *body, size_t len)
+{
+    struct rpc *q = http_req_userdata(req);
+    struct err err = {0};
+    json_t *msg = NULL;
+
+    if (!e2b_call_entry(&q->call)) {
+        gone(req, q->call.id);
+        return;
+    }
+    if (q->stream) {
+        /* One envelope: flags 0, big-endian length, the message. */
+        if (len < 5 || (unsigned char)body[0] != 0 ||
+            (((size_t)(unsigned char)body[1] << 24) | ((size_t)(unsigned char)body[2] << 16) |
+             ((size_t)(unsigned char)body[3] << 8) | (size_t)(unsigned char)body[4]) != len - 5) {
+            stream_error(req, "invalid_argument",
+                         "the request must be one uncompressed Connect envelope");
+            return;
+        }
+        body += 5;
+        len -= 5;
+    }
+    if (json_parse(len ? body : "{}", len ? len : 2, &msg, &err) < 0 || !json_is_object(msg)) {
+        json_decref(msg);
+        if (q->stream)
+            stream_error(req, "invalid_argument", err.msg[0] ? err.msg : "not a JSON object");
+        else
+            e2b_rpc_error(req, "invalid_argument", "%s",
+                          err.msg[0] ? err.msg : "the message must be a JSON object");
+        return;
+    }
+    rpc_dispatch(req, q, msg);
+    json_decref(msg);
+}
+
+static void
+rpc(struct api *a, struct http_req *req, struct entry *e, const char *path)
+{
+    const char *ct = http_req_header(req, "Content-Type");
+    struct rpc *q;
+    bool process = !strncmp(path, "/process.Process/", 17);
+    const char *method = path + (process ? 17 : 23);
+
+    if (strcmp(http_req_method(req), "POST")) {
+        e2b_rpc_error(req, "unimplemented", "Connect RPCs are POST requests");
+        return;
+    }
+    bool stream = process ? e2b_process_is_stream(method) : e2b_filesystem_is_stream(method);
+    bool json_ct = ct && (stream ? !strncasecmp(ct, "application/connect+json", 24)
+                                 : !strncasecmp(ct, "application/json", 16));
+    if (!json_ct) {
+        /* Only the JSON codec: connect-web's useBinaryFormat:false. */
+        http_respond(req, 415, "text/plain", "abx envd speaks the Connect JSON codec only\n", 44);
+        return;
+    }
+    if (!(q = calloc(1, sizeof(*q)))) {
+        e2b_rpc_error(req, "internal", "out of memory");
+        return;
+    }
+    q->call.api = a;
+    memcpy(q->call.id, e->id, sizeof(q->call.id));
+    q->process = process;
+    q->stream = stream;
+    (void)snprintf(q->method, sizeof(q->method), "%s", method);
+    q->call.timeout_ms = header_u64(req, "Connect-Timeout-Ms", UINT32_MAX);
+    q->call.keepalive_ms = header_u64(req, "Keepalive-Ping-Interval", 86400) * 1000u;
+    http_req_set_userdata(req, q, rpc_close);
+    if (rpc_user(req, &q->call.user) < 0) {
+        if (stream)
+            stream_error(req, "unauthenticated", "invalid username");
+        else
+            e2b_rpc_error(req, "unauthenticated", "invalid username");
+        return;
+    }
+    if (process && !strcmp(method, "StreamInput")) {
+        struct e2b_call call = q->call;
+        free(q);
+        e2b_stream_input(req, &call);
+        return;
+    }
+    http_req_read_body(req, E2B_RPC_MAX, rpc_body);
+}
+
+static bool
+token_ok(struct entry *e, const char *tok)
+{
+    size_t n = strlen(e->e2b->token);
+    return tok && strlen(tok) == n && CRYPTO_memcmp(tok, e->e2b->token, n) == 0;
+}
+
+void
+e2b_envd(struct api *a, struct http_req *req, const char *path)
+{
+    const char *id = http_req_header(req, "E2b-Sandbox-Id");
+    struct entry *e;
+
+    if (!id) {
+        e2b_files_signed(a, req);
+        return;
+    }
+    e = e2b_lookup(a, id);
+    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused) {
+        gone(req, id);
+        return;
+    }
+    if (!strcmp(path, "/health")) {
+        api_touch(e);
+        http_respond(req, 204, NULL, "", 0);
+        return;
+    }
+    const char *tok = http_req_header(req, "X-Access-Token");
+    if (!strcmp(path, "/files")) {
+        e2b_files(a, req, e, tok);
+        return;
+    }
+    if (!token_ok(e, tok)) {
+        unauthorized(req, "unauthorized access, please provide a valid access token or method "
+                          "signing if supported");
+        return;
+    }
+    api_touch(e);
+    if (!strncmp(path, "/process.Process/", 17) || !strncmp(path, "/filesystem.Filesystem/", 23)) {
+        rpc(a, req, e, path);
+        return;
+    }
+    e2b_error(req, 404, "no envd route for %s %.200s", http_req_method(req), path);
+}

@@ -1,0 +1,766 @@
+/*
+ * e2b-files.c - envd's filesystem.Filesystem RPCs and its /files route.
+ *
+ * Paths are the sandbox's own view (/home/user/a.txt, /tmp, /root), made
+ * absolute for the acting user ("~" and relative paths below its home) and
+ * resolved by vfs inside the sandbox's pinned root: nothing a sandbox
+ * plants leads out of it. Uploads stream (multipart, or octet-stream with
+ * optional gzip) straight into the file; downloads are sent from the open
+ * descriptor. X-Metadata-* headers become user.e2b.* attributes.
+ *
+ * Signed URLs (downloadUrl/uploadUrl) carry no sandbox id: the signature,
+ * v1_ + base64(sha256("<path>:<op>:<user>:<token>[:<exp>]")), names the
+ * sandbox whose token makes it.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../http/inflate.h"
+#include "../http/multipart.h"
+#include "../sandbox/vfs.h"
+#include "../template/template.h"
+#include "../util/b64.h"
+#include "../util/fd.h"
+#include "../util/json.h"
+#include "../util/log.h"
+#include "e2b-internal.h"
+
+#define SMALL_READ_MAX (16 * 1024 * 1024) /* files whose size stat cannot tell */
+
+/* --- entries --- */
+
+static const char *
+type_name(enum vfs_type t)
+{
+    switch (t) {
+    case VFS_FILE:
+        return "FILE_TYPE_FILE";
+    case VFS_DIR:
+        return "FILE_TYPE_DIRECTORY";
+    case VFS_SYMLINK:
+        return "FILE_TYPE_SYMLINK";
+    default:
+        return "FILE_TYPE_UNSPECIFIED";
+    }
+}
+
+static json_t *
+meta_json(const struct vfs_meta *m)
+{
+    json_t *o = json_object();
+    for (uint32_t i = 0; i < m->n; i++)
+        (void)json_set(o, vfs_meta_key(m, i), json_string(vfs_meta_value(m, i)));
+    return o;
+}
+
+json_t *
+e2b_entry_json(const struct vfs_entry *v)
+{
+    char size[32], mtime[64];
+    struct tm tm;
+    time_t t = (time_t)v->mtime_sec;
+    json_t *o = json_object();
+    (void)snprintf(size, sizeof(size), "%llu", (unsigned long long)v->size);
+    gmtime_r(&t, &tm);
+    size_t n = strftime(mtime, sizeof(mtime), "%Y-%m-%dT%H:%M:%S", &tm);
+    (void)snprintf(mtime + n, sizeof(mtime) - n, ".%09uZ", v->mtime_nsec);
+    (void)json_set(o, "name", json_string(v->name));
+    (void)json_set(o, "type", json_string(type_name(v->type)));
+    (void)json_set(o, "path", json_string(v->path));
+    (void)json_set(o, "size", json_string(size));
+    (void)json_set(o, "mode", json_integer(v->mode));
+    (void)json_set(o, "permissions", json_string(v->perms));
+    (void)json_set(o, "owner", json_string(v->owner));
+    (void)json_set(o, "group", json_string(v->group));
+    (void)json_set(o, "modifiedTime", json_string(mtime));
+    if (v->has_target)
+        (void)json_set(o, "symlinkTarget", json_string(v->target));
+    if (v->meta.n)
+        (void)json_set(o, "metadata", meta_json(&v->meta));
+    return o;
+}
+
+/* --- filesystem.Filesystem --- */
+
+struct fsctx {
+    int rootfd;
+    struct vfs_ids ids;
+    const struct e2b_user *user;
+};
+
+static int
+fs_open(struct http_req *req, struct e2b_call *c, struct fsctx *f)
+{
+    struct entry *e = e2b_call_entry(c);
+    if (!e) {
+        e2b_rpc_error(req, "unavailable", "the sandbox is gone");
+        return -ESRCH;
+    }
+    if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
+        return -EPERM;
+    f->rootfd = sandbox_view_fd(e->sb);
+    if (f->rootfd < 0) {
+        e2b_rpc_error(req, "unimplemented",
+                      "this sandbox has no file system view of its own (isolation mode)");
+        return -EOPNOTSUPP;
+    }
+    vfs_ids_from_jail(sandbox_jail(e->sb), &f->ids);
+    f->user = &c->user;
+    return 0;
+}
+
+/* The message's path field made absolute for the user; answers on error. */
+static int
+msg_path(struct http_req *req, const struct fsctx *f, json_t *msg, const char *key, char *out,
+         size_t n)
+{
+    struct err err = {0};
+    const char *p = "";
+    if (json_get_str(msg, key, false, &p, &err) < 0 ||
+        vfs_resolve(p, f->user->home, out, n, &err) < 0) {
+        e2b_rpc_error(req, "invalid_argument", "%s", err.msg);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void
+fs_fail(struct http_req *req, int r, const struct err *err, const char *path)
+{
+    if (r == -ENOENT)
+        e2b_rpc_error(req, "not_found", "path '%s' does not exist", path);
+    else
+        e2b_rpc_error(req, e2b_code_for_errno(r), "%s",
+                      err && err->msg[0] ? err->msg : strerror(-r));
+}
+
+struct list_acc {
+    json_t *arr;
+};
+
+static int
+list_one(void *ud, const struct vfs_entry *e)
+{
+    struct list_acc *acc = ud;
+    return json_array_append_new(acc->arr, e2b_entry_json(e)) < 0 ? -ENOMEM : 0;
+}
+
+/* Stat, MakeDir and Move: all answer {"entry": ...}. */
+static void
+entry_op(struct http_req *req, struct e2b_call *c, const struct fsctx *f, const char *method,
+         json_t *msg, struct vfs_entry *v)
+{
+    struct err err = {0};
+    char path[PATH_MAX_LEN + 1], dst[PATH_MAX_LEN + 1];
+    int r;
+
+    if (!strcmp(method, "Move")) {
+        if (msg_path(req, f, msg, "source", path, sizeof(path)) < 0 ||
+            msg_path(req, f, msg, "destination", dst, sizeof(dst)) < 0)
+            return;
+        r = vfs_rename(f->rootfd, &f->ids, path, dst, c->user.root, &err);
+        if (r < 0) {
+            fs_fail(req, r, &err, path);
+            return;
+        }
+        strcpy(path, dst);
+    } else if (msg_path(req, f, msg, "path", path, sizeof(path)) < 0) {
+        return;
+    }
+    if (!strcmp(method, "MakeDir")) {
+        bool created = false;
+        r = vfs_mkdir(f->rootfd, &f->ids, path, c->user.root, &created, &err);
+        if (r == 0 && !created) {
+            e2b_rpc_error(req, "already_exists", "directory '%s' already exists", path);
+            return;
+        }
+        if (r < 0) {
+            fs_fail(req, r == -ENOTDIR || r == -EEXIST ? -EINVAL : r, &err, path);
+            return;
+        }
+    }
+    r = vfs_stat(f->rootfd, &f->ids, path, v, &err);
+    if (r < 0) {
+        fs_fail(req, r, &err, path);
+        return;
+    }
+    json_t *o = json_object();
+    (void)json_set(o, "entry", e2b_entry_json(v));
+    e2b_rpc_ok(req, o);
+}
+
+bool
+e2b_filesystem_is_stream(const char *method)
+{
+    return !strcmp(method, "WatchDir");
+}
+
+void
+e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg)
+{
+    struct fsctx f;
+    struct err err = {0};
+    char path[PATH_MAX_LEN + 1];
+    int r;
+
+    if (!strcmp(method, "WatchDir")) {
+        e2b_watch(req, c, msg);
+        return;
+    }
+    if (fs_open(req, c, &f) < 0)
+        return;
+    if (!strcmp(method, "Stat") || !strcmp(method, "MakeDir") || !strcmp(method, "Move")) {
+        struct vfs_entry *v = malloc(sizeof(*v));
+        if (!v)
+            e2b_rpc_error(req, "internal", "out of memory");
+        else
+            entry_op(req, c, &f, method, msg, v);
+        free(v);
+        return;
+    }
+    if (!strcmp(method, "ListDir")) {
+        uint64_t depth = 1;
+        if (msg_path(req, &f, msg, "path", path, sizeof(path)) < 0)
+            return;
+        if (json_get_u64(msg, "depth", false, VFS_MAX_DEPTH, &depth, &err) < 0) {
+            e2b_rpc_error(req, "invalid_argument", "%s", err.msg);
+            return;
+        }
+        struct list_acc acc = {json_array()};
+        r = vfs_list(f.rootfd, &f.ids, path, (unsigned)depth, list_one, &acc, &err);
+        if (r < 0) {
+            json_decref(acc.arr);
+            if (r == -ENOTDIR)
+                e2b_rpc_error(req, "invalid_argument", "path '%s' is not a directory", path);
+            else
+                fs_fail(req, r, &err, path);
+            return;
+        }
+        json_t *o = json_object();
+        (void)json_set(o, "entries", acc.arr);
+        e2b_rpc_ok(req, o);
+        return;
+    }
+    if (!strcmp(method, "Remove")) {
+        if (msg_path(req, &f, msg, "path", path, sizeof(path)) < 0)
+            return;
+        r = vfs_remove(f.rootfd, path, &err);
+        if (r < 0)
+            fs_fail(req, r, &err, path);
+        else
+            e2b_rpc_ok(req, NULL);
+        return;
+    }
+    if (!strcmp(method, "CreateWatcher") || !strcmp(method, "GetWatcherEvents") ||
+        !strcmp(method, "RemoveWatcher")) {
+        e2b_rpc_error(req, "unimplemented", "%s is not supported by abx; use WatchDir", method);
+        return;
+    }
+    e2b_rpc_error(req, "unimplemented", "filesystem.Filesystem/%.64s does not exist", method);
+}
+
+/* --- /files --- */
+
+/* v1_ + unpadded base64 of sha256("<path>:<op>:<user>:<token>[:<exp>]"). */
+static int
+signature(const char *path, const char *op, const char *user, const char *token, const char *exp,
+          char *out, size_t n)
+{
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    struct buf in, b;
+    int r;
+    buf_init(&in, 3 * PATH_MAX_LEN);
+    r = buf_printf(&in, "%s:%s:%s:%s", path, op, user, token);
+    if (r == 0 && exp)
+        r = buf_printf(&in, ":%s", exp);
+    if (r < 0) {
+        buf_done(&in);
+        return r;
+    }
+    (void)SHA256((const unsigned char *)in.data, in.len, md);
+    buf_done(&in);
+    buf_init(&b, 128);
+    r = buf_puts(&b, "v1_");
+    if (r == 0)
+        r = b64_encode(&b, md, sizeof(md));
+    while (r == 0 && b.len && b.data[b.len - 1] == '=')
+        b.len--;
+    if (r == 0 && b.len < n) {
+        memcpy(out, b.data, b.len);
+        out[b.len] = '\0';
+    } else if (r == 0) {
+        r = -ENAMETOOLONG;
+    }
+    buf_done(&b);
+    return r;
+}
+
+static bool
+signature_matches(struct entry *e, struct http_req *req)
+{
+    const char *sig = http_req_query(req, "signature");
+    const char *path = http_req_query(req, "path");
+    const char *user = http_req_query(req, "username");
+    const char *exp = http_req_query(req, "signature_expiration");
+    const char *op = strcmp(http_req_method(req), "POST") ? "read" : "write";
+    char want[128];
+    if (!sig || signature(path ? path : "", op, user ? user : "", e->e2b->token, exp, want,
+                          sizeof(want)) < 0)
+        return false;
+    size_t n = strlen(want);
+    return strlen(sig) == n && CRYPTO_memcmp(sig, want, n) == 0;
+}
+
+/* Checks token or signature; answers 401 and returns false when neither
+ * opens the sandbox. */
+static bool
+files_authorized(struct entry *e, struct http_req *req, const char *tok)
+{
+    if (tok) {
+        size_t n = strlen(e->e2b->token);
+        if (strlen(tok) == n && CRYPTO_memcmp(tok, e->e2b->token, n) == 0)
+            return true;
+        e2b_error(req, 401, "access token present in header but does not match");
+        return false;
+    }
+    if (!http_req_query(req, "signature")) {
+        e2b_error(req, 401, "missing access token or signature");
+        return false;
+    }
+    if (!signature_matches(e, req)) {
+        e2b_error(req, 401, "invalid signature");
+        return false;
+    }
+    const char *exp = http_req_query(req, "signature_expiration");
+    if (exp) {
+        char *end;
+        long long t = strtoll(exp, &end, 10);
+        if (*exp == '\0' || *end || t < (long long)time(NULL)) {
+            e2b_error(req, 401, "signature is already expired");
+            return false;
+        }
+    }
+    return true;
+}
+
+static void
+files_get(struct http_req *req, const struct fsctx *f, const char *path)
+{
+    struct err err = {0};
+    int fd = -1;
+    uint64_t size = 0;
+    int r = vfs_open_read(f->rootfd, &f->ids, path, f->user->root, &fd, &size, &err);
+    if (r == -ENOENT) {
+        e2b_error(req, 404, "path '%s' does not exist", path);
+        return;
+    }
+    if (r == -EISDIR) {
+        e2b_error(req, 400, "path '%s' is a directory", path);
+        return;
+    }
+    if (r < 0) {
+        e2b_error(req,
+                  r == -EACCES || r == -EPERM ? 403
+                  : r == -EINVAL              ? 400
+                                              : 500,
+                  "%s", err.msg[0] ? err.msg : strerror(-r));
+        return;
+    }
+    const char *base = strrchr(path, '/');
+    char disp[PATH_NAME_MAX + 64];
+    (void)snprintf(disp, sizeof(disp), "inline; filename=\"%s\"", base ? base + 1 : path);
+    for (char *p = disp + 17; *p; p++)
+        if (*p == '"' && p[1] != '\0')
+            *p = '_'; /* keep the quoted string well formed */
+    http_req_add_header(req, "Content-Disposition", disp);
+    if (size > 0) {
+        http_respond_fd(req, 200, "application/octet-stream", fd, size);
+        return;
+    }
+    /* Size unknown (procfs) or empty: read to EOF. */
+    struct buf b;
+    buf_init(&b, SMALL_READ_MAX);
+    char tmp[65536];
+    for (;;) {
+        ssize_t k = read(fd, tmp, sizeof(tmp));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0 || buf_put(&b, tmp, (size_t)k) < 0)
+            break;
+    }
+    (void)close(fd);
+    http_respond(req, 200, "application/octet-stream", b.data, b.len);
+    buf_done(&b);
+}
+
+/* One upload (POST /files), streamed. */
+struct upload {
+    struct http_req *req; /* outlives the upload (freed when it closes) */
+    struct api *api;
+    char id[API_ID_LEN + 1];
+    struct fsctx f;
+    struct e2b_user user;
+    char query_path[PATH_MAX_LEN + 1];
+    bool has_query_path;
+    struct multipart *mp;
+    struct inflate *z;
+    struct vfs_meta meta;
+    int fd;
+    char cur[PATH_MAX_LEN + 1];
+    uint64_t written, max;
+    json_t *answer;
+    bool failed;
+};
+
+static void
+upload_close(struct http_req *req, void *ud)
+{
+    struct upload *u = ud;
+    (void)req;
+    if (u->fd >= 0)
+        (void)close(u->fd);
+    multipart_free(u->mp);
+    inflate_free(u->z);
+    json_decref(u->answer);
+    free(u);
+}
+
+static int
+up_fail(struct http_req *req, struct upload *u, unsigned status, const char *msg)
+{
+    if (!u->failed) {
+        u->failed = true;
+        e2b_error(req, status, "%s", msg);
+    }
+    return -EIO;
+}
+
+static int
+up_errno(struct http_req *req, struct upload *u, int r, const struct err *err)
+{
+    unsigned status =
+            r == -ENOSPC || r == -EDQUOT ? 507
+            : r == -EISDIR || r == -EINVAL || r == -ENOTDIR || r == -ENAMETOOLONG || r == -EEXIST
+                    ? 400
+            : r == -EACCES || r == -EPERM ? 403
+                                          : 500;
+    char tmp[128];
+    (void)snprintf(tmp, sizeof(tmp), "%s", strerror(-r));
+    return up_fail(req, u, status, err && err->msg[0] ? err->msg : tmp);
+}
+
+/* Opens the next file of the upload; rel is what the client named. */
+static int
+up_open(struct http_req *req, struct upload *u, const char *rel)
+{
+    struct err err = {0};
+    char path[PATH_MAX_LEN + 1];
+    /* The sandbox may have gone while the body streamed: its root with it. */
+    struct entry *e = hashmap_get(u->api->map, u->id);
+    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused)
+        return up_fail(req, u, 502, "The sandbox was not found");
+    u->f.rootfd = sandbox_view_fd(e->sb);
+    int r = vfs_resolve(rel, u->user.home, path, sizeof(path), &err);
+    if (r < 0)
+        return up_fail(req, u, 400, err.msg);
+    for (size_t i = 0; i < json_array_size(u->answer); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(u->answer, i), "path")), path))
+            return up_fail(req, u, 400, "two parts of the upload write the same path");
+    r = vfs_open_write(u->f.rootfd, &u->f.ids, path, u->user.root, &u->fd, &err);
+    if (r < 0)
+        return up_errno(req, u, r, &err);
+    r = vfs_set_meta(u->fd, &u->meta, &err);
+    if (r < 0 && !(r == -EOPNOTSUPP && u->meta.n == 0))
+        return up_errno(req, u, r, &err);
+    strcpy(u->cur, path);
+    u->written = 0;
+    const char *base = strrchr(path, '/');
+    json_t *o = json_object();
+    (void)json_set(o, "name", json_string(base && base[1] ? base + 1 : path));
+    (void)json_set(o, "path", json_string(path));
+    (void)json_set(o, "type", json_string("file"));
+    if (u->meta.n)
+        (void)json_set(o, "metadata", meta_json(&u->meta));
+    if (json_array_append_new(u->answer, o) < 0)
+        return up_fail(req, u, 500, "out of memory");
+    return 0;
+}
+
+static int
+up_write(void *ud, const void *data, size_t n)
+{
+    struct upload *u = ud;
+    if (u->fd < 0)
+        return 0; /* a part we skip */
+    if (u->written + n > u->max)
+        return -EFBIG;
+    int r = write_full(u->fd, data, n);
+    if (r < 0)
+        return r;
+    u->written += n;
+    return 0;
+}
+
+static int
+up_close_file(struct upload *u)
+{
+    int fd = u->fd;
+    u->fd = -1;
+    return fd >= 0 && close(fd) < 0 ? -errno : 0;
+}
+
+static int
+part_begin(void *ud, const struct multipart_part *p)
+{
+    struct upload *u = ud;
+    if (!p->name || strcmp(p->name, "file"))
+        return 0; /* only parts named "file" */
+    const char *rel = p->filename && *p->filename ? p->filename : NULL;
+    if (!rel && u->has_query_path)
+        rel = u->query_path;
+    if (!rel)
+        return up_fail(u->req, u, 400, "a part has no filename and the request no path");
+    return up_open(u->req, u, rel);
+}
+
+static int
+part_end(void *ud)
+{
+    struct upload *u = ud;
+    int r = up_close_file(u);
+    return r < 0 ? up_errno(u->req, u, r, NULL) : 0;
+}
+
+static const struct multipart_cb mp_cb = {part_begin, up_write, part_end};
+
+static int
+up_chunk(struct http_req *req, const char *data, size_t len)
+{
+    struct upload *u = http_req_userdata(req);
+    struct err err = {0};
+    int r;
+    if (u->failed)
+        return -EIO;
+    if (u->mp)
+        r = multipart_feed(u->mp, data, len, &err);
+    else if (u->z)
+        r = inflate_feed(u->z, data, len, up_write, u, &err);
+    else
+        r = up_write(u, data, len);
+    if (r < 0 && !u->failed) {
+        if (r == -EFBIG)
+            return up_fail(req, u, 400, "the file is larger than this server accepts");
+        if (r == -EPROTO || r == -EINVAL || r == -EMSGSIZE)
+            return up_fail(req, u, 400, err.msg[0] ? err.msg : "malformed body");
+        return up_errno(req, u, r, &err);
+    }
+    return r < 0 ? -EIO : 0;
+}
+
+static void
+up_done(struct http_req *req)
+{
+    struct upload *u = http_req_userdata(req);
+    struct err err = {0};
+    int r = 0;
+    if (u->failed)
+        return;
+    if (u->mp)
+        r = multipart_finish(u->mp, &err);
+    else if (u->z)
+        r = inflate_finish(u->z, &err);
+    if (u->failed)
+        return;
+    if (r < 0) {
+        (void)up_fail(req, u, 400, err.msg[0] ? err.msg : "malformed body");
+        return;
+    }
+    if ((r = up_close_file(u)) < 0) {
+        (void)up_errno(req, u, r, NULL);
+        return;
+    }
+    if (json_array_size(u->answer) == 0) {
+        (void)up_fail(req, u, 400, "the upload names no file (parts must be named \"file\")");
+        return;
+    }
+    u->api->m.bytes_uploaded += u->written;
+    json_t *a = u->answer;
+    u->answer = NULL;
+    api_json(req, 200, a);
+}
+
+struct meta_acc {
+    struct vfs_meta *m;
+    int r;
+    char bad[128];
+};
+
+static int
+meta_header(void *ud, const char *name, const char *value)
+{
+    struct meta_acc *acc = ud;
+    if (strncasecmp(name, "X-Metadata-", 11) || !name[11])
+        return 0;
+    char key[VFS_META_KEY_MAX + 2];
+    size_t n = strlen(name + 11);
+    if (n > VFS_META_KEY_MAX) {
+        acc->r = -EINVAL;
+        (void)snprintf(acc->bad, sizeof(acc->bad), "metadata key is longer than %d bytes",
+                       VFS_META_KEY_MAX);
+        return acc->r;
+    }
+    for (size_t i = 0; i <= n; i++)
+        key[i] = (char)tolower((unsigned char)name[11 + i]);
+    if (vfs_meta_add(acc->m, key, value) < 0) {
+        acc->r = -EINVAL;
+        (void)snprintf(acc->bad, sizeof(acc->bad), "metadata exceeds %d pairs or %d bytes",
+                       VFS_META_MAX, VFS_META_BYTES);
+        return acc->r;
+    }
+    return 0;
+}
+
+static void
+files_post(struct api *a, struct http_req *req, struct entry *e, const struct fsctx *f)
+{
+    struct err err = {0};
+    const char *ct = http_req_header(req, "Content-Type");
+    const char *enc = http_req_header(req, "Content-Encoding");
+    const char *qp = http_req_query(req, "path");
+    struct upload *u = calloc(1, sizeof(*u));
+    if (!u) {
+        e2b_error(req, 500, "out of memory");
+        return;
+    }
+    u->req = req;
+    u->api = a;
+    memcpy(u->id, e->id, sizeof(u->id));
+    u->f = *f;
+    u->user = *f->user;
+    u->f.user = &u->user;
+    u->fd = -1;
+    u->max = a->cfg.max_file_bytes;
+    u->answer = json_array();
+    http_req_set_userdata(req, u, upload_close);
+    if (qp) {
+        if (strlen(qp) >= sizeof(u->query_path)) {
+            e2b_error(req, 400, "'path' is too long");
+            return;
+        }
+        strcpy(u->query_path, qp);
+        u->has_query_path = true;
+    }
+    struct meta_acc acc = {.m = &u->meta};
+    if (http_req_headers(req, meta_header, &acc) < 0) {
+        e2b_error(req, 400, "%s", acc.bad);
+        return;
+    }
+    if (enc && strcasecmp(enc, "identity") && strcasecmp(enc, "gzip")) {
+        e2b_error(req, 400, "unsupported Content-Encoding '%.32s' (gzip only)", enc);
+        return;
+    }
+    if (ct && !strncasecmp(ct, "multipart/form-data", 19)) {
+        char boundary[MULTIPART_BOUNDARY_MAX + 1];
+        if (enc && !strcasecmp(enc, "gzip")) {
+            e2b_error(req, 400, "gzip is accepted with application/octet-stream only");
+            return;
+        }
+        if (multipart_boundary(ct, boundary, sizeof(boundary), &err) < 0 ||
+            multipart_new(boundary, &mp_cb, u, &u->mp) < 0) {
+            e2b_error(req, 400, "%s", err.msg[0] ? err.msg : "bad multipart boundary");
+            return;
+        }
+    } else {
+        if (!u->has_query_path) {
+            e2b_error(req, 400, "an octet-stream upload needs the 'path' query parameter");
+            return;
+        }
+        if (enc && !strcasecmp(enc, "gzip") && inflate_new(&u->z) < 0) {
+            e2b_error(req, 500, "out of memory");
+            return;
+        }
+        if (up_open(req, u, u->query_path) < 0)
+            return;
+    }
+    http_req_stream_body(req, up_chunk, up_done);
+}
+
+static void
+files_route(struct api *a, struct http_req *req, struct entry *e)
+{
+    struct fsctx f;
+    struct e2b_user user;
+    char path[PATH_MAX_LEN + 1];
+    struct err err = {0};
+    const char *uname = http_req_query(req, "username");
+
+    if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
+        return;
+    if (!uname || !*uname || !strcmp(uname, "user"))
+        user = (struct e2b_user){false, "user", "/home/user"};
+    else if (!strcmp(uname, "root"))
+        user = (struct e2b_user){true, "root", "/root"};
+    else {
+        e2b_error(req, 401, "invalid user: '%.64s'", uname);
+        return;
+    }
+    f.rootfd = sandbox_view_fd(e->sb);
+    if (f.rootfd < 0) {
+        e2b_error(req, 501, "this sandbox has no file system view of its own (isolation mode)");
+        return;
+    }
+    vfs_ids_from_jail(sandbox_jail(e->sb), &f.ids);
+    f.user = &user;
+    api_touch(e);
+    if (!strcmp(http_req_method(req), "GET") || http_req_is_head(req)) {
+        const char *p = http_req_query(req, "path");
+        if (vfs_resolve(p ? p : "", user.home, path, sizeof(path), &err) < 0) {
+            e2b_error(req, 400, "%s", err.msg);
+            return;
+        }
+        files_get(req, &f, path);
+        return;
+    }
+    if (!strcmp(http_req_method(req), "POST")) {
+        files_post(a, req, e, &f);
+        return;
+    }
+    e2b_error(req, 405, "use GET or POST on /files");
+}
+
+void
+e2b_files(struct api *a, struct http_req *req, struct entry *e, const char *tok)
+{
+    if (files_authorized(e, req, tok))
+        files_route(a, req, e);
+}
+
+void
+e2b_files_signed(struct api *a, struct http_req *req)
+{
+    if (!http_req_query(req, "signature")) {
+        e2b_error(req, 401, "a /files request needs E2b-Sandbox-Id or a signature");
+        return;
+    }
+    list_foreach (l, &a->entries) {
+        struct entry *e = list_entry(l, struct entry, link);
+        if (e->state != E_READY || !e->e2b || !signature_matches(e, req))
+            continue;
+        if (e->e2b->paused) {
+            e2b_error(req, 502, "The sandbox was not found");
+            return;
+        }
+        if (files_authorized(e, req, http_req_header(req, "X-Access-Token")))
+            files_route(a, req, e);
+        return;
+    }
+    e2b_error(req, 401, "invalid signature");
+}

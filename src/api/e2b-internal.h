@@ -1,0 +1,165 @@
+/*
+ * e2b-internal.h - what the files of the E2B surface share.
+ *
+ * The E2B surface is an adapter: its sandboxes are ordinary entries of the
+ * api's table (created by api_create()), its processes are the sandbox's
+ * process table, its files go through the sandbox's view of its own root.
+ * An entry made through E2B carries a struct e2b_sb with the envd access
+ * token and the streams that must be cut when the sandbox goes.
+ *
+ * Wire facts: ../shared/specs/e2b-surface.md (the SDK 2.51 fact sheet).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "../util/list.h"
+#include "api-internal.h"
+
+#define E2B_ENVD_VERSION "0.6.4"
+#define E2B_TOKEN_LEN    40                /* hex characters of an envd access token */
+#define E2B_RPC_MAX      (4 * 1024 * 1024) /* bytes of one RPC request body */
+
+struct e2b_sb {
+    char token[E2B_TOKEN_LEN + 1]; /* envdAccessToken, for the sandbox's whole life */
+    char alias[128];               /* the template name the caller asked for */
+    bool paused;                   /* cgroup frozen (pause with memory) */
+    bool snapshotting;             /* cgroup frozen while its files are copied */
+    struct list streams;           /* struct e2b_stream: envd streams open on it */
+    struct e2b_snapjob *snap;      /* the snapshot being taken of it, NULL = none */
+    struct e2b_restore *restore;   /* the snapshot its files come from, until restored */
+    struct e2b_cold *cold;         /* its E2B identity when resumed from a cold pause */
+};
+
+/* A sandbox paused without memory ({"memory": false}): its files are a
+ * hidden snapshot, its processes and jail are gone. It keeps its E2B id,
+ * token and metadata; resume (connect) makes a new sandbox (a new internal
+ * id, live) from the snapshot and answers for it under id. The record goes
+ * with the last sandbox that ran as it, or when it is killed paused. */
+struct e2b_cold {
+    struct list link;
+    char id[API_ID_LEN + 1]; /* the E2B sandboxID, for its whole life */
+    char token[E2B_TOKEN_LEN + 1];
+    char alias[128];
+    const struct template *t;
+    const struct api_scope *scope;
+    json_t *meta;
+    uint64_t created_wall_ms, timeout_s;
+    struct jail_limits lim;
+    char snap[64];      /* its files while paused, "" while it runs */
+    struct entry *live; /* the sandbox it runs as, NULL while paused */
+    bool resuming;
+};
+/* The records, kept with the snapshot store (NULL before its first use). */
+struct list *e2b_cold_list(struct api *a);
+/* The E2B id of e (its cold record's when it has one). */
+static inline const char *
+e2b_public_id(const struct entry *e)
+{
+    return e->e2b && e->e2b->cold ? e->e2b->cold->id : e->id;
+}
+/* The entry an E2B id names, not dying (a resumed sandbox by its E2B id);
+ * NULL when none, also when it is paused without memory. */
+struct entry *e2b_lookup(struct api *a, const char *id);
+
+/* An open envd stream (process output, watch) of a sandbox: cut when the
+ * sandbox is killed or paused (the SDK then probes /health). */
+struct e2b_stream {
+    struct list link;
+    void (*cut)(struct e2b_stream *s);
+};
+
+/* e2b-snapshots.c: file-system snapshots (sandbox/snapshot.h) stored in
+ * <state_dir>/snapshots/<id>/{info.json,root/}, copied on a worker thread.
+ * A sandbox is frozen while it is copied. */
+#define E2B_FORK_MAX 10 /* sandboxes one fork may create */
+struct e2b_snap_info {
+    char id[64];
+    char tmpl[128];  /* the template the snapshotted sandbox ran */
+    char alias[128]; /* what it was created as */
+};
+/* Takes a snapshot of e; then(a, r, err, snap_id, ud) runs on the loop when
+ * it is stored (r = 0) or failed (-EFBIG / -E2BIG over the limits), also
+ * when e went meanwhile; closing is set when abxd is shutting down (free
+ * ud, answer nothing). name may be NULL. hidden: kept out of lists. */
+typedef void (*e2b_snap_fn)(struct api *a, int r, const struct err *err, const char *snap_id,
+                            bool closing, void *ud);
+int e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
+                      e2b_snap_fn then, void *ud, struct err *err);
+/* The snapshot named id (or, failing that, the newest one named so). */
+int e2b_snapshot_find(struct api *a, const char *id, struct e2b_snap_info *ret);
+/* Removes snapshot id (the rest happens on the worker). -ENOENT. */
+int e2b_snapshot_delete(struct api *a, const char *id);
+void e2b_snapshot_list(struct api *a, struct http_req *req);
+/* Makes the entry e, created with api_create() and not ready yet, get the
+ * files of snapshot snap_id before it is answered: req (at ready) is then
+ * answered by the restore; with report set, report(a, e or NULL, r, err,
+ * ud) is called instead (fork), exactly once. */
+typedef void (*e2b_restored_fn)(struct api *a, struct entry *e, int r, const struct err *err,
+                                void *ud);
+int e2b_restore_attach(struct api *a, struct entry *e, const char *snap_id, e2b_restored_fn report,
+                       void *ud);
+/* Whether api_free() stopped the snapshot worker: answer nothing more. */
+bool e2b_snaps_closing(const struct api *a);
+/* e2b_entry_free(): e goes; its snapshot or restore carries on without it. */
+void e2b_snapshots_entry_gone(struct entry *e);
+
+/* e2b-platform.c: the platform REST API (X-API-KEY). */
+void e2b_platform(struct api *a, struct http_req *req, const char *path);
+
+/* e2b-envd.c: envd requests for the sandbox named by E2b-Sandbox-Id, and
+ * signed /files URLs. */
+void e2b_envd(struct api *a, struct http_req *req, const char *path);
+void e2b_stream_attach(struct entry *e, struct e2b_stream *s);
+void e2b_stream_detach(struct e2b_stream *s);
+
+/* Connect RPC answers (e2b-envd.c). code is a Connect code name. */
+void e2b_rpc_error(struct http_req *req, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+void e2b_rpc_ok(struct http_req *req, json_t *msg); /* steals msg; NULL = {} */
+const char *e2b_code_for_errno(int neg_errno);
+
+/* Who an envd request acts as. */
+struct e2b_user {
+    bool root;
+    const char *name; /* "user" or "root" */
+    const char *home; /* "/home/user" or "/root" */
+};
+
+/* The context of one envd RPC: its sandbox and user. */
+struct e2b_call {
+    struct api *api;
+    char id[API_ID_LEN + 1];
+    struct e2b_user user;
+    uint64_t timeout_ms;   /* Connect-Timeout-Ms, 0 = none */
+    uint64_t keepalive_ms; /* Keepalive-Ping-Interval, 0 = none */
+};
+
+/* The live entry of call c (NULL when it is gone). */
+struct entry *e2b_call_entry(const struct e2b_call *c);
+
+/* e2b-process.c: process.Process/<method>. body is the request message
+ * (JSON) for unary methods and the first envelope's payload for streams. */
+void e2b_process(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg);
+bool e2b_process_is_stream(const char *method);
+/* e2b-process.c: process.Process/StreamInput, a client stream (start
+ * {process}, then data {input} and keepalive messages) read as it comes. */
+void e2b_stream_input(struct http_req *req, const struct e2b_call *c);
+
+/* e2b-files.c: filesystem.Filesystem/<method> and /files. */
+void e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg);
+bool e2b_filesystem_is_stream(const char *method);
+/* e2b-watch.c: filesystem.Filesystem/WatchDir (a server stream). */
+void e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg);
+/* e2b-files.c: an EntryInfo of the vfs entry (also for watch events). */
+struct vfs_entry;
+json_t *e2b_entry_json(const struct vfs_entry *v);
+
+/* /files for sandbox e; tok is the X-Access-Token header (NULL = absent:
+ * then a signature must authorize it). */
+void e2b_files(struct api *a, struct http_req *req, struct entry *e, const char *tok);
+/* /files without a sandbox id: a signed URL, routed by its signature. */
+void e2b_files_signed(struct api *a, struct http_req *req);
