@@ -36,11 +36,12 @@ meson_suite() {
     printf '%s: %s passed, %s failed, %s skipped (log: %s)\n' "$label" "${ok:-0}" "${fail:-0}" "${skip:-0}" "$log"
 }
 
-# Runs node's test runner on the integration suite against a build.
+# Runs node's test runner on a suite (tests/integration by default, or
+# tests/e2b: the real E2B SDK) against a build.
 node_suite() {
-    local bindir=$1 label=$2
+    local bindir=$1 label=$2 dir=${3:-tests/integration}
     local log="$LOGDIR/$label.log"
-    ABX_BIN_DIR="$bindir" node --test --test-concurrency=2 tests/integration/ >"$log" 2>&1
+    ABX_BIN_DIR="$bindir" node --test --test-concurrency=2 "$dir"/ >"$log" 2>&1
     local rc=$?
     local p f
     p=$(grep -E '^# pass ' "$log" | awk '{print $3}')
@@ -86,6 +87,9 @@ meson_suite build unit unit-gcc
 note "integration tests (gcc)"
 node_suite build/src integration-gcc
 
+note "E2B SDK compatibility tests (gcc)"
+node_suite build/src e2b-gcc tests/e2b
+
 note "build (clang, ASan+UBSan, fuzz targets)"
 if [ ! -f build-asan/build.ninja ]; then
     CC=clang meson setup build-asan --buildtype=debug -Dwerror=true \
@@ -109,6 +113,9 @@ meson_suite build-asan fuzz fuzz-replay
 
 note "integration tests (ASan+UBSan abxd)"
 node_suite build-asan/src integration-asan
+
+note "E2B SDK compatibility tests (ASan+UBSan abxd)"
+node_suite build-asan/src e2b-asan tests/e2b
 
 note "clang-format"
 unformatted=$(git ls-files '*.c' '*.h' | while read -r f; do

@@ -1,0 +1,305 @@
+// files.watchDir through the real E2B SDK 2.51: event types and names,
+// recursive watches that pick up directories made later (and moved ones),
+// includeEntry, the errors the SDK maps (missing → FileNotFoundError, a file
+// → InvalidArgumentError), stop() freeing the watch in abxd, a killed
+// sandbox ending the watch, the stream's deadline, and a raw look at the
+// wire. Files are made with commands.run, as a process in the sandbox would.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readlinkSync } from 'node:fs';
+import { setup, sleep, envd } from './lib.mjs';
+
+let d, Sandbox, E, sbx;
+before(async () => {
+  const s = await setup();
+  d = s.d;
+  E = s.sdk;
+  Sandbox = s.sdk.Sandbox;
+  sbx = await Sandbox.create();
+});
+after(async () => {
+  if (sbx) await sbx.kill();
+  if (d) await d.stop();
+});
+
+// Resolves once pred(events) holds, or fails after ms with what arrived.
+async function until(events, pred, ms = 5000) {
+  const t0 = Date.now();
+  while (!pred(events)) {
+    if (Date.now() - t0 > ms) assert.fail(`timed out; events: ${JSON.stringify(events, null, 1)}`);
+    await sleep(20);
+  }
+}
+
+const has = (type, name) => (evs) => evs.some((e) => e.type === type && e.name === name);
+const seen = (evs) => evs.map((e) => `${e.type} ${e.name}`);
+
+// inotify descriptors abxd holds open: one per live watch, nothing else.
+function inotifyFds() {
+  let n = 0;
+  for (const f of readdirSync(`/proc/${d.proc.pid}/fd`)) {
+    try {
+      if (readlinkSync(`/proc/${d.proc.pid}/fd/${f}`) === 'anon_inode:inotify') n++;
+    } catch {}
+  }
+  return n;
+}
+
+// Waits for the count: a stopped watch goes once abxd writes to its
+// socket again (at most the 2 s probe later).
+async function fdsBecome(want) {
+  const t0 = Date.now();
+  while (inotifyFds() !== want && Date.now() - t0 < 10000) await sleep(20);
+  assert.equal(inotifyFds(), want);
+}
+
+const frame = (obj) => {
+  const j = Buffer.from(JSON.stringify(obj));
+  const h = Buffer.alloc(5);
+  h.writeUInt32BE(j.length, 1);
+  return Buffer.concat([h, j]);
+};
+const call = (body, headers = {}) =>
+  envd(d, sbx, 'POST', '/filesystem.Filesystem/WatchDir', {
+    headers: { 'Content-Type': 'application/connect+json', ...headers },
+    body: frame(body),
+  });
+// The envelopes of a whole response body.
+async function frames(res) {
+  const buf = Buffer.from(await res.arrayBuffer());
+  const out = [];
+  for (let o = 0; o + 5 <= buf.length; ) {
+    const n = buf.readUInt32BE(o + 1);
+    out.push({ flags: buf[o], msg: JSON.parse(buf.subarray(o + 5, o + 5 + n).toString()) });
+    o += 5 + n;
+  }
+  return out;
+}
+
+async function run(cmd, opts) {
+  const r = await sbx.commands.run(cmd, opts);
+  assert.equal(r.exitCode, 0, r.stderr);
+  return r;
+}
+
+test('create, write, chmod, rename, remove in a watched directory', async () => {
+  await run('mkdir -p w1');
+  const events = [];
+  const h = await sbx.files.watchDir('w1', (e) => events.push(e));
+  try {
+    await run('echo hi > w1/a.txt');
+    await until(events, has('write', 'a.txt'));
+    await run('chmod 600 w1/a.txt && mv w1/a.txt w1/b.txt && rm w1/b.txt');
+    await until(events, has('remove', 'b.txt'));
+    const got = seen(events);
+    const want = ['create a.txt', 'write a.txt', 'chmod a.txt', 'rename a.txt', 'create b.txt', 'remove b.txt'];
+    // In this order (a write may repeat).
+    let i = 0;
+    for (const g of got) if (g === want[i]) i++;
+    assert.equal(i, want.length, JSON.stringify(got));
+    assert.ok(events.every((e) => e.entry === undefined));
+    // Not recursive: a subdirectory reports itself, not what is inside it.
+    await run('mkdir w1/sub && touch w1/sub/x && touch w1/done');
+    await until(events, has('create', 'done'));
+    assert.ok(has('create', 'sub')(events));
+    assert.ok(!events.some((e) => e.name.startsWith('sub/')), JSON.stringify(seen(events)));
+    // The watched directory itself is ".".
+    await run('chmod 700 w1');
+    await until(events, has('chmod', '.'));
+  } finally {
+    await h.stop();
+  }
+});
+
+test('recursive: directories made (and moved) after the start are watched', async () => {
+  await run('mkdir -p rw/pre/deep && mkdir -p /tmp/outside && ln -s /tmp/outside rw/link');
+  const events = [];
+  const h = await sbx.files.watchDir('rw', (e) => events.push(e), { recursive: true });
+  try {
+    // Existing subdirectories are watched from the start.
+    await run('echo x > rw/pre/deep/f');
+    await until(events, has('write', 'pre/deep/f'));
+    // As the SDK's own test: the directory, then a file written in it.
+    await run('mkdir rw/nested');
+    await until(events, has('create', 'nested'));
+    await run('echo content > rw/nested/file.txt');
+    await until(events, has('write', 'nested/file.txt'));
+    // mkdir -p and a file at once: the new levels are scanned as they are watched.
+    await run('mkdir -p rw/a/b/c && echo z > rw/a/b/c/f');
+    for (const n of ['a', 'a/b', 'a/b/c', 'a/b/c/f']) await until(events, has('create', n));
+    // A directory renamed inside the tree reports under its new name.
+    await run('mv rw/nested rw/moved');
+    await until(events, has('create', 'moved'));
+    await run('echo again > rw/moved/file.txt');
+    await until(events, has('write', 'moved/file.txt'));
+    // Moved in from outside: watched, its contents reported as created.
+    await run('mkdir -p /tmp/in/sub && touch /tmp/in/sub/g && mv /tmp/in rw/in');
+    await until(events, has('create', 'in/sub/g'));
+    await run('touch rw/in/sub/h');
+    await until(events, has('create', 'in/sub/h'));
+    // A symlinked directory is not followed.
+    await run('touch /tmp/outside/x && touch rw/mark');
+    await until(events, has('create', 'mark'));
+    assert.ok(!events.some((e) => e.name.startsWith('link/')), JSON.stringify(seen(events)));
+    // Removing a tree.
+    await run('rm -rf rw/a');
+    await until(events, has('remove', 'a'));
+    assert.ok(has('remove', 'a/b/c/f')(events));
+  } finally {
+    await h.stop();
+  }
+});
+
+test('includeEntry: CREATE, WRITE and CHMOD carry the entry, REMOVE does not', async () => {
+  await run('mkdir -p ie');
+  const events = [];
+  const h = await sbx.files.watchDir('ie', (e) => events.push(e), { includeEntry: true });
+  const last = (type, name) => events.findLast((e) => e.type === type && e.name === name);
+  try {
+    await run('printf 12345 > ie/f.txt');
+    await until(events, has('write', 'f.txt'));
+    const create = last('create', 'f.txt');
+    assert.ok(create.entry, JSON.stringify(create));
+    assert.equal(create.entry.name, 'f.txt');
+    assert.equal(create.entry.path, '/home/user/ie/f.txt');
+    assert.equal(create.entry.type, 'file');
+    assert.equal(create.entry.owner, 'user');
+    assert.equal(create.entry.permissions, '-rw-r--r--');
+    await until(events, (evs) => last('write', 'f.txt')?.entry?.size === 5);
+    await run('chmod 640 ie/f.txt');
+    await until(events, has('chmod', 'f.txt'));
+    assert.equal(last('chmod', 'f.txt').entry.mode, 0o640);
+    await run('mkdir ie/dir');
+    await until(events, has('create', 'dir'));
+    assert.equal(last('create', 'dir').entry.type, 'dir');
+    assert.equal(last('create', 'dir').entry.path, '/home/user/ie/dir');
+    await run('rm ie/f.txt');
+    await until(events, has('remove', 'f.txt'));
+    assert.equal(last('remove', 'f.txt').entry, undefined);
+    // Gone before the event is handled: no entry, and the watch goes on.
+    await run('for i in 1 2 3 4 5; do touch ie/t$i; rm ie/t$i; done; touch ie/end');
+    await until(events, has('create', 'end'));
+    assert.ok(last('create', 'end').entry);
+  } finally {
+    await h.stop();
+  }
+});
+
+test('errors: a missing directory, a file, an absent user', async () => {
+  await assert.rejects(sbx.files.watchDir('no_such_dir', () => {}), (e) => {
+    assert.ok(e instanceof E.FileNotFoundError, `${e.constructor.name}: ${e.message}`);
+    assert.match(e.message, /\/home\/user\/no_such_dir/);
+    return true;
+  });
+  await run('echo f > plain.txt');
+  await assert.rejects(sbx.files.watchDir('plain.txt', () => {}), (e) => {
+    assert.ok(e instanceof E.InvalidArgumentError, `${e.constructor.name}: ${e.message}`);
+    assert.match(e.message, /not a directory/);
+    return true;
+  });
+  await assert.rejects(sbx.files.watchDir('/tmp', () => {}, { user: 'mallory' }), E.AuthenticationError);
+});
+
+test('/tmp and the root user', async () => {
+  await run('mkdir -p /tmp/w && chmod 777 /tmp/w');
+  const events = [];
+  const h = await sbx.files.watchDir('/tmp/w', (e) => events.push(e));
+  const r = [];
+  const hr = await sbx.files.watchDir('~', (e) => r.push(e), { user: 'root' });
+  try {
+    await run('touch /tmp/w/a');
+    await until(events, has('create', 'a'));
+    await run('touch /root/mine', { user: 'root' });
+    await until(r, has('create', 'mine'));
+  } finally {
+    await h.stop();
+    await hr.stop();
+  }
+});
+
+test('stop() frees the watch in abxd; many watches come and go', async () => {
+  await run('mkdir -p st');
+  await fdsBecome(0); // the watches of the tests before
+  for (let i = 0; i < 2; i++) {
+    const hs = await Promise.all(
+      [0, 1, 2].map(() => sbx.files.watchDir('st', () => {}, { recursive: true, includeEntry: true })),
+    );
+    assert.equal(inotifyFds(), 3);
+    await run('touch st/x' + i);
+    await Promise.all(hs.map((h) => h.stop()));
+    await fdsBecome(0);
+  }
+  assert.doesNotMatch(d.log, /watch.*(error|fail)/i);
+});
+
+test('the deadline ends the watch; timeoutMs 0 means none', async () => {
+  await run('mkdir -p dl');
+  let exit;
+  const exited = new Promise((r) => (exit = r));
+  const t0 = Date.now();
+  await sbx.files.watchDir('dl', () => {}, { timeoutMs: 1000, onExit: (e) => exit(e ?? null) });
+  const err = await exited;
+  assert.ok(Date.now() - t0 >= 900 && Date.now() - t0 < 10000);
+  assert.ok(err instanceof E.TimeoutError, String(err));
+  // No deadline: still delivering after the default's worth of keepalives would matter.
+  const events = [];
+  const h = await sbx.files.watchDir('dl', (e) => events.push(e), { timeoutMs: 0 });
+  try {
+    await sleep(1200);
+    await run('touch dl/late');
+    await until(events, has('create', 'late'));
+  } finally {
+    await h.stop();
+  }
+});
+
+test('the wire: start first, keepalives, end-stream errors with HTTP 200', async () => {
+  await run('mkdir -p wire');
+  let res = await call({ path: 'nope' });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type'), /application\/connect\+json/);
+  let fr = await frames(res);
+  assert.equal(fr.length, 1);
+  assert.equal(fr[0].flags, 2);
+  assert.equal(fr[0].msg.error.code, 'not_found');
+
+  // Deadline 1.5 s, keepalive every second: start, a keepalive, the end.
+  res = await call({ path: 'wire' }, { 'Connect-Timeout-Ms': '1500', 'Keepalive-Ping-Interval': '1' });
+  assert.equal(res.status, 200);
+  fr = await frames(res);
+  assert.deepEqual(fr[0], { flags: 0, msg: { start: {} } });
+  assert.ok(fr.some((f) => f.flags === 0 && f.msg.keepalive), JSON.stringify(fr));
+  assert.equal(fr.at(-1).flags, 2);
+  assert.equal(fr.at(-1).msg.error.code, 'deadline_exceeded');
+});
+
+test('killing the sandbox ends its watches: onExit gets the error', async () => {
+  const s2 = await Sandbox.create();
+  await s2.commands.run('mkdir -p k');
+  let exit;
+  const exited = new Promise((r) => (exit = r));
+  await s2.files.watchDir('k', () => {}, { recursive: true, onExit: (e) => exit(e ?? null) });
+  await fdsBecome(1); // this one only
+  assert.equal(await Sandbox.kill(s2.sandboxId), true);
+  const err = await exited;
+  assert.ok(err instanceof E.TimeoutError, String(err));
+  assert.match(err.message, /killed or reached its end of life/);
+  await fdsBecome(0);
+});
+
+test('a client that does not read: events queue up to a bound, then resource_exhausted', async () => {
+  await run('mkdir -p slow');
+  const res = await call({ path: 'slow' }, { 'Keepalive-Ping-Interval': '1' });
+  assert.equal(res.status, 200);
+  // 40000 creates of ~290-byte envelopes: far more than the queue, the
+  // stream's buffer and the sockets hold while nobody reads.
+  const long = 'x'.repeat(200);
+  await run(`cd slow && for i in $(seq 40000); do : > ${long}$i; done`, { timeoutMs: 120000 });
+  const fr = await frames(res);
+  assert.deepEqual(fr[0], { flags: 0, msg: { start: {} } });
+  assert.ok(fr.length > 100);
+  for (const f of fr.slice(1, -1)) assert.ok(f.msg.filesystem || f.msg.keepalive, JSON.stringify(f));
+  assert.equal(fr.at(-1).flags, 2);
+  assert.equal(fr.at(-1).msg.error.code, 'resource_exhausted', JSON.stringify(fr.at(-1)));
+  await run('rm -rf slow');
+});
