@@ -4,7 +4,8 @@
  * One verb per measurement of `make bench` (bench/run.sh): exec latency in a
  * live sandbox, create -> first exec -> delete rounds, filling the host with
  * idle sandboxes and reading their memory, exec throughput from concurrent
- * clients, and file transfers with abxd's peak RSS. Every verb prints its
+ * clients, file transfers with abxd's peak RSS, and the libabx side of the
+ * E2B SDK comparison (bench/e2b-bench.mjs). Every verb prints its
  * figures as "name.key=value" lines (see bench-util.h) and exits non-zero on
  * the first failed call, saying which call and why. It talks to the abxd at
  * ABX_URL with the key in ABX_API_KEY, like the abx CLI, and removes every
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +46,9 @@ static uint64_t arg_seconds = 10;
 static uint64_t arg_sandboxes;
 static uint64_t arg_wait_pool;
 static uint64_t arg_pid;
+static uint64_t arg_create_n = 200;
+static uint64_t arg_create_w = 10;
+static uint64_t arg_size = 1024 * 1024;
 
 static const char *url;
 static const char *api_key;
@@ -68,21 +73,28 @@ fail_call(struct abx_client *c, const char *what, int r)
     return r;
 }
 
-/* One foreground exec of /bin/true that must exit 0. */
+/* One foreground exec of argv that must exit 0. */
 static int
-exec_true(struct abx_client *c, const char *id)
+exec_argv(struct abx_client *c, const char *id, const char *const *argv)
 {
-    struct abx_exec_spec spec = {.argv = true_argv};
+    struct abx_exec_spec spec = {.argv = argv};
     struct abx_exec_result res = {0};
     int r = abx_exec(c, id, &spec, NULL, NULL, NULL, &res);
     if (r < 0)
         return fail_call(c, "exec", r);
     if (res.exit_code != 0) {
-        fprintf(stderr, "abx-bench: /bin/true exited %d in sandbox '%s'\n", res.exit_code, id);
+        fprintf(stderr, "abx-bench: %s exited %d in sandbox '%s'\n", argv[0], res.exit_code, id);
         r = -EIO;
     }
     abx_exec_result_done(&res);
     return r;
+}
+
+/* One foreground exec of /bin/true that must exit 0. */
+static int
+exec_true(struct abx_client *c, const char *id)
+{
+    return exec_argv(c, id, true_argv);
 }
 
 static int
@@ -801,6 +813,179 @@ out:
     return r;
 }
 
+/* --- e2b-baseline: what bench/e2b-bench.mjs times through the E2B SDK --- */
+
+/* The E2B SDK's commands.run(cmd) starts "/bin/bash -l -c cmd" as "user". */
+static const char *const bash_true_argv[] = {"/bin/bash", "-l", "-c", "true", NULL};
+
+static void
+report_as(struct samples *s, const char *what)
+{
+    char name[128];
+    (void)snprintf(name, sizeof(name), "%s.%s", arg_name, what);
+    samples_report(s, name);
+}
+
+/* Fills buf with len bytes from /dev/urandom. */
+static int
+random_fill(void *buf, size_t len)
+{
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    size_t got = 0;
+    if (fd < 0)
+        return -errno;
+    while (got < len) {
+        ssize_t k = read(fd, (char *)buf + got, len - got);
+        if (k <= 0) {
+            (void)close(fd);
+            return k < 0 ? -errno : -EIO;
+        }
+        got += (size_t)k;
+    }
+    (void)close(fd);
+    return 0;
+}
+
+/* Create -> first "bash -l -c true" done (the delete is not timed, as in
+ * e2b-bench.mjs; with --wait-pool K each round first waits for K warm
+ * sandboxes, so that both sides create from a full pool); then, on one sandbox, exec round trips of
+ * "bash -l -c true" (what commands.run('true') runs) and of /bin/true, a PUT of arg_size random
+ * bytes from memory and a GET of them into memory (a memfd, rewound each time) checked once against
+ * what was written. */
+static int
+verb_e2b_baseline(void)
+{
+    struct abx_client *c = NULL;
+    struct samples create_run = {0}, run = {0}, run_true = {0}, wr = {0}, rd = {0};
+    struct samples *all[] = {&create_run, &run, &run_true, &wr, &rd};
+    const char *path = "/e2b-baseline.bin";
+    unsigned char *data = NULL, *back = NULL;
+    struct lifecycle pace = {0}; /* only its pool_waits_timed_out */
+    char *id = NULL;
+    int mfd = -1, r;
+
+    if ((r = client_open(&c)) < 0)
+        return r;
+    for (size_t i = 0; i < ELEMENTSOF(all); i++)
+        if (samples_init(all[i], (size_t)arg_n) < 0) {
+            r = -ENOMEM;
+            goto out;
+        }
+    data = malloc((size_t)arg_size);
+    back = malloc((size_t)arg_size);
+    if (!data || !back) {
+        r = -ENOMEM;
+        goto out;
+    }
+    if ((r = random_fill(data, (size_t)arg_size)) < 0) {
+        fprintf(stderr, "abx-bench: cannot read /dev/urandom: %s\n", strerror(-r));
+        goto out;
+    }
+    mfd = memfd_create("e2b-baseline", MFD_CLOEXEC);
+    if (mfd < 0) {
+        r = -errno;
+        fprintf(stderr, "abx-bench: memfd_create: %s\n", strerror(-r));
+        goto out;
+    }
+
+    for (uint64_t i = 0; i < arg_create_w + arg_create_n; i++) {
+        char *one = NULL;
+        if (arg_wait_pool && (r = wait_pool(c, &pace)) < 0)
+            goto out;
+        uint64_t t0 = bench_now_ns();
+        if ((r = create_id(c, &one, NULL)) < 0)
+            goto out;
+        r = exec_argv(c, one, bash_true_argv);
+        uint64_t t1 = bench_now_ns();
+        int k = abx_sandbox_kill(c, one);
+        free(one);
+        if (r < 0)
+            goto out;
+        if (k < 0) {
+            r = fail_call(c, "delete", k);
+            goto out;
+        }
+        if (i >= arg_create_w && (r = samples_add(&create_run, t1 - t0)) < 0)
+            goto out;
+    }
+
+    if ((r = create_id(c, &id, NULL)) < 0)
+        goto out;
+    for (uint64_t i = 0; i < arg_warmup + arg_n; i++) {
+        uint64_t t0 = bench_now_ns();
+        if ((r = exec_argv(c, id, bash_true_argv)) < 0)
+            goto out;
+        if (i >= arg_warmup && (r = samples_add(&run, bench_now_ns() - t0)) < 0)
+            goto out;
+    }
+    for (uint64_t i = 0; i < arg_warmup + arg_n; i++) {
+        uint64_t t0 = bench_now_ns();
+        if ((r = exec_argv(c, id, true_argv)) < 0)
+            goto out;
+        if (i >= arg_warmup && (r = samples_add(&run_true, bench_now_ns() - t0)) < 0)
+            goto out;
+    }
+    for (uint64_t i = 0; i < arg_warmup + arg_n; i++) {
+        uint64_t t0 = bench_now_ns();
+        r = abx_file_put(c, id, path, data, (size_t)arg_size, NULL);
+        if (r < 0) {
+            fail_call(c, "file put", r);
+            goto out;
+        }
+        if (i >= arg_warmup && (r = samples_add(&wr, bench_now_ns() - t0)) < 0)
+            goto out;
+    }
+    for (uint64_t i = 0; i < arg_warmup + arg_n; i++) {
+        uint64_t bytes = 0;
+        if (lseek(mfd, 0, SEEK_SET) < 0) {
+            r = -errno;
+            goto out;
+        }
+        uint64_t t0 = bench_now_ns();
+        r = abx_file_download(c, id, path, mfd, &bytes);
+        if (r < 0) {
+            fail_call(c, "file download", r);
+            goto out;
+        }
+        uint64_t t1 = bench_now_ns();
+        if (bytes != arg_size) {
+            fprintf(stderr, "abx-bench: download gave %llu bytes, not %llu\n",
+                    (unsigned long long)bytes, (unsigned long long)arg_size);
+            r = -EIO;
+            goto out;
+        }
+        if (i >= arg_warmup && (r = samples_add(&rd, t1 - t0)) < 0)
+            goto out;
+    }
+    if (pread(mfd, back, (size_t)arg_size, 0) != (ssize_t)arg_size ||
+        memcmp(back, data, (size_t)arg_size) != 0) {
+        fprintf(stderr, "abx-bench: the file came back different\n");
+        r = -EIO;
+        goto out;
+    }
+    report_as(&create_run, "create_run");
+    report_as(&run, "run");
+    report_as(&run_true, "run_bin_true");
+    report_as(&wr, "write");
+    report_as(&rd, "read");
+    bench_result(arg_name, "bytes", "%llu", (unsigned long long)arg_size);
+    bench_result(arg_name, "pool_wait_timeouts", "%llu",
+                 (unsigned long long)pace.pool_waits_timed_out);
+    r = 0;
+out:
+    if (id && abx_sandbox_kill(c, id) < 0)
+        fprintf(stderr, "abx-bench: cannot delete '%s': %s\n", id, abx_client_error(c));
+    free(id);
+    if (mfd >= 0)
+        (void)close(mfd);
+    free(data);
+    free(back);
+    for (size_t i = 0; i < ELEMENTSOF(all); i++)
+        samples_done(all[i]);
+    abx_client_free(c);
+    return r;
+}
+
 /* --- main --- */
 
 static void
@@ -822,6 +1007,12 @@ usage(FILE *f)
                "  throughput  --threads T --seconds S [--sandboxes K]\n"
                "  upload      --id ID --file F --pid ABXD_PID [--path P]\n"
                "  download    --id ID --file F --pid ABXD_PID [--path P]\n"
+               "  e2b-baseline -n N -w W [--create-n N] [--create-w W] [--size BYTES]\n"
+               "               [--wait-pool K]\n"
+               "                                       what bench/e2b-bench.mjs times through\n"
+               "                                       the E2B SDK: create -> first bash -l -c\n"
+               "                                       true; its round trip (and /bin/true's);\n"
+               "                                       PUT and GET of BYTES (1 MiB) from memory\n"
                "\n"
                "  --name NAME   prefix of the result lines (default 'bench')\n");
 }
@@ -850,6 +1041,9 @@ main(int argc, char **argv)
             {"sandboxes", required_argument, NULL, 'k'},
             {"wait-pool", required_argument, NULL, 'W'},
             {"pid", required_argument, NULL, 'p'},
+            {"create-n", required_argument, NULL, 'C'},
+            {"create-w", required_argument, NULL, 'c'},
+            {"size", required_argument, NULL, 'S'},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -883,6 +1077,19 @@ main(int argc, char **argv)
             break;
         case 'p':
             r = parse_num("--pid", &arg_pid);
+            break;
+        case 'C':
+            r = parse_num("--create-n", &arg_create_n);
+            break;
+        case 'c':
+            r = parse_num("--create-w", &arg_create_w);
+            break;
+        case 'S':
+            r = parse_num("--size", &arg_size);
+            if (r == 0 && (arg_size == 0 || arg_size > (uint64_t)1 << 30)) {
+                fprintf(stderr, "abx-bench: --size must be 1..%llu\n", 1ULL << 30);
+                r = -EINVAL;
+            }
             break;
         case 'N':
             arg_name = optarg;
@@ -936,6 +1143,8 @@ main(int argc, char **argv)
         r = verb_transfer(true);
     else if (!strcmp(verb, "download"))
         r = verb_transfer(false);
+    else if (!strcmp(verb, "e2b-baseline"))
+        r = verb_e2b_baseline();
     else {
         fprintf(stderr, "abx-bench: unknown verb '%s'\n", verb);
         usage(stderr);

@@ -4,8 +4,10 @@
 # Builds the two C tools (bench/spawn-bench.c: fork+exec+wait baselines;
 # bench/abx-bench.c: abxd driven through libabx) against build/, starts its
 # own abxd (bin/abxd) on a free loopback port with a temporary state
-# directory and a generated ABX_API_KEY, runs the measurements (the
-# workspace ones through bench/ws-bench.sh, which uses curl), prints the
+# directory and a generated ABX_API_KEY (of E2B's shape, e2b_ + 40 hex, which
+# the E2B SDK checks before sending), runs the measurements (the
+# workspace ones through bench/ws-bench.sh, which uses curl; the E2B SDK
+# ones through bench/e2b-bench.mjs, which uses node), prints the
 # table and writes it into docs/performance.md between the BEGIN/END
 # markers. Whatever happens (failure, Ctrl-C, SIGTERM) it stops its abxd with
 # SIGTERM and removes its temporary directory and abxd's (empty) instance
@@ -18,7 +20,8 @@
 #   BENCH_EXEC_N (2000) BENCH_WARMUP (200) BENCH_LIFECYCLE_N (200)
 #   BENCH_LIVE (500) BENCH_THREADS (16) BENCH_SECONDS (10) BENCH_BIG_MIB (1024)
 #   BENCH_SETTLE_S (10) BENCH_WS_FILES (10000) BENCH_WS_REPS (5)
-#   BENCH_WS_WAKE_MIB (100) BENCH_TOOLS_RUNS (10) BENCH_DOC (docs/performance.md; "-" = do not write)
+#   BENCH_WS_WAKE_MIB (100) BENCH_TOOLS_RUNS (10) BENCH_E2B_N (200) BENCH_E2B_WARMUP (20)
+#   BENCH_DOC (docs/performance.md; "-" = do not write)
 #   BENCH_TMPDIR (/var/tmp: the files and the state directory share its disk)
 #   BENCH_QUICK=1 (small counts everywhere; does not write the document)
 set -euo pipefail
@@ -31,6 +34,7 @@ CC=${CC:-cc}
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
     : "${BENCH_EXEC_N:=200}" "${BENCH_WARMUP:=20}" "${BENCH_LIFECYCLE_N:=20}" "${BENCH_LIVE:=50}"
     : "${BENCH_SECONDS:=3}" "${BENCH_BIG_MIB:=128}" "${BENCH_SETTLE_S:=2}" "${BENCH_DOC:=-}"
+    : "${BENCH_E2B_N:=30}" "${BENCH_E2B_WARMUP:=5}"
 fi
 N_EXEC=${BENCH_EXEC_N:-2000}
 WARMUP=${BENCH_WARMUP:-200}
@@ -65,7 +69,8 @@ INSTANCE_CGROUPS=
 PORT=
 URL=
 FAILED=0
-KEY=bench-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+# E2B's key shape: the E2B SDK (section 8c) refuses any other before sending.
+KEY=e2b_$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
 export ABX_API_KEY=$KEY
 
 # --- cleanup: stop our abxd, remove what we made ---
@@ -146,6 +151,8 @@ note_cmd() {
     local s="$*"
     s=${s//$ROOT\//}
     s=${s//$WORK/\$WORK}
+    s=${s//$KEY/\$KEY}
+    [ -z "$URL" ] || s=${s//$URL/\$URL}
     printf '%s\n' "$s" >>"$COMMANDS"
 }
 
@@ -516,6 +523,37 @@ else
     stop_abxd
 fi
 
+# --- 8c. the E2B SDK from Node against libabx, same abxd, same run ---
+
+# The four operations of issue 4 through the official e2b npm package
+# (tests/e2b/node_modules, installed by make deps) and through libabx, one
+# after the other on one fresh abxd with the default pool of 2. Each create
+# round waits (untimed) for a full pool on both sides, so both create from
+# the pool. commands.run('true') runs "/bin/bash -l -c true", so the libabx
+# side runs that too; libabx's /bin/true and Node's own fetch on abxd's
+# native API are there to show where the difference goes.
+say "8c. E2B SDK from Node against libabx"
+E2B_N=${BENCH_E2B_N:-200}
+E2B_W=${BENCH_E2B_WARMUP:-20}
+E2B_NOTE=
+E2B_VERSION=
+NODE_VERSION=
+if ! command -v node >/dev/null; then
+    E2B_NOTE="skipped: node is not installed (make deps installs it)"
+elif [ ! -f tests/e2b/node_modules/e2b/package.json ]; then
+    E2B_NOTE="skipped: tests/e2b/node_modules is missing (make deps installs the e2b package there)"
+else
+    NODE_VERSION=$(node --version)
+    E2B_VERSION=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' tests/e2b/node_modules/e2b/package.json | head -n 1)
+    start_abxd 2
+    measure "$ABXB" e2b-baseline -n "$E2B_N" -w "$E2B_W" --create-n "$N_LIFE" \
+        --create-w "$LIFE_WARMUP" --wait-pool 2 --name e2b_abx || true
+    measure node bench/e2b-bench.mjs -n "$E2B_N" -w "$E2B_W" --create-n "$N_LIFE" \
+        --create-w "$LIFE_WARMUP" --wait-pool 2 --name e2b_sdk || true
+    stop_abxd
+fi
+[ -z "$E2B_NOTE" ] || say "8c. $E2B_NOTE"
+
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table ---
@@ -631,6 +669,36 @@ store_row() { # store_row MIB put|get LABEL
     local n="ws_${2}_$1"
     printf '| %s MiB | %s | %s | %s | %s KiB | %s KiB |\n' "$1" "$3" "$(get "$n.mib_per_s")" \
         "$(ms "$(get "$n.us")")" "$(get "$n.abxd_rss_before_kib")" "$(get "$n.abxd_peak_rss_kib")"
+}
+pct4() { # pct4 NAME: "p50 / p90 / p99 / mean" in ms
+    printf '%s / %s / %s / %s' "$(ms "$(get "$1.p50_us")")" "$(ms "$(get "$1.p90_us")")" \
+        "$(ms "$(get "$1.p99_us")")" "$(ms "$(get "$1.mean_us")")"
+}
+e2b_row() { # e2b_row LABEL OP: the SDK against libabx, and their ratios
+    printf '| %s | %s | %s | **%s** | %s |\n' "$1" "$(pct4 "e2b_sdk.$2")" "$(pct4 "e2b_abx.$2")" \
+        "$(ratio "$(get "e2b_sdk.$2.p50_us")" "$(get "e2b_abx.$2.p50_us")")" \
+        "$(ratio "$(get "e2b_sdk.$2.mean_us")" "$(get "e2b_abx.$2.mean_us")")"
+}
+# shellcheck disable=SC2016 # the backquotes are Markdown's
+e2b_section() {
+    if [ -n "$E2B_NOTE" ]; then
+        printf '**8c. E2B SDK against libabx**: %s.\n' "$E2B_NOTE"
+        return
+    fi
+    printf '**8c. E2B SDK against libabx** (the `e2b` npm package %s on Node %s, pointed at abxd by E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY only, against `abx-bench e2b-baseline` through libabx; one abxd with ABX_POOL=2, libabx first, then the SDK; %s runs after %s warm-up each, creates %s rounds after %s, each round after the pool is full again; 1 MiB = %s random bytes; ms)\n\n' \
+        "$E2B_VERSION" "$NODE_VERSION" "$E2B_N" "$E2B_W" "$N_LIFE" "$LIFE_WARMUP" "$(get e2b_sdk.bytes)"
+    printf '| operation | E2B SDK from Node: p50 / p90 / p99 / mean | libabx: p50 / p90 / p99 / mean | SDK / libabx, p50 | mean |\n'
+    printf '| --- | ---: | ---: | ---: | ---: |\n'
+    e2b_row '`Sandbox.create()` -> first `commands.run('"'true'"')` done (libabx: create, then exec of `/bin/bash -l -c true`; the kill is not timed)' create_run
+    e2b_row '`commands.run('"'true'"')` round trip, one sandbox (libabx: exec of `/bin/bash -l -c true`, which is what it runs)' run
+    e2b_row '`files.write` of 1 MiB (libabx: `abx_file_put` from memory)' write
+    e2b_row '`files.read` of 1 MiB, `format: '"'bytes'"'` (libabx: `abx_file_download` into a memfd)' read
+    printf '\nWhere the difference goes: the same from the same Node process through undici'"'"'s `fetch` (the HTTP client the SDK uses) on abxd'"'"'s own API, and libabx with no shell:\n\n'
+    printf '| control | p50 / p90 / p99 / mean |\n| --- | ---: |\n'
+    printf '| Node `fetch` POST `/v1/sandboxes/{id}/exec` of `/bin/bash -l -c true` | %s |\n' "$(pct4 e2b_sdk.native_run)"
+    printf '| Node `fetch` PUT `/v1/sandboxes/{id}/files/...` of 1 MiB | %s |\n' "$(pct4 e2b_sdk.native_write)"
+    printf '| Node `fetch` GET of it into an ArrayBuffer | %s |\n' "$(pct4 e2b_sdk.native_read)"
+    printf '| libabx exec of `/bin/true` (no shell) | %s |\n' "$(pct4 e2b_abx.run_bin_true)"
 }
 table() {
     local rss_delta cg_kib pss_per
@@ -754,6 +822,8 @@ $(store_row "$BIG_MIB" get "GET from the store")
 **8. Tool bundles**: \`abx tools build\` of sample-tools ($(get tools_build.packages) packages, the python-stack carrier's module check included; hyperfine, $TB_RUNS runs, median (min–max) in ms): cold, \`--force\` into an emptied directory, **$(ms "$(get tools_build_cold.median_us)")** ($(ms "$(get tools_build_cold.min_us)")–$(ms "$(get tools_build_cold.max_us)")); nothing changed **$(ms "$(get tools_build_warm.median_us)")** ($(ms "$(get tools_build_warm.min_us)")–$(ms "$(get tools_build_warm.max_us)")).
 
 **8b. Tool call** on a warm workspace (curl, one request at a time, $TC_N each; csv-summary \`summarize\` of a 100-row CSV; p50 / p99 / mean in ms): through \`POST /v1/workspaces/{ws}/tools/csv-summary:summarize\` **$(ms "$(get tool_call.p50_us)")** / $(ms "$(get tool_call.p99_us)") / $(ms "$(get tool_call.mean_us)"); the same launcher through \`POST .../exec\` **$(ms "$(get tool_exec.p50_us)")** / $(ms "$(get tool_exec.p99_us)") / $(ms "$(get tool_exec.mean_us)").
+
+$(e2b_section)
 
 **Context**: GET /healthz with wrk (2 threads, 16 connections, 5 s): $(get healthz.rps) requests/s (mean latency $(get healthz.latency_avg)).
 
