@@ -196,11 +196,15 @@ rpc_close(struct http_req *req, void *ud)
     free(ud);
 }
 
-/* A streaming error before anything was sent: 200 and an end-stream frame. */
-static void
-stream_error(struct http_req *req, const char *code, const char *msg)
+void
+e2b_stream_error(struct http_req *req, const char *code, const char *fmt, ...)
 {
+    char msg[512];
     struct buf b;
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
     buf_init(&b, BUF_UNLIMITED);
     if (connect_end_stream_json(&b, code, msg) == 0)
         http_respond(req, 200, "application/connect+json", b.data, b.len);
@@ -234,8 +238,8 @@ rpc_body(struct http_req *req, const char *body, size_t len)
         if (len < 5 || (unsigned char)body[0] != 0 ||
             (((size_t)(unsigned char)body[1] << 24) | ((size_t)(unsigned char)body[2] << 16) |
              ((size_t)(unsigned char)body[3] << 8) | (size_t)(unsigned char)body[4]) != len - 5) {
-            stream_error(req, "invalid_argument",
-                         "the request must be one uncompressed Connect envelope");
+            e2b_stream_error(req, "invalid_argument",
+                             "the request must be one uncompressed Connect envelope");
             return;
         }
         body += 5;
@@ -244,7 +248,8 @@ rpc_body(struct http_req *req, const char *body, size_t len)
     if (json_parse(len ? body : "{}", len ? len : 2, &msg, &err) < 0 || !json_is_object(msg)) {
         json_decref(msg);
         if (q->stream)
-            stream_error(req, "invalid_argument", err.msg[0] ? err.msg : "not a JSON object");
+            e2b_stream_error(req, "invalid_argument", "%s",
+                             err.msg[0] ? err.msg : "not a JSON object");
         else
             e2b_rpc_error(req, "invalid_argument", "%s",
                           err.msg[0] ? err.msg : "the message must be a JSON object");
@@ -288,7 +293,7 @@ rpc(struct api *a, struct http_req *req, struct entry *e, const char *path)
     http_req_set_userdata(req, q, rpc_close);
     if (rpc_user(req, &q->call.user) < 0) {
         if (stream)
-            stream_error(req, "unauthenticated", "invalid username");
+            e2b_stream_error(req, "unauthenticated", "invalid username");
         else
             e2b_rpc_error(req, "unauthenticated", "invalid username");
         return;

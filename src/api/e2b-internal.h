@@ -120,6 +120,10 @@ void e2b_stream_detach(struct e2b_stream *s);
 void e2b_rpc_error(struct http_req *req, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 void e2b_rpc_ok(struct http_req *req, json_t *msg); /* steals msg; NULL = {} */
+/* A stream's error before anything was sent: HTTP 200 and one end-stream
+ * frame (the SDK reads stream errors only there). */
+void e2b_stream_error(struct http_req *req, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 const char *e2b_code_for_errno(int neg_errno);
 
 /* Who an envd request acts as. */

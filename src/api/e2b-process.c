@@ -11,7 +11,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,26 +327,6 @@ struct start_op {
     char cwd_shown[512];
 };
 
-static void stream_fail(struct http_req *req, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static void
-stream_fail(struct http_req *req, const char *code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    struct buf b;
-    buf_init(&b, BUF_UNLIMITED);
-    if (connect_end_stream_json(&b, code, msg) == 0)
-        http_respond(req, 200, "application/connect+json", b.data, b.len);
-    else
-        http_respond(req, 500, NULL, "", 0);
-    buf_done(&b);
-}
-
 static void
 started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *ud)
 {
@@ -357,12 +336,12 @@ started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *
     struct entry *e = e2b_call_entry(&op->call);
     if (!http_req_closed(req)) {
         if (r == -ENOENT || r == -ENOTDIR)
-            stream_fail(req, "invalid_argument", "cwd '%s' does not exist", op->cwd_shown);
+            e2b_stream_error(req, "invalid_argument", "cwd '%s' does not exist", op->cwd_shown);
         else if (r < 0)
-            stream_fail(req, e2b_code_for_errno(r), "%s",
-                        err && err->msg[0] ? err->msg : "cannot start the process");
+            e2b_stream_error(req, e2b_code_for_errno(r), "%s",
+                             err && err->msg[0] ? err->msg : "cannot start the process");
         else if (!e)
-            stream_fail(req, "unavailable", "the sandbox is gone");
+            e2b_stream_error(req, "unavailable", "the sandbox is gone");
         else
             stream_process(&op->call, req, e, p, 0, true);
     }
@@ -406,7 +385,7 @@ spawn(struct http_req *req, struct e2b_call *c, struct entry *e, const char *con
     int r;
     struct start_op *op = calloc(1, sizeof(*op));
     if (!op) {
-        stream_fail(req, "internal", "out of memory");
+        e2b_stream_error(req, "internal", "out of memory");
         return;
     }
     op->call = *c;
@@ -430,8 +409,8 @@ spawn(struct http_req *req, struct e2b_call *c, struct entry *e, const char *con
     if (r < 0) {
         http_req_unref(req);
         free(op);
-        stream_fail(req, e2b_code_for_errno(r), "%s",
-                    err.msg[0] ? err.msg : "cannot start the process");
+        e2b_stream_error(req, e2b_code_for_errno(r), "%s",
+                         err.msg[0] ? err.msg : "cannot start the process");
         return;
     }
     c->api->m.execs++;
@@ -452,7 +431,7 @@ start(struct http_req *req, struct e2b_call *c, json_t *msg)
     int r;
 
     if (!e) {
-        stream_fail(req, "unavailable", "the sandbox is gone");
+        e2b_stream_error(req, "unavailable", "the sandbox is gone");
         return;
     }
     if (!api_need_cap(req, e, TEMPLATE_CAP_SHELL))
@@ -464,8 +443,8 @@ start(struct http_req *req, struct e2b_call *c, json_t *msg)
     if (pty && !api_need_cap(req, e, TEMPLATE_CAP_TERMINAL))
         return;
     if (pty && !pty_size(pty, &cols, &rows)) {
-        stream_fail(req, "invalid_argument",
-                    "'pty' must be {\"size\":{\"cols\":1-4096,\"rows\":1-4096}}");
+        e2b_stream_error(req, "invalid_argument",
+                         "'pty' must be {\"size\":{\"cols\":1-4096,\"rows\":1-4096}}");
         return;
     }
     if (!json_is_object(pj) || (r = json_get_str(pj, "cmd", true, &cmd, &err)) < 0 ||
@@ -473,12 +452,12 @@ start(struct http_req *req, struct e2b_call *c, json_t *msg)
         (r = json_get_str_array(pj, "args", false, 0, ARGS_MAX, API_ARGV_BYTES, &args, &err)) < 0 ||
         (r = json_get_str_map(pj, "envs", API_ENV_MAX, API_ENV_BYTES, &envs, &err)) < 0 ||
         (r = json_get_bool(msg, "stdin", false, &stdin_open, &err)) < 0) {
-        stream_fail(req, "invalid_argument", "%s",
-                    err.msg[0] ? err.msg : "'process' must be an object");
+        e2b_stream_error(req, "invalid_argument", "%s",
+                         err.msg[0] ? err.msg : "'process' must be an object");
         return;
     }
     if (!*cmd) {
-        stream_fail(req, "invalid_argument", "'process.cmd' must not be empty");
+        e2b_stream_error(req, "invalid_argument", "'process.cmd' must not be empty");
         return;
     }
     argv[na++] = cmd;
@@ -487,7 +466,7 @@ start(struct http_req *req, struct e2b_call *c, json_t *msg)
     argv[na] = NULL;
     envv = calloc((envs ? json_object_size(envs) : 0) + 1, sizeof(*envv));
     if (!envv) {
-        stream_fail(req, "internal", "out of memory");
+        e2b_stream_error(req, "internal", "out of memory");
         return;
     }
     if (envs) {
@@ -495,13 +474,13 @@ start(struct http_req *req, struct e2b_call *c, json_t *msg)
         json_t *v;
         json_object_foreach (envs, k, v) {
             if (!*k || strchr(k, '=')) {
-                stream_fail(req, "invalid_argument", "'%.64s' is not an environment variable name",
-                            k);
+                e2b_stream_error(req, "invalid_argument",
+                                 "'%.64s' is not an environment variable name", k);
                 goto out;
             }
             if (asprintf(&envv[ne], "%s=%s", k, json_string_value(v)) < 0) {
                 envv[ne] = NULL;
-                stream_fail(req, "internal", "out of memory");
+                e2b_stream_error(req, "internal", "out of memory");
                 goto out;
             }
             ne++;
@@ -664,7 +643,8 @@ e2b_process(struct http_req *req, struct e2b_call *c, const char *method, json_t
     }
     if (selected_pid(msg, &pid) < 0) {
         if (!strcmp(method, "Connect"))
-            stream_fail(req, "invalid_argument", "'process.pid' is required (tags are not kept)");
+            e2b_stream_error(req, "invalid_argument",
+                             "'process.pid' is required (tags are not kept)");
         else
             e2b_rpc_error(req, "invalid_argument", "'process.pid' is required");
         return;
@@ -672,7 +652,7 @@ e2b_process(struct http_req *req, struct e2b_call *c, const char *method, json_t
     if (!strcmp(method, "Connect")) {
         struct proc *p = sandbox_proc_find(e->sb, pid);
         if (!p)
-            stream_fail(req, "not_found", "process with pid %d not found", pid);
+            e2b_stream_error(req, "not_found", "process with pid %d not found", pid);
         else
             stream_process(c, req, e, p, proc_output_end(p), false);
         return;

@@ -641,27 +641,6 @@ on_deadline(struct loop_timer *t, void *ud)
     finish(ud, "deadline_exceeded", "the watch's Connect-Timeout-Ms ran out");
 }
 
-/* An error before the stream started: HTTP 200 and an end-stream frame. */
-static void refuse(struct http_req *req, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static void
-refuse(struct http_req *req, const char *code, const char *fmt, ...)
-{
-    char msg[512];
-    struct buf b;
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    buf_init(&b, BUF_UNLIMITED);
-    if (connect_end_stream_json(&b, code, msg) == 0)
-        http_respond(req, 200, "application/connect+json", b.data, b.len);
-    else
-        http_respond(req, 500, NULL, "", 0);
-    buf_done(&b);
-}
-
 /* A proto3 bool: lowerCamelCase, or the proto name (both are accepted). */
 static int
 get_flag(json_t *msg, const char *camel, const char *snake, bool *ret, struct err *err)
@@ -686,45 +665,50 @@ watch_open(struct http_req *req, struct watch *w, bool allow_network)
 
     r = vfs_open_dir(w->rootfd, w->path, &w->dirfd, &err);
     if (r == -ENOENT) {
-        refuse(req, "not_found", "path '%s' does not exist", w->path);
+        e2b_stream_error(req, "not_found", "path '%s' does not exist", w->path);
         return r;
     }
     if (r == -ENOTDIR) {
-        refuse(req, "invalid_argument", "path '%s' is not a directory", w->path);
+        e2b_stream_error(req, "invalid_argument", "path '%s' is not a directory", w->path);
         return r;
     }
     if (r < 0) {
-        refuse(req, e2b_code_for_errno(r), "%s", err.msg);
+        e2b_stream_error(req, e2b_code_for_errno(r), "%s", err.msg);
         return r;
     }
     if (!allow_network && fstatfs(w->dirfd, &sf) == 0 && network_fs((unsigned long)sf.f_type)) {
-        refuse(req, "invalid_argument", "cannot watch path on network filesystem: %s", w->path);
+        e2b_stream_error(req, "invalid_argument", "cannot watch path on network filesystem: %s",
+                         w->path);
         return -EINVAL;
     }
     w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (w->ifd < 0) {
         r = -errno;
         if (r == -EMFILE || r == -ENFILE || r == -ENOMEM)
-            refuse(req, "resource_exhausted", "no inotify instance left for the watch: %s",
-                   strerror(-r));
+            e2b_stream_error(req, "resource_exhausted",
+                             "no inotify instance left for the watch: %s", strerror(-r));
         else
-            refuse(req, "internal", "cannot create an inotify instance: %s", strerror(-r));
+            e2b_stream_error(req, "internal", "cannot create an inotify instance: %s",
+                             strerror(-r));
         return r;
     }
     r = add_tree(w, w->dirfd, 0, 0, false);
     if (r == -E2BIG)
-        refuse(req, "resource_exhausted", "more than %d directories to watch below '%s'",
-               WATCH_DIRS_MAX, w->path);
+        e2b_stream_error(req, "resource_exhausted", "more than %d directories to watch below '%s'",
+                         WATCH_DIRS_MAX, w->path);
     else if (r == -ENOSPC)
-        refuse(req, "resource_exhausted", "the kernel's limit of inotify watches is reached");
+        e2b_stream_error(req, "resource_exhausted",
+                         "the kernel's limit of inotify watches is reached");
     else if (r == -ELOOP)
-        refuse(req, "resource_exhausted", "directories nested deeper than %d levels below '%s'",
-               VFS_MAX_DEPTH, w->path);
+        e2b_stream_error(req, "resource_exhausted",
+                         "directories nested deeper than %d levels below '%s'", VFS_MAX_DEPTH,
+                         w->path);
     else if (r == -ENAMETOOLONG)
-        refuse(req, "resource_exhausted", "a path below '%s' is longer than %d bytes", w->path,
-               PATH_MAX_LEN);
+        e2b_stream_error(req, "resource_exhausted", "a path below '%s' is longer than %d bytes",
+                         w->path, PATH_MAX_LEN);
     else if (r < 0)
-        refuse(req, e2b_code_for_errno(r), "cannot watch '%s': %s", w->path, strerror(-r));
+        e2b_stream_error(req, e2b_code_for_errno(r), "cannot watch '%s': %s", w->path,
+                         strerror(-r));
     return r;
 }
 
@@ -749,20 +733,20 @@ e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg)
     int r;
 
     if (!e) {
-        refuse(req, "unavailable", "the sandbox is gone");
+        e2b_stream_error(req, "unavailable", "the sandbox is gone");
         return;
     }
     if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
         return;
     int rootfd = sandbox_view_fd(e->sb);
     if (rootfd < 0) {
-        refuse(req, "unimplemented",
-               "this sandbox has no file system view of its own (isolation mode)");
+        e2b_stream_error(req, "unimplemented",
+                         "this sandbox has no file system view of its own (isolation mode)");
         return;
     }
     if (!(w = calloc(1, sizeof(*w))) || !(w->ent = malloc(sizeof(*w->ent)))) {
         free(w);
-        refuse(req, "internal", "out of memory");
+        e2b_stream_error(req, "internal", "out of memory");
         return;
     }
     w->api = c->api;
@@ -779,7 +763,7 @@ e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg)
         get_flag(msg, "includeEntry", "include_entry", &w->include_entry, &err) < 0 ||
         get_flag(msg, "allowNetworkMounts", "allow_network_mounts", &allow_network, &err) < 0 ||
         vfs_resolve(path, c->user.home, w->path, sizeof(w->path), &err) < 0) {
-        refuse(req, "invalid_argument", "%s", err.msg);
+        e2b_stream_error(req, "invalid_argument", "%s", err.msg);
         discard(w);
         return;
     }
@@ -792,7 +776,7 @@ e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg)
          (r = loop_timer_new(c->api->loop, on_keepalive, w, &w->keepalive)) < 0) ||
         (c->timeout_ms && (r = loop_timer_new(c->api->loop, on_deadline, w, &w->deadline)) < 0) ||
         (r = http_stream_start(req, 200, "application/connect+json", &ws_ops, w, &w->stream)) < 0) {
-        refuse(req, "internal", "cannot start the watch: %s", strerror(-r));
+        e2b_stream_error(req, "internal", "cannot start the watch: %s", strerror(-r));
         discard(w);
         return;
     }
