@@ -261,7 +261,7 @@ e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, jso
     }
     if (!strcmp(method, "CreateWatcher") || !strcmp(method, "GetWatcherEvents") ||
         !strcmp(method, "RemoveWatcher")) {
-        e2b_rpc_error(req, "unimplemented", "%s is not supported by abx; use WatchDir", method);
+        e2b_watcher(req, c, method, msg);
         return;
     }
     e2b_rpc_error(req, "unimplemented", "filesystem.Filesystem/%.64s does not exist", method);

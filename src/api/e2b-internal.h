@@ -158,6 +158,9 @@ void e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method
 bool e2b_filesystem_is_stream(const char *method);
 /* e2b-watch.c: filesystem.Filesystem/WatchDir (a server stream). */
 void e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg);
+/* e2b-watch.c: CreateWatcher / GetWatcherEvents / RemoveWatcher, envd's
+ * polled watchers (unary), kept in the sandbox's stream list. */
+void e2b_watcher(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg);
 /* e2b-files.c: an EntryInfo of the vfs entry (also for watch events). */
 struct vfs_entry;
 json_t *e2b_entry_json(const struct vfs_entry *v);

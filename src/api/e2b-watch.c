@@ -20,7 +20,18 @@
  * resource_exhausted rather than losing events silently. Keepalives go
  * at the client's interval, but at least every WATCH_PROBE_MS: a suspended
  * stream learns that its client left (handle.stop()) only when it writes.
- * It is not CreateWatcher/GetWatcherEvents (unused by the JS SDK).
+ *
+ * The same watching core also feeds envd's polled watchers (CreateWatcher,
+ * GetWatcherEvents, RemoveWatcher; unused by the JS SDK): there events wait
+ * as FilesystemEvent JSON until GetWatcherEvents takes them all. A watcher
+ * is "w" and 20 characters of [a-z0-9], as envd's ids; it belongs to its
+ * sandbox (found only in that sandbox's list, freed when the sandbox is
+ * killed or paused), at most WATCHERS_MAX per sandbox. Past
+ * WATCHER_EVENTS_MAX events or WATCH_QUEUE_MAX bytes not taken, or when the
+ * kernel's queue overflows, the watcher stops watching and every
+ * GetWatcherEvents answers resource_exhausted until RemoveWatcher (envd
+ * keeps a failed watcher so too). A watcher nobody asked for events for
+ * WATCHER_IDLE_MS (10 minutes) is removed (envd keeps them forever).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -42,15 +53,20 @@
 #include "../util/fd.h"
 #include "../util/json.h"
 #include "../util/log.h"
+#include "../util/rand.h"
 #include "../util/timeutil.h"
 #include "e2b-internal.h"
 
-#define WATCH_DIRS_MAX  8192                  /* inotify watches (directories) of one stream */
-#define WATCH_QUEUE_MAX (1024 * 1024)         /* bytes of envelopes queued for a slow client */
-#define WATCH_QUEUE_LOW (WATCH_QUEUE_MAX / 4) /* inotify is not read while more are queued */
-#define WATCH_READ_BUF  (16 * 1024)           /* bytes of inotify events per read() */
-#define WATCH_READS     16                    /* read()s per wakeup; the loop serves others */
-#define WATCH_PROBE_MS  2000 /* longest keepalive interval: finds clients gone (stop()) */
+#define WATCH_DIRS_MAX     8192                  /* inotify watches (directories) of one stream */
+#define WATCH_QUEUE_MAX    (1024 * 1024)         /* bytes of envelopes queued for a slow client */
+#define WATCH_QUEUE_LOW    (WATCH_QUEUE_MAX / 4) /* inotify is not read while more are queued */
+#define WATCH_READ_BUF     (16 * 1024)           /* bytes of inotify events per read() */
+#define WATCH_READS        16                    /* read()s per wakeup; the loop serves others */
+#define WATCH_PROBE_MS     2000   /* longest keepalive interval: finds clients gone (stop()) */
+#define WATCHERS_MAX       64     /* polled watchers of one sandbox */
+#define WATCHER_EVENTS_MAX 10000  /* events a polled watcher keeps for GetWatcherEvents */
+#define WATCHER_IDLE_MS    600000 /* a polled watcher without GetWatcherEvents so long goes */
+#define WATCHER_ID_LEN     21     /* "w" and 20 characters of [a-z0-9] */
 #define WATCH_MASK                                                                      \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM | IN_MOVED_TO | \
      IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR)
@@ -78,6 +94,14 @@ struct wnode {
 
 struct watch {
     struct e2b_stream es; /* first: the cut callback gets &w->es */
+    /* A polled watcher (CreateWatcher) has no req and stream: */
+    bool poll;
+    bool failed;                     /* stopped watching: err_code says why */
+    char id[WATCHER_ID_LEN + 1];     /* watcherId */
+    json_t *events;                  /* FilesystemEvent messages not taken yet */
+    size_t ev_bytes;                 /* their JSON size */
+    struct loop_timer *idle;         /* WATCHER_IDLE_MS after the last poll */
+    char err_code[32], err_msg[512]; /* what GetWatcherEvents answers once failed */
     struct api *api;
     struct http_req *req;
     struct http_stream *stream;
@@ -230,7 +254,7 @@ utf8_name(struct watch *w, const char *s)
 static void
 flush(struct watch *w)
 {
-    if (w->ended)
+    if (w->ended || w->poll)
         return;
     size_t n = MIN(w->q.len, http_stream_room(w->stream));
     if (n && http_stream_write(w->stream, w->q.data, n) == 0)
@@ -295,12 +319,22 @@ finish(struct watch *w, const char *code, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
-    if (w->closing || w->ended)
+    if (w->closing || w->ended || w->failed)
         return;
     va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     stop_watching(w);
+    if (w->poll) {
+        /* Kept for GetWatcherEvents; what was queued is unreachable now,
+         * as in envd. */
+        w->failed = true;
+        (void)snprintf(w->err_code, sizeof(w->err_code), "%s", code ? code : "internal");
+        (void)snprintf(w->err_msg, sizeof(w->err_msg), "%s", msg);
+        json_array_clear(w->events);
+        w->ev_bytes = 0;
+        return;
+    }
     w->closing = true;
     if (connect_end_stream_json(&w->q, code, msg) < 0) {
         /* Cannot say why: cut, as a failing envd would. */
@@ -314,7 +348,12 @@ finish(struct watch *w, const char *code, const char *fmt, ...)
 static void
 fail_errno(struct watch *w, int r)
 {
-    if (r == -EFBIG)
+    if (r == -EFBIG && w->poll)
+        finish(w, "resource_exhausted",
+               "more than %d events or %d bytes of them wait for GetWatcherEvents; the watcher "
+               "stopped",
+               WATCHER_EVENTS_MAX, WATCH_QUEUE_MAX);
+    else if (r == -EFBIG)
         finish(w, "resource_exhausted",
                "more than %d bytes of events wait for the client; watch fewer files",
                WATCH_QUEUE_MAX);
@@ -340,6 +379,22 @@ arm_keepalive(struct watch *w)
         (void)loop_timer_arm(w->keepalive, now_msec() + w->keepalive_ms);
 }
 
+/* Keeps one FilesystemEvent (stolen) for GetWatcherEvents. -EFBIG past
+ * the bounds. */
+static int
+poll_push(struct watch *w, json_t *fe)
+{
+    size_t sz = json_dumpb(fe, NULL, 0, JSON_COMPACT) + 1;
+    if (json_array_size(w->events) >= WATCHER_EVENTS_MAX || w->ev_bytes + sz > WATCH_QUEUE_MAX) {
+        json_decref(fe);
+        return -EFBIG;
+    }
+    if (json_array_append_new(w->events, fe) < 0)
+        return -ENOMEM;
+    w->ev_bytes += sz;
+    return 0;
+}
+
 /* Queues one filesystem event about rel ("" = the watched directory). */
 static int
 emit(struct watch *w, enum ev_type t, const char *rel)
@@ -356,6 +411,10 @@ emit(struct watch *w, enum ev_type t, const char *rel)
         if (k > 0 && (size_t)k < sizeof(w->abs) &&
             vfs_stat(w->rootfd, &w->ids, w->abs, w->ent, NULL) == 0)
             (void)json_set(fe, "entry", e2b_entry_json(w->ent));
+    }
+    if (w->poll) {
+        json_decref(o);
+        return poll_push(w, fe);
     }
     (void)json_set(o, "filesystem", fe);
     int r = enqueue(w, o);
@@ -655,6 +714,24 @@ network_fs(unsigned long magic)
            magic == FUSE_MAGIC;
 }
 
+/* An error answer: unary (a polled watcher's calls) or as a stream's. */
+static void say(struct http_req *req, bool unary, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
+static void
+say(struct http_req *req, bool unary, const char *code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (unary)
+        e2b_rpc_error(req, code, "%s", msg);
+    else
+        e2b_stream_error(req, code, "%s", msg);
+}
+
 /* Opens the directory and sets up every watch; answers req on error. */
 static int
 watch_open(struct http_req *req, struct watch *w, bool allow_network)
@@ -665,50 +742,46 @@ watch_open(struct http_req *req, struct watch *w, bool allow_network)
 
     r = vfs_open_dir(w->rootfd, w->path, &w->dirfd, &err);
     if (r == -ENOENT) {
-        e2b_stream_error(req, "not_found", "path '%s' does not exist", w->path);
+        say(req, w->poll, "not_found", "path '%s' does not exist", w->path);
         return r;
     }
     if (r == -ENOTDIR) {
-        e2b_stream_error(req, "invalid_argument", "path '%s' is not a directory", w->path);
+        say(req, w->poll, "invalid_argument", "path '%s' is not a directory", w->path);
         return r;
     }
     if (r < 0) {
-        e2b_stream_error(req, e2b_code_for_errno(r), "%s", err.msg);
+        say(req, w->poll, e2b_code_for_errno(r), "%s", err.msg);
         return r;
     }
     if (!allow_network && fstatfs(w->dirfd, &sf) == 0 && network_fs((unsigned long)sf.f_type)) {
-        e2b_stream_error(req, "invalid_argument", "cannot watch path on network filesystem: %s",
-                         w->path);
+        say(req, w->poll, "invalid_argument", "cannot watch path on network filesystem: %s",
+            w->path);
         return -EINVAL;
     }
     w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (w->ifd < 0) {
         r = -errno;
         if (r == -EMFILE || r == -ENFILE || r == -ENOMEM)
-            e2b_stream_error(req, "resource_exhausted",
-                             "no inotify instance left for the watch: %s", strerror(-r));
+            say(req, w->poll, "resource_exhausted", "no inotify instance left for the watch: %s",
+                strerror(-r));
         else
-            e2b_stream_error(req, "internal", "cannot create an inotify instance: %s",
-                             strerror(-r));
+            say(req, w->poll, "internal", "cannot create an inotify instance: %s", strerror(-r));
         return r;
     }
     r = add_tree(w, w->dirfd, 0, 0, false);
     if (r == -E2BIG)
-        e2b_stream_error(req, "resource_exhausted", "more than %d directories to watch below '%s'",
-                         WATCH_DIRS_MAX, w->path);
+        say(req, w->poll, "resource_exhausted", "more than %d directories to watch below '%s'",
+            WATCH_DIRS_MAX, w->path);
     else if (r == -ENOSPC)
-        e2b_stream_error(req, "resource_exhausted",
-                         "the kernel's limit of inotify watches is reached");
+        say(req, w->poll, "resource_exhausted", "the kernel's limit of inotify watches is reached");
     else if (r == -ELOOP)
-        e2b_stream_error(req, "resource_exhausted",
-                         "directories nested deeper than %d levels below '%s'", VFS_MAX_DEPTH,
-                         w->path);
+        say(req, w->poll, "resource_exhausted",
+            "directories nested deeper than %d levels below '%s'", VFS_MAX_DEPTH, w->path);
     else if (r == -ENAMETOOLONG)
-        e2b_stream_error(req, "resource_exhausted", "a path below '%s' is longer than %d bytes",
-                         w->path, PATH_MAX_LEN);
+        say(req, w->poll, "resource_exhausted", "a path below '%s' is longer than %d bytes",
+            w->path, PATH_MAX_LEN);
     else if (r < 0)
-        e2b_stream_error(req, e2b_code_for_errno(r), "cannot watch '%s': %s", w->path,
-                         strerror(-r));
+        say(req, w->poll, e2b_code_for_errno(r), "cannot watch '%s': %s", w->path, strerror(-r));
     return r;
 }
 
@@ -718,41 +791,42 @@ discard(struct watch *w)
 {
     stop_watching(w);
     buf_done(&w->q);
+    json_decref(w->events);
     free(w->ent);
     free(w);
 }
 
-void
-e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg)
+/* The shared start of WatchDir and CreateWatcher: reads msg, opens the
+ * directory of sandbox e and watches it; answers req and returns NULL on
+ * error (as a stream's error, or unary for a polled watcher). */
+static struct watch *
+watch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg, bool poll)
 {
     struct err err = {0};
     const char *path = "";
     bool allow_network = false;
-    struct entry *e = e2b_call_entry(c);
     struct watch *w;
-    int r;
 
-    if (!e) {
-        e2b_stream_error(req, "unavailable", "the sandbox is gone");
-        return;
-    }
     if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
-        return;
+        return NULL;
     int rootfd = sandbox_view_fd(e->sb);
     if (rootfd < 0) {
-        e2b_stream_error(req, "unimplemented",
-                         "this sandbox has no file system view of its own (isolation mode)");
-        return;
+        say(req, poll, "unimplemented",
+            "this sandbox has no file system view of its own (isolation mode)");
+        return NULL;
     }
-    if (!(w = calloc(1, sizeof(*w))) || !(w->ent = malloc(sizeof(*w->ent)))) {
+    if (!(w = calloc(1, sizeof(*w))) || !(w->ent = malloc(sizeof(*w->ent))) ||
+        (poll && !(w->events = json_array()))) {
+        if (w)
+            free(w->ent);
         free(w);
-        e2b_stream_error(req, "internal", "out of memory");
-        return;
+        say(req, poll, "internal", "out of memory");
+        return NULL;
     }
+    w->poll = poll;
     w->api = c->api;
     w->rootfd = rootfd;
     w->dirfd = w->ifd = -EBADF;
-    w->es.cut = ws_cut;
     list_init(&w->es.link);
     buf_init(&w->q, WATCH_QUEUE_MAX + 4096); /* events, then room for the end frame */
     w->owner.kind = OWNER_SANDBOX;
@@ -763,16 +837,38 @@ e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg)
         get_flag(msg, "includeEntry", "include_entry", &w->include_entry, &err) < 0 ||
         get_flag(msg, "allowNetworkMounts", "allow_network_mounts", &allow_network, &err) < 0 ||
         vfs_resolve(path, c->user.home, w->path, sizeof(w->path), &err) < 0) {
-        e2b_stream_error(req, "invalid_argument", "%s", err.msg);
+        say(req, poll, "invalid_argument", "%s", err.msg);
         discard(w);
-        return;
+        return NULL;
     }
     if (watch_open(req, w, allow_network) < 0) {
         discard(w);
+        return NULL;
+    }
+    int r = loop_io_add(c->api->loop, w->ifd, EPOLLIN, on_inotify, w, &w->io);
+    if (r < 0) {
+        say(req, poll, "internal", "cannot start the watch: %s", strerror(-r));
+        discard(w);
+        return NULL;
+    }
+    return w;
+}
+
+void
+e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg)
+{
+    struct entry *e = e2b_call_entry(c);
+    struct watch *w;
+    int r;
+
+    if (!e) {
+        e2b_stream_error(req, "unavailable", "the sandbox is gone");
         return;
     }
-    if ((r = loop_io_add(c->api->loop, w->ifd, EPOLLIN, on_inotify, w, &w->io)) < 0 ||
-        (c->keepalive_ms &&
+    if (!(w = watch_new(req, c, e, msg, false)))
+        return;
+    w->es.cut = ws_cut;
+    if ((c->keepalive_ms &&
          (r = loop_timer_new(c->api->loop, on_keepalive, w, &w->keepalive)) < 0) ||
         (c->timeout_ms && (r = loop_timer_new(c->api->loop, on_deadline, w, &w->deadline)) < 0) ||
         (r = http_stream_start(req, 200, "application/connect+json", &ws_ops, w, &w->stream)) < 0) {
@@ -798,4 +894,134 @@ e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg)
         finish(w, "internal", "out of memory");
     else
         flush(w);
+}
+
+/* --- polled watchers (CreateWatcher / GetWatcherEvents / RemoveWatcher) --- */
+
+static void
+pw_free(struct watch *w)
+{
+    e2b_stream_detach(&w->es);
+    loop_timer_free(w->idle);
+    discard(w);
+}
+
+/* The sandbox is killed or paused: its watchers go. */
+static void
+pw_cut(struct e2b_stream *es)
+{
+    pw_free((struct watch *)es);
+}
+
+static void
+on_idle(struct loop_timer *t, void *ud)
+{
+    struct watch *w = ud;
+    (void)t;
+    log_info("sandbox=%s watcher %s: no GetWatcherEvents for %d s, removed", w->owner.id, w->id,
+             WATCHER_IDLE_MS / 1000);
+    pw_free(w);
+}
+
+/* The polled watcher id of sandbox e (its list only); *count = how many
+ * it has. */
+static struct watch *
+pw_find(struct entry *e, const char *id, size_t *count)
+{
+    struct watch *found = NULL;
+    size_t n = 0;
+    list_foreach (pos, &e->e2b->streams) {
+        struct e2b_stream *s = list_entry(pos, struct e2b_stream, link);
+        if (s->cut != pw_cut)
+            continue;
+        n++;
+        struct watch *w = (struct watch *)s;
+        if (id && !found && !strcmp(w->id, id))
+            found = w;
+    }
+    if (count)
+        *count = n;
+    return found;
+}
+
+static void
+pw_create(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg)
+{
+    size_t n = 0;
+    struct watch *w;
+    int r;
+
+    (void)pw_find(e, NULL, &n);
+    if (n >= WATCHERS_MAX) {
+        e2b_rpc_error(req, "resource_exhausted",
+                      "the sandbox has %d watchers already; remove some (RemoveWatcher)",
+                      WATCHERS_MAX);
+        return;
+    }
+    if (!(w = watch_new(req, c, e, msg, true)))
+        return;
+    w->es.cut = pw_cut;
+    w->id[0] = 'w';
+    if ((r = rand_id(w->id + 1, WATCHER_ID_LEN - 1)) < 0 ||
+        (r = loop_timer_new(c->api->loop, on_idle, w, &w->idle)) < 0) {
+        e2b_rpc_error(req, "internal", "cannot create the watcher: %s", strerror(-r));
+        pw_free(w);
+        return;
+    }
+    (void)loop_timer_arm(w->idle, now_msec() + WATCHER_IDLE_MS);
+    e2b_stream_attach(e, &w->es);
+    json_t *o = json_object();
+    (void)json_set(o, "watcherId", json_string(w->id));
+    e2b_rpc_ok(req, o);
+}
+
+void
+e2b_watcher(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg)
+{
+    struct err err = {0};
+    const char *id = "";
+    struct entry *e = e2b_call_entry(c);
+
+    if (!e) {
+        e2b_rpc_error(req, "unavailable", "the sandbox is gone");
+        return;
+    }
+    if (!strcmp(method, "CreateWatcher")) {
+        pw_create(req, c, e, msg);
+        return;
+    }
+    if (json_get_str(msg, json_object_get(msg, "watcherId") ? "watcherId" : "watcher_id", false,
+                     &id, &err) < 0) {
+        e2b_rpc_error(req, "invalid_argument", "%s", err.msg);
+        return;
+    }
+    struct watch *w = pw_find(e, id, NULL);
+    if (!w) {
+        e2b_rpc_error(req, "not_found", "watcher with id %.64s not found", id);
+        return;
+    }
+    if (!strcmp(method, "RemoveWatcher")) {
+        pw_free(w);
+        e2b_rpc_ok(req, NULL);
+        return;
+    }
+    /* GetWatcherEvents: everything since the last call. */
+    (void)loop_timer_arm(w->idle, now_msec() + WATCHER_IDLE_MS);
+    if (w->failed) {
+        e2b_rpc_error(req, w->err_code, "%s", w->err_msg);
+        return;
+    }
+    json_t *o = json_object();
+    if (json_array_size(w->events)) {
+        json_t *fresh = json_array();
+        if (!fresh) {
+            json_decref(o);
+            e2b_rpc_error(req, "internal", "out of memory");
+            return;
+        }
+        (void)json_set(o, "events", w->events); /* proto3: an empty list is omitted */
+        w->events = fresh;
+        w->ev_bytes = 0;
+    }
+    e2b_rpc_ok(req, o);
 }

@@ -303,3 +303,139 @@ test('a client that does not read: events queue up to a bound, then resource_exh
   assert.equal(fr.at(-1).msg.error.code, 'resource_exhausted', JSON.stringify(fr.at(-1)));
   await run('rm -rf slow');
 });
+
+// --- envd's polled watchers: CreateWatcher / GetWatcherEvents / RemoveWatcher (unary) ---
+
+async function unary(s, method, body) {
+  const res = await envd(d, s, 'POST', `/filesystem.Filesystem/${method}`, {
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  assert.match(res.headers.get('content-type') ?? '', /application\/json/);
+  return { status: res.status, body: await res.json() };
+}
+async function createWatcher(s, body) {
+  const r = await unary(s, 'CreateWatcher', body);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.match(r.body.watcherId, /^w[a-z0-9]{20}$/);
+  return r.body.watcherId;
+}
+async function getEvents(s, watcherId) {
+  const r = await unary(s, 'GetWatcherEvents', { watcherId });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body.events ?? [];
+}
+// Polls into acc until pred(acc) holds; returns what the polls brought.
+async function pollUntil(s, id, pred, acc = []) {
+  const t0 = Date.now();
+  while (!pred(acc)) {
+    if (Date.now() - t0 > 5000) assert.fail(`timed out; events: ${JSON.stringify(acc, null, 1)}`);
+    acc.push(...(await getEvents(s, id)));
+    if (!pred(acc)) await sleep(20);
+  }
+  return acc;
+}
+const hasRaw = (type, name) => (evs) => evs.some((e) => e.type === `EVENT_TYPE_${type}` && e.name === name);
+const notFound = (r) => {
+  assert.equal(r.status, 404, JSON.stringify(r.body));
+  assert.equal(r.body.code, 'not_found');
+};
+
+test('polled watcher: events since the last call, includeEntry, remove', async () => {
+  await run('mkdir -p pw');
+  await fdsBecome(0);
+  const id = await createWatcher(sbx, { path: 'pw', includeEntry: true });
+  assert.equal(inotifyFds(), 1);
+  // Nothing yet: an empty list is omitted (proto3).
+  assert.deepEqual((await unary(sbx, 'GetWatcherEvents', { watcherId: id })).body, {});
+  await run('echo hi > pw/a.txt');
+  const first = await pollUntil(sbx, id, hasRaw('WRITE', 'a.txt'));
+  assert.ok(hasRaw('CREATE', 'a.txt')(first), JSON.stringify(first));
+  const create = first.find((e) => e.type === 'EVENT_TYPE_CREATE');
+  assert.equal(create.entry.name, 'a.txt');
+  assert.equal(create.entry.path, '/home/user/pw/a.txt');
+  assert.equal(create.entry.type, 'FILE_TYPE_FILE');
+  assert.equal(first.find((e) => e.type === 'EVENT_TYPE_WRITE').entry.size, '3');
+  // Only what happened since.
+  await run('rm pw/a.txt');
+  const second = await pollUntil(sbx, id, hasRaw('REMOVE', 'a.txt'));
+  assert.deepEqual(second, [{ name: 'a.txt', type: 'EVENT_TYPE_REMOVE' }]);
+  assert.deepEqual(await getEvents(sbx, id), []);
+  // Remove: gone, and its inotify descriptor with it.
+  assert.deepEqual(await unary(sbx, 'RemoveWatcher', { watcherId: id }), { status: 200, body: {} });
+  assert.equal(inotifyFds(), 0);
+  notFound(await unary(sbx, 'GetWatcherEvents', { watcherId: id }));
+  notFound(await unary(sbx, 'RemoveWatcher', { watcherId: id }));
+});
+
+test('polled watcher: recursive, without entries', async () => {
+  await run('mkdir -p pr/pre');
+  const id = await createWatcher(sbx, { path: 'pr', recursive: true });
+  try {
+    await run('echo x > pr/pre/f && mkdir pr/nested');
+    const evs = await pollUntil(sbx, id, hasRaw('CREATE', 'nested'));
+    assert.ok(hasRaw('WRITE', 'pre/f')(evs), JSON.stringify(evs));
+    await run('echo content > pr/nested/file.txt');
+    await pollUntil(sbx, id, hasRaw('WRITE', 'nested/file.txt'), evs);
+    assert.ok(evs.every((e) => e.entry === undefined));
+  } finally {
+    await unary(sbx, 'RemoveWatcher', { watcherId: id });
+  }
+});
+
+test('polled watcher errors: missing, a file, unknown ids, the bound on watchers', async () => {
+  const miss = await unary(sbx, 'CreateWatcher', { path: 'no_such_dir' });
+  notFound(miss);
+  assert.match(miss.body.message, /\/home\/user\/no_such_dir/);
+  await run('echo f > pwfile.txt');
+  const file = await unary(sbx, 'CreateWatcher', { path: 'pwfile.txt' });
+  assert.equal(file.status, 400);
+  assert.equal(file.body.code, 'invalid_argument');
+  notFound(await unary(sbx, 'GetWatcherEvents', { watcherId: 'wnosuchwatcher0000000' }));
+  notFound(await unary(sbx, 'GetWatcherEvents', {}));
+  notFound(await unary(sbx, 'RemoveWatcher', { watcherId: 'nope' }));
+  // At most 64 per sandbox.
+  const ids = [];
+  try {
+    for (let i = 0; i < 64; i++) ids.push(await createWatcher(sbx, { path: '/tmp' }));
+    assert.equal(new Set(ids).size, 64);
+    const over = await unary(sbx, 'CreateWatcher', { path: '/tmp' });
+    assert.equal(over.status, 429);
+    assert.equal(over.body.code, 'resource_exhausted');
+  } finally {
+    for (const id of ids) await unary(sbx, 'RemoveWatcher', { watcherId: id });
+  }
+  await fdsBecome(0);
+});
+
+test("polled watchers belong to their sandbox; killing it frees them", async () => {
+  const s2 = await Sandbox.create();
+  await s2.commands.run('mkdir -p k2');
+  await fdsBecome(0);
+  const id = await createWatcher(s2, { path: 'k2', recursive: true });
+  const id2 = await createWatcher(s2, { path: '/tmp' });
+  assert.equal(inotifyFds(), 2);
+  // Another sandbox's id names nothing here.
+  notFound(await unary(sbx, 'GetWatcherEvents', { watcherId: id }));
+  notFound(await unary(sbx, 'RemoveWatcher', { watcherId: id2 }));
+  await s2.commands.run('touch k2/x');
+  await pollUntil(s2, id, hasRaw('CREATE', 'x'));
+  assert.equal(await Sandbox.kill(s2.sandboxId), true);
+  await fdsBecome(0);
+  assert.doesNotMatch(d.log, /watch.*(error|fail)/i);
+});
+
+test('polled watcher: past 10000 events not taken, resource_exhausted until removed', async () => {
+  await run('mkdir -p pq');
+  const id = await createWatcher(sbx, { path: 'pq' });
+  await run('cd pq && for i in $(seq 10050); do : > f$i; done', { timeoutMs: 120000 });
+  await run('rm -rf pq');
+  for (let i = 0; i < 2; i++) {
+    const r = await unary(sbx, 'GetWatcherEvents', { watcherId: id });
+    assert.equal(r.status, 429, JSON.stringify(r.body).slice(0, 300));
+    assert.equal(r.body.code, 'resource_exhausted');
+  }
+  await fdsBecome(0); // it stopped watching
+  assert.equal((await unary(sbx, 'RemoveWatcher', { watcherId: id })).status, 200);
+  notFound(await unary(sbx, 'GetWatcherEvents', { watcherId: id }));
+});
