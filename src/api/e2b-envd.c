@@ -300,6 +300,7 @@ rpc(struct api *a, struct http_req *req, struct entry *e, const char *path)
     }
     if (process && !strcmp(method, "StreamInput")) {
         struct e2b_call call = q->call;
+        http_req_set_userdata(req, NULL, NULL); /* q is not this request's any more */
         free(q);
         e2b_stream_input(req, &call);
         return;

@@ -375,11 +375,14 @@ files_get(struct http_req *req, const struct fsctx *f, const char *path)
         return;
     }
     const char *base = strrchr(path, '/');
-    char disp[PATH_NAME_MAX + 64];
-    (void)snprintf(disp, sizeof(disp), "inline; filename=\"%s\"", base ? base + 1 : path);
-    for (char *p = disp + 17; *p; p++)
-        if (*p == '"' && p[1] != '\0')
-            *p = '_'; /* keep the quoted string well formed */
+    char name[PATH_NAME_MAX + 1], disp[PATH_NAME_MAX + 64];
+    (void)snprintf(name, sizeof(name), "%s", base ? base + 1 : path);
+    /* The name is the sandbox's to choose: no quote, backslash or control
+     * byte reaches the header (a CR/LF would start a header of its own). */
+    for (char *p = name; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '_';
+    (void)snprintf(disp, sizeof(disp), "inline; filename=\"%s\"", name);
     http_req_add_header(req, "Content-Disposition", disp);
     if (size > 0) {
         http_respond_fd(req, 200, "application/octet-stream", fd, size);

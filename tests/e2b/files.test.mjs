@@ -197,3 +197,13 @@ test('hostile upload bodies are refused and harm nothing', async () => {
   }
   assert.equal((await sbx.commands.run('echo fine')).stdout, 'fine\n');
 });
+
+test('a hostile file name cannot inject response headers', async () => {
+  await sbx.commands.run(`printf x > "$(printf 'evil"\\r\\nX-Injected: 1')"`);
+  const name = 'evil"\r\nX-Injected: 1';
+  const r = await envd(d, sbx, 'GET', '/files?path=' + encodeURIComponent(name));
+  assert.equal(r.status, 200);
+  assert.equal(await r.text(), 'x');
+  assert.equal(r.headers.get('x-injected'), null);
+  assert.equal(r.headers.get('content-disposition'), 'inline; filename="evil___X-Injected: 1"');
+});
