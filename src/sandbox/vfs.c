@@ -28,6 +28,7 @@
 #include "../jail/jail.h"
 #include "../jail/rootfs.h"
 #include "../util/cleanup.h"
+#include "../util/fd.h"
 #include "../util/parse.h"
 
 #define VFS_RESOLVE     (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
@@ -446,70 +447,6 @@ struct walk {
 };
 
 static int
-cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void
-free_names(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-/* The names in d, sorted; at most max of them (-E2BIG past that). */
-static int
-read_names(int d, size_t max, char ***ret, size_t *ret_n)
-{
-    char **v = NULL;
-    size_t n = 0, cap = 0;
-    int r = 0;
-
-    int dup = fcntl(d, F_DUPFD_CLOEXEC, 3);
-    if (dup < 0)
-        return -errno;
-    DIR *dir = fdopendir(dup);
-    if (!dir) {
-        safe_close(dup);
-        return -ENOMEM;
-    }
-    for (struct dirent *de; (de = readdir(dir));) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (n >= max) {
-            r = -E2BIG;
-            break;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nv = realloc(v, cap * sizeof(*v));
-            if (!nv) {
-                r = -ENOMEM;
-                break;
-            }
-            v = nv;
-        }
-        if (!(v[n] = strdup(de->d_name))) {
-            r = -ENOMEM;
-            break;
-        }
-        n++;
-    }
-    closedir(dir);
-    if (r < 0) {
-        free_names(v, n);
-        return r;
-    }
-    if (n)
-        qsort(v, n, sizeof(*v), cmp_names);
-    *ret = v;
-    *ret_n = n;
-    return 0;
-}
-
-static int
 walk_dir(struct walk *w, int d, unsigned level)
 {
     char **names = NULL;
@@ -520,7 +457,7 @@ walk_dir(struct walk *w, int d, unsigned level)
         return -ELOOP;
     /* Names waiting on the levels above will be reported too: counting
      * them bounds what the whole walk holds, not just this level. */
-    r = read_names(d, VFS_LIST_MAX - w->count - w->pending, &names, &n);
+    r = fd_dir_names(d, VFS_LIST_MAX - w->count - w->pending, &names, &n);
     if (r < 0)
         return r;
     w->pending += n;
@@ -553,7 +490,7 @@ walk_dir(struct walk *w, int d, unsigned level)
     }
     w->pending -= n - i;
     w->path[plen] = '\0';
-    free_names(names, n);
+    fd_names_free(names, n);
     return r;
 }
 
@@ -626,7 +563,7 @@ own_dir(int dir, const char *name, uid_t uid, gid_t gid)
  * os.MkdirAll: existing levels may be symlinks to directories, followed
  * inside the root. ret_created: whether the last level was made here. */
 static int
-mkdir_p(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret_created)
+mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret_created)
 {
     char prefix[PATH_MAX_LEN + 1];
     bool created = false;
@@ -691,7 +628,7 @@ vfs_mkdir(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root,
     bool created;
 
     acting(ids, as_root, &uid, &gid);
-    int fd = mkdir_p(rootfd, path, uid, gid, &created);
+    int fd = mkdir_in_root(rootfd, path, uid, gid, &created);
     if (fd < 0)
         return fail(err, fd, path, "create directory");
     safe_close(fd);
@@ -717,7 +654,7 @@ vfs_rename(int rootfd, const struct vfs_ids *ids, const char *src, const char *d
     if (fstatat(sdir, sname, &sst, AT_SYMLINK_NOFOLLOW) < 0)
         return fail(err, -errno, src, "move");
     split(dst, dparent, dname);
-    _cleanup_close_ int ddir = mkdir_p(rootfd, dparent, uid, gid, NULL);
+    _cleanup_close_ int ddir = mkdir_in_root(rootfd, dparent, uid, gid, NULL);
     if (ddir < 0)
         return fail(err, ddir, dparent, "create directory");
     /* Go's os.Rename refuses to replace a directory (unless it is src). */
@@ -913,7 +850,7 @@ vfs_open_write(int rootfd, const struct vfs_ids *ids, const char *path, bool as_
         return fail(err, -EISDIR, path, "write");
     acting(ids, as_root, &uid, &gid);
     split(path, parent, name);
-    _cleanup_close_ int pdir = mkdir_p(rootfd, parent, uid, gid, NULL);
+    _cleanup_close_ int pdir = mkdir_in_root(rootfd, parent, uid, gid, NULL);
     if (pdir < 0)
         return fail(err, pdir, parent, "create directory");
     /* O_EXCL tells a file we create (never through a symlink) from one that

@@ -19,70 +19,6 @@
 
 #define DEPTH_MAX 64
 
-static int
-cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The sorted names in dirfd (without . and ..). */
-static int
-list_dir(int dfd, char ***ret, size_t *ret_n)
-{
-    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    char **v = NULL;
-    size_t n = 0, cap = 0;
-    int r = 0;
-
-    if (!d) {
-        r = -errno;
-        safe_close(fd);
-        return r;
-    }
-    struct dirent *de;
-    while ((errno = 0, de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 32;
-            char **nv = realloc(v, cap * sizeof(*v));
-            if (!nv) {
-                r = -ENOMEM;
-                break;
-            }
-            v = nv;
-        }
-        if (!(v[n] = strdup(de->d_name))) {
-            r = -ENOMEM;
-            break;
-        }
-        n++;
-    }
-    if (r == 0 && errno)
-        r = -errno;
-    closedir(d);
-    if (r < 0) {
-        for (size_t i = 0; i < n; i++)
-            free(v[i]);
-        free(v);
-        return r;
-    }
-    if (n)
-        qsort(v, n, sizeof(*v), cmp_names);
-    *ret = v;
-    *ret_n = n;
-    return 0;
-}
-
-static void
-free_names(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
 struct walk {
     EVP_MD_CTX *md;
     size_t files;
@@ -98,7 +34,7 @@ digest_tree(struct walk *w, int dfd, const char *prefix, int depth)
 
     if (depth > DEPTH_MAX)
         return err_set(w->err, ELOOP, "'%s': nested too deep", prefix);
-    if ((r = list_dir(dfd, &names, &n)) < 0)
+    if ((r = fd_dir_names(dfd, SIZE_MAX, &names, &n)) < 0)
         return err_set(w->err, -r, "cannot list '%s'", prefix[0] ? prefix : ".");
     for (size_t i = 0; r == 0 && i < n; i++) {
         char path[8192], b[65536];
@@ -153,7 +89,7 @@ digest_tree(struct walk *w, int dfd, const char *prefix, int depth)
             close(fd);
         }
     }
-    free_names(names, n);
+    fd_names_free(names, n);
     return r;
 }
 
@@ -188,7 +124,7 @@ shift_tree(int dfd, uid_t first, int depth, struct err *err)
 
     if (depth > 256)
         return err_set(err, ELOOP, "layer nested too deep");
-    if ((r = list_dir(dfd, &names, &n)) < 0)
+    if ((r = fd_dir_names(dfd, SIZE_MAX, &names, &n)) < 0)
         return err_set(err, -r, "cannot list a layer directory");
     for (size_t i = 0; r == 0 && i < n; i++) {
         struct stat st;
@@ -221,7 +157,7 @@ shift_tree(int dfd, uid_t first, int depth, struct err *err)
             close(cfd);
         }
     }
-    free_names(names, n);
+    fd_names_free(names, n);
     return r;
 }
 

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -286,4 +287,70 @@ copy_file_at(int srcdirfd, const char *src, int dirfd, const char *name, mode_t 
 fail:
     (void)unlinkat(dirfd, tmp, 0);
     return r;
+}
+
+static int
+cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void
+fd_names_free(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+int
+fd_dir_names(int dirfd, size_t max, char ***ret, size_t *ret_n)
+{
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int r = -errno;
+        (void)close(fd);
+        return r;
+    }
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    int r = 0;
+    struct dirent *de;
+    while ((errno = 0, de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (n >= max) {
+            r = -E2BIG;
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 32;
+            char **nv = realloc(v, cap * sizeof(*v));
+            if (!nv) {
+                r = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        if (!(v[n] = strdup(de->d_name))) {
+            r = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    if (r == 0 && errno)
+        r = -errno;
+    closedir(d);
+    if (r < 0) {
+        fd_names_free(v, n);
+        return r;
+    }
+    if (n)
+        qsort(v, n, sizeof(*v), cmp_names);
+    *ret = v;
+    *ret_n = n;
+    return 0;
 }

@@ -35,5 +35,12 @@ int mkdir_p(const char *path, mode_t mode);
  * trees nobody is writing to any more (a dead sandbox's). -ENOENT is 0. */
 int rm_rf_at(int dirfd, const char *name);
 
+/* The names in the directory dirfd (without "." and ".."), sorted bytewise
+ * (strcmp); at most max of them, -E2BIG past that. Reads through a fresh
+ * descriptor of "." so dirfd's offset is untouched (O_PATH is fine). Free
+ * the list with fd_names_free(). */
+int fd_dir_names(int dirfd, size_t max, char ***ret, size_t *ret_n);
+void fd_names_free(char **v, size_t n);
+
 /* Copies the regular file src to dirfd/name with mode (via a temp + rename). */
 int copy_file_at(int srcdirfd, const char *src, int dirfd, const char *name, mode_t mode);

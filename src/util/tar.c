@@ -663,47 +663,17 @@ emit_header(tar_write_fn w, void *ud, const char *name, char type, uint32_t mode
 }
 
 static int
-cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int
 write_tree(int dfd, const char *prefix, tar_write_fn w, void *ud, uint64_t max, uint64_t *total,
            int depth, struct err *err)
 {
     char **names = NULL;
-    size_t n = 0, cap = 0;
-    int r = 0;
+    size_t n = 0;
+    int r;
 
     if (depth > 64)
         return err_set(err, ELOOP, "'%s': directories nested too deep", prefix);
-    int fd2 = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = fd2 >= 0 ? fdopendir(fd2) : NULL;
-    if (!d) {
-        safe_close(fd2);
-        return err_set(err, errno, "cannot list '%s'", prefix[0] ? prefix : ".");
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 32;
-            char **nn = realloc(names, cap * sizeof(*nn));
-            if (!nn) {
-                r = -ENOMEM;
-                goto out;
-            }
-            names = nn;
-        }
-        if (!(names[n] = strdup(de->d_name))) {
-            r = -ENOMEM;
-            goto out;
-        }
-        n++;
-    }
-    qsort(names, n, sizeof(*names), cmp_names);
+    if ((r = fd_dir_names(dfd, SIZE_MAX, &names, &n)) < 0)
+        return err_set(err, -r, "cannot list '%s'", prefix[0] ? prefix : ".");
     for (size_t i = 0; r == 0 && i < n; i++) {
         char path[TAR_NAME_MAX + 1], link[TAR_NAME_MAX + 1];
         struct stat st;
@@ -712,7 +682,7 @@ write_tree(int dfd, const char *prefix, tar_write_fn w, void *ud, uint64_t max, 
             r = err_set(err, ENAMETOOLONG, "'%s/%s': path too long", prefix, names[i]);
             break;
         }
-        if (fstatat(dirfd(d), names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
             r = err_set(err, errno, "cannot stat '%s'", path);
             break;
         }
@@ -721,7 +691,7 @@ write_tree(int dfd, const char *prefix, tar_write_fn w, void *ud, uint64_t max, 
             (void)snprintf(dn, sizeof(dn), "%s/", path);
             if ((r = emit_header(w, ud, dn, '5', 0755, 0, "")) < 0)
                 break;
-            int cfd = openat(dirfd(d), names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int cfd = openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (cfd < 0) {
                 r = err_set(err, errno, "cannot open '%s'", path);
                 break;
@@ -729,7 +699,7 @@ write_tree(int dfd, const char *prefix, tar_write_fn w, void *ud, uint64_t max, 
             r = write_tree(cfd, path, w, ud, max, total, depth + 1, err);
             close(cfd);
         } else if (S_ISLNK(st.st_mode)) {
-            ssize_t l = readlinkat(dirfd(d), names[i], link, sizeof(link) - 1);
+            ssize_t l = readlinkat(dfd, names[i], link, sizeof(link) - 1);
             if (l < 0 || l > 100) {
                 r = err_set(err, l < 0 ? errno : ENAMETOOLONG, "cannot read the symlink '%s'",
                             path);
@@ -743,7 +713,7 @@ write_tree(int dfd, const char *prefix, tar_write_fn w, void *ud, uint64_t max, 
                             (unsigned long long)max);
                 break;
             }
-            int ffd = openat(dirfd(d), names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            int ffd = openat(dfd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
             if (ffd < 0) {
                 r = err_set(err, errno, "cannot open '%s'", path);
                 break;
@@ -770,11 +740,7 @@ write_tree(int dfd, const char *prefix, tar_write_fn w, void *ud, uint64_t max, 
             r = err_set(err, EPERM, "'%s' is not a file, directory or symlink", path);
         }
     }
-out:
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    closedir(d);
+    fd_names_free(names, n);
     return r;
 }
 

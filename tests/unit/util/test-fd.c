@@ -209,6 +209,39 @@ test_rm_rf_simple_cases(void **state)
     assert_int_equal(rm_rf_at(-1, "x"), -EBADF);
 }
 
+static void
+test_dir_names(void **state)
+{
+    (void)state;
+    char **v = NULL;
+    size_t n = 99;
+    assert_int_equal(fd_dir_names(topfd, 10, &v, &n), 0);
+    assert_int_equal(n, 0);
+    fd_names_free(v, n);
+    static const char *const names[] = {"b", "a", "C", "a.b", "\xc3\xa9"};
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(write_file_at(topfd, names[i], "", 0644), 0);
+    assert_int_equal(symlinkat("/nowhere", topfd, "z"), 0);
+    /* an O_PATH descriptor lists too, and its offset is not used */
+    int pfd = openat(topfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    assert_true(pfd >= 0);
+    assert_int_equal(fd_dir_names(pfd, 6, &v, &n), 0);
+    assert_int_equal(n, 6);
+    static const char *const sorted[] = {"C", "a", "a.b", "b", "z", "\xc3\xa9"};
+    for (size_t i = 0; i < 6; i++)
+        assert_string_equal(v[i], sorted[i]);
+    fd_names_free(v, n);
+    assert_int_equal(fd_dir_names(pfd, 5, &v, &n), -E2BIG);
+    assert_int_equal(fd_dir_names(topfd, 6, &v, &n), 0); /* again: same answer */
+    assert_int_equal(n, 6);
+    fd_names_free(v, n);
+    assert_int_equal(write_file_at(topfd, "f", "", 0644), 0);
+    int ffd = openat(topfd, "f", O_RDONLY | O_CLOEXEC);
+    assert_int_equal(fd_dir_names(ffd, 10, &v, &n), -ENOTDIR);
+    close(ffd);
+    close(pfd);
+}
+
 /* --- small files --- */
 
 static void
@@ -391,6 +424,7 @@ main(void)
             cmocka_unit_test_setup_teardown(test_rm_rf_wide, setup, teardown),
             cmocka_unit_test_setup_teardown(test_rm_rf_never_follows_symlinks, setup, teardown),
             cmocka_unit_test_setup_teardown(test_rm_rf_simple_cases, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_dir_names, setup, teardown),
             cmocka_unit_test_setup_teardown(test_write_and_read_file, setup, teardown),
             cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
             cmocka_unit_test_setup_teardown(test_copy_file_at, setup, teardown),
