@@ -112,7 +112,7 @@ fs_open(struct http_req *req, struct e2b_call *c, struct fsctx *f)
                       "this sandbox has no file system view of its own (isolation mode)");
         return -EOPNOTSUPP;
     }
-    vfs_ids_from_jail(sandbox_jail(e->sb), &f->ids);
+    sandbox_vfs_ids(e->sb, &f->ids);
     f->user = &c->user;
     return 0;
 }
@@ -720,7 +720,7 @@ files_route(struct api *a, struct http_req *req, struct entry *e)
         e2b_error(req, 501, "this sandbox has no file system view of its own (isolation mode)");
         return;
     }
-    vfs_ids_from_jail(sandbox_jail(e->sb), &f.ids);
+    sandbox_vfs_ids(e->sb, &f.ids);
     f.user = &user;
     api_touch(e);
     if (!strcmp(http_req_method(req), "GET") || http_req_is_head(req)) {

@@ -92,9 +92,8 @@ e2b_entry_dying(struct entry *e)
 {
     if (!e->e2b)
         return;
-    if ((e->e2b->paused || e->e2b->snapshotting) && e->state == E_DYING) {
-        /* A frozen cgroup's processes cannot die: thaw it for the kill. */
-        (void)jail_freeze(sandbox_jail(e->sb), false, NULL);
+    if (e->state == E_DYING) {
+        /* The kill thaws a frozen sandbox (jail_kill). */
         e->e2b->paused = false;
         e->e2b->snapshotting = false;
     }
@@ -657,7 +656,7 @@ timeout_done(struct http_req *req, const char *body, size_t len)
 static int
 set_frozen(struct entry *e, bool frozen, struct err *err)
 {
-    int r = jail_freeze(sandbox_jail(e->sb), frozen, err);
+    int r = sandbox_freeze(e->sb, frozen, err);
     if (r < 0)
         return r;
     e->e2b->paused = frozen;

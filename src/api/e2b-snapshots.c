@@ -348,7 +348,7 @@ snap_done(void *ud)
         struct e2b_sb *x = j->e->e2b;
         x->snap = NULL;
         if (j->froze && x->snapshotting)
-            (void)jail_freeze(sandbox_jail(j->e->sb), false, NULL);
+            (void)sandbox_freeze(j->e->sb, false, NULL);
         x->snapshotting = false;
     }
     if (j->r == 0 && !closing)
@@ -394,7 +394,7 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
     j->e = e;
     j->then = then;
     j->ud = ud;
-    vfs_ids_from_jail(sandbox_jail(e->sb), &j->ids);
+    sandbox_vfs_ids(e->sb, &j->ids);
     j->dirfd = fcntl(s->dirfd, F_DUPFD_CLOEXEC, 3);
     j->viewfd = fcntl(view, F_DUPFD_CLOEXEC, 3);
     j->info = json_object();
@@ -416,13 +416,13 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
     /* Frozen while copied: nothing in it can change or swap paths. Without
      * a freezer (cgroup "none") the copy still only ever opens what it saw,
      * never follows a link. A paused sandbox is frozen already. */
-    if (!e->e2b->paused && jail_freeze(sandbox_jail(e->sb), true, NULL) == 0) {
+    if (!e->e2b->paused && sandbox_freeze(e->sb, true, NULL) == 0) {
         j->froze = true;
         e->e2b->snapshotting = true;
     }
     if ((r = workq_submit(s->wq, snap_work, snap_done, j)) < 0) {
         if (j->froze) {
-            (void)jail_freeze(sandbox_jail(e->sb), false, NULL);
+            (void)sandbox_freeze(e->sb, false, NULL);
             e->e2b->snapshotting = false;
         }
         goto fail;
@@ -725,7 +725,7 @@ restore_ready(struct api *a, struct entry *e, struct http_req *req)
         r = -errno;
         goto fail;
     }
-    vfs_ids_from_jail(sandbox_jail(e->sb), &rs->ids);
+    sandbox_vfs_ids(e->sb, &rs->ids);
     if ((r = workq_submit(s->wq, restore_work, restore_done, rs)) < 0)
         goto fail;
     return;

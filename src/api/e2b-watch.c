@@ -831,7 +831,7 @@ watch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg
     buf_init(&w->q, WATCH_QUEUE_MAX + 4096); /* events, then room for the end frame */
     w->owner.kind = OWNER_SANDBOX;
     (void)snprintf(w->owner.id, sizeof(w->owner.id), "%s", e->id);
-    vfs_ids_from_jail(sandbox_jail(e->sb), &w->ids);
+    sandbox_vfs_ids(e->sb, &w->ids);
     if (json_get_str(msg, "path", false, &path, &err) < 0 ||
         get_flag(msg, "recursive", "recursive", &w->recursive, &err) < 0 ||
         get_flag(msg, "includeEntry", "include_entry", &w->include_entry, &err) < 0 ||

@@ -1092,6 +1092,10 @@ jail_kill(struct jail *j)
         teardown(j);
         return;
     }
+    /* A frozen (paused) jail's processes cannot act on SIGKILL until thawed
+     * (cgroup v1 freezer): a kill always thaws. */
+    if (j->have_cgroup)
+        (void)cgroup_freeze(j->host->cg, j->id, false, NULL);
     switch (j->host->mode) {
     case JAIL_NS:
         /* pid 1 dies, and the kernel kills its namespace with it. */

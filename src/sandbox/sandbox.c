@@ -21,6 +21,7 @@
 #include "../util/path.h"
 #include "../util/rand.h"
 #include "../util/timeutil.h"
+#include "vfs.h"
 
 #define POOL_RETRY_MS  1000 /* after a pool jail failed to start */
 #define POOL_REFILL_MS 5    /* after handing one out: let the answer go first */
@@ -989,4 +990,18 @@ sandbox_walk(struct sandbox *sb, const char *rel, files_walk_fn fn, void *ud, st
 {
     NEED_READY(sb, err);
     return files_walk(jail_workspace_fd(sb->jail), rel, fn, ud, err);
+}
+
+int
+sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err)
+{
+    if (sb->state != SB_READY)
+        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
+    return jail_freeze(sb->jail, frozen, err);
+}
+
+void
+sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret)
+{
+    vfs_ids_from_jail(sb->jail, ret);
 }

@@ -81,6 +81,12 @@ const struct sandbox_timings *sandbox_get_timings(const struct sandbox *sb);
 const struct jail_limits *sandbox_limits(const struct sandbox *sb);
 int sandbox_set_limits(struct sandbox *sb, const struct jail_limits *l, struct err *err);
 int sandbox_stats(struct sandbox *sb, struct cgroup_stats *ret);
+/* Freezes (or thaws) every process of the sandbox (its cgroup's freezer):
+ * pause without losing memory. -EOPNOTSUPP without a cgroup. A kill thaws. */
+int sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err);
+/* The host ids files in the sandbox's view belong to (for vfs.h). */
+struct vfs_ids;
+void sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret);
 /* For tests and leak checks: the jail underneath. */
 struct jail *sandbox_jail(const struct sandbox *sb);
 
