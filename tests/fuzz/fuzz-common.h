@@ -20,6 +20,16 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Two cut points 0 <= cuts[0] <= cuts[1] <= size chosen by the byte sel
+ * (low and high nibble): the incremental parsers' targets feed the input
+ * whole and in the three pieces these make, and compare. */
+static inline void
+fuzz_cuts(uint8_t sel, size_t size, size_t cuts[2])
+{
+    cuts[0] = size * (sel & 15) / 15;
+    cuts[1] = cuts[0] + (size - cuts[0]) * (sel >> 4) / 15;
+}
+
 /* Aborts with a message naming the broken invariant. */
 #define CHECK(cond)                                                                      \
     do {                                                                                 \

@@ -90,8 +90,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t sel = data[0];
     data++, size--;
     size_t cuts[2];
-    cuts[0] = size * (sel & 15) / 15;
-    cuts[1] = cuts[0] + (size - cuts[0]) * (sel >> 4) / 15;
+    fuzz_cuts(sel, size, cuts);
 
     buf_init(&whole, BUF_UNLIMITED);
     buf_init(&pieces, BUF_UNLIMITED);
