@@ -139,6 +139,18 @@ e2b_call_entry(const struct e2b_call *c)
     return e;
 }
 
+int
+e2b_user_named(const char *name, struct e2b_user *ret)
+{
+    if (!name || !*name || !strcmp(name, "user"))
+        *ret = (struct e2b_user){false, "user", "/home/user"};
+    else if (!strcmp(name, "root"))
+        *ret = (struct e2b_user){true, "root", "/root"};
+    else
+        return -ENOENT;
+    return 0;
+}
+
 /* The user of an RPC: Basic base64("<name>:"), default "user". */
 static int
 rpc_user(struct http_req *req, struct e2b_user *u)
@@ -160,13 +172,7 @@ rpc_user(struct http_req *req, struct e2b_user *u)
         name[n] = '\0';
         buf_done(&b);
     }
-    if (!strcmp(name, "user"))
-        *u = (struct e2b_user){false, "user", "/home/user"};
-    else if (!strcmp(name, "root"))
-        *u = (struct e2b_user){true, "root", "/root"};
-    else
-        return -ENOENT;
-    return 0;
+    return e2b_user_named(name, u);
 }
 
 static uint64_t

@@ -707,11 +707,7 @@ files_route(struct api *a, struct http_req *req, struct entry *e)
 
     if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
         return;
-    if (!uname || !*uname || !strcmp(uname, "user"))
-        user = (struct e2b_user){false, "user", "/home/user"};
-    else if (!strcmp(uname, "root"))
-        user = (struct e2b_user){true, "root", "/root"};
-    else {
+    if (e2b_user_named(uname, &user) < 0) {
         e2b_error(req, 401, "invalid user: '%.64s'", uname);
         return;
     }

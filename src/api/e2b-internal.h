@@ -133,6 +133,10 @@ struct e2b_user {
     const char *home; /* "/home/user" or "/root" */
 };
 
+/* The user called name ("user" or "root"; NULL or "" = "user"): -ENOENT
+ * for any other. */
+int e2b_user_named(const char *name, struct e2b_user *ret);
+
 /* The context of one envd RPC: its sandbox and user. */
 struct e2b_call {
     struct api *api;

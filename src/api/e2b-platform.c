@@ -487,16 +487,15 @@ matches(struct api *a, const struct item *it, const struct filter *f, const stru
     return true;
 }
 
-static bool sort_asc;
-
+/* Start time, then id; ud points to a bool: ascending. */
 static int
-cmp_items(const void *pa, const void *pb)
+cmp_items(const void *pa, const void *pb, void *ud)
 {
     const struct item *x = pa, *y = pb;
     int c = x->created < y->created ? -1 : x->created > y->created;
     if (c == 0)
         c = strcmp(x->id, y->id);
-    return sort_asc ? c : -c;
+    return *(const bool *)ud ? c : -c;
 }
 
 /* The cold record id names while paused (NULL when none or running). */
@@ -571,7 +570,7 @@ list(struct api *a, struct http_req *req, const struct api_scope *scope)
         limit = l;
     }
     v = http_req_query(req, "order");
-    sort_asc = v && !strcasecmp(v, "asc");
+    bool sort_asc = v && !strcasecmp(v, "asc");
     if (v && !sort_asc && strcasecmp(v, "desc")) {
         e2b_error(req, 400, "'order' must be asc or desc");
         return;
@@ -597,7 +596,7 @@ list(struct api *a, struct http_req *req, const struct api_scope *scope)
             if (!c->live && n < a->count + ncold && matches(a, &it, &f, scope))
                 all[n++] = it;
         }
-    qsort(all, n, sizeof(*all), cmp_items);
+    qsort_r(all, n, sizeof(*all), cmp_items, &sort_asc);
     /* The token is the last item sent, "<created ms>.<id>": the next page
      * starts after it, whatever was killed in between. */
     if ((v = http_req_query(req, "nextToken")) && *v) {
@@ -609,7 +608,7 @@ list(struct api *a, struct http_req *req, const struct api_scope *scope)
             return;
         }
         struct item key = {.created = ms, .id = id};
-        while (start < n && cmp_items(&all[start], &key) <= 0)
+        while (start < n && cmp_items(&all[start], &key, &sort_asc) <= 0)
             start++;
     }
     json_t *arr = json_array();
