@@ -944,25 +944,15 @@ ports_free(struct api *a)
 static int
 pin_netns(struct api *a, struct ports *ps, struct entry *e, struct err *err)
 {
-    char path[64];
     struct stat st;
 
     if (e->ports_netns > 0)
-        return e->ports_netns; /* 0 = not pinned: it is never 0..2 (see below) */
-    pid_t pid = jail_init_pid(sandbox_jail(e->sb));
-    if (pid <= 0)
+        return e->ports_netns; /* 0 = not pinned: it is never 0..2 */
+    int fd = sandbox_open_netns(e->sb);
+    if (fd == -ESRCH)
         return err_set(err, ESRCH, "The sandbox was not found");
-    /* init is our child and not reaped (pid > 0): the pid is still its. */
-    (void)snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0 && fd < 3) {
-        /* Only if abxd was started with stdio closed. */
-        int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        (void)close(fd);
-        fd = fd2;
-    }
     if (fd < 0)
-        return err_set(err, errno, "Cannot enter the sandbox's network (%s)", strerror(errno));
+        return err_set(err, -fd, "Cannot enter the sandbox's network (%s)", strerror(-fd));
     if (fstat(fd, &st) < 0 || (st.st_dev == ps->home_dev && st.st_ino == ps->home_ino)) {
         (void)close(fd);
         /* uid and none isolation share the host's network: forwarding

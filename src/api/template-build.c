@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../sandbox/vfs.h"
 #include "../template/command.h"
 #include "../template/layer.h"
 #include "../template/set.h"
@@ -434,7 +435,7 @@ copy_tree(int sdfd, const char *src, int tfd, const char *name, uid_t owner, int
 static int
 copy_step(struct build *b, const struct template_step *st)
 {
-    char top[8], rel[PATH_MAX], path[64];
+    char top[8], rel[PATH_MAX];
     const char *d = st->b + 1;
     size_t tl = strcspn(d, "/");
     if (tl >= sizeof(top))
@@ -442,10 +443,9 @@ copy_step(struct build *b, const struct template_step *st)
     memcpy(top, d, tl);
     top[tl] = '\0';
     (void)pathf(rel, sizeof(rel), "%s", d[tl] ? d + tl + 1 : "");
-    (void)pathf(path, sizeof(path), "/proc/%d/root", (int)jail_init_pid(sandbox_jail(b->sb)));
-    _cleanup_close_ int rootfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int rootfd = sandbox_view_fd(b->sb); /* pinned at ready time; borrowed */
     if (rootfd < 0)
-        return -errno;
+        return rootfd;
     /* one component, no symlink: the mount point of the overlay */
     _cleanup_close_ int topfd = openat(rootfd, top, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (topfd < 0)
@@ -658,7 +658,9 @@ sb_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
         return;
     }
     sandbox_set_gone_handler(sb, sb_gone, b);
-    b->first = jail_root_uid(sandbox_jail(sb));
+    struct vfs_ids ids;
+    sandbox_vfs_ids(sb, &ids);
+    b->first = ids.range_first;
     if (b->failed) {
         sandbox_kill(sb);
         return;

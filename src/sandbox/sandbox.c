@@ -1005,3 +1005,24 @@ sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret)
 {
     vfs_ids_from_jail(sb->jail, ret);
 }
+
+int
+sandbox_open_netns(struct sandbox *sb)
+{
+    char path[64];
+    if (sb->state != SB_READY)
+        return -ESRCH;
+    /* init is our child and not reaped while we are ready: the pid is its. */
+    pid_t pid = jail_init_pid(sb->jail);
+    if (pid <= 0)
+        return -ESRCH;
+    (void)snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fd < 3) {
+        /* Only if abxd was started with stdio closed. */
+        int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        (void)close(fd);
+        fd = fd2;
+    }
+    return fd < 0 ? -errno : fd;
+}

@@ -87,6 +87,10 @@ int sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err);
 /* The host ids files in the sandbox's view belong to (for vfs.h). */
 struct vfs_ids;
 void sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret);
+/* Opens the sandbox's network namespace (/proc/<init>/ns/net, O_CLOEXEC,
+ * never fd 0..2) while it is ready: -ESRCH otherwise. In the uid and none
+ * modes that is the host's own. */
+int sandbox_open_netns(struct sandbox *sb);
 /* For tests and leak checks: the jail underneath. */
 struct jail *sandbox_jail(const struct sandbox *sb);
 
