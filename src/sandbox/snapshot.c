@@ -107,6 +107,44 @@ in_id(const struct vfs_ids *ids, uint32_t host)
     return SNAPSHOT_NOBODY;
 }
 
+/* Gives fd (a file or directory just written) owner, mode and times. */
+static int
+set_attrs(struct walk *w, int fd, uid_t uid, gid_t gid, mode_t mode, const struct timespec ts[2],
+          const char *name)
+{
+    if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode & 07777) < 0 || futimens(fd, ts) < 0)
+        return err_set(w->err, errno, "cannot set the attributes of '%s'", name);
+    return 0;
+}
+
+/* Recreates the symlink or fifo name of src in dst with owner, mode and
+ * times; what is "store" or "restore" for messages. A link gone meanwhile
+ * is skipped when vanish_ok (the source is a live sandbox). */
+static int
+put_special(struct walk *w, int src, int dst, const char *name, const struct stat *st, uid_t uid,
+            gid_t gid, const struct timespec ts[2], const char *what, bool vanish_ok)
+{
+    if (S_ISLNK(st->st_mode)) {
+        char target[PATH_MAX];
+        ssize_t n = readlinkat(src, name, target, sizeof(target) - 1);
+        if (n < 0)
+            return vanish_ok && (errno == ENOENT || errno == EINVAL)
+                           ? 0
+                           : err_set(w->err, errno, "cannot read the link '%s'", name);
+        target[n] = '\0';
+        if (symlinkat(target, dst, name) < 0 ||
+            fchownat(dst, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+            utimensat(dst, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+            return err_set(w->err, errno, "cannot %s the link '%s'", what, name);
+        return 0;
+    }
+    if (mkfifoat(dst, name, 0600) < 0 || fchownat(dst, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+        fchmodat(dst, name, st->st_mode & 07777, 0) < 0 ||
+        utimensat(dst, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+        return err_set(w->err, errno, "cannot %s the fifo '%s'", what, name);
+    return 0;
+}
+
 static int out_dir(struct walk *w, int src, int dst, dev_t dev, unsigned depth);
 
 static int
@@ -151,9 +189,7 @@ out_entry(struct walk *w, int src, int dst, const char *name, dev_t dev, unsigne
             return -errno;
         if ((r = out_dir(w, s, d, dev, depth + 1)) < 0)
             return r;
-        if (fchown(d, uid, gid) < 0 || fchmod(d, st.st_mode & 07777) < 0 || futimens(d, ts) < 0)
-            return err_set(w->err, errno, "cannot set the attributes of '%s'", name);
-        return 0;
+        return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
     }
     if (S_ISREG(st.st_mode)) {
         if (foreign && !(st.st_mode & S_IROTH)) {
@@ -183,32 +219,10 @@ out_entry(struct walk *w, int src, int dst, const char *name, dev_t dev, unsigne
         if ((r = copy_bytes(s, d, (uint64_t)st.st_size, w->buf, &n)) < 0)
             return err_set(w->err, -r, "cannot copy '%s'", name);
         w->st.bytes += n;
-        if (fchown(d, uid, gid) < 0 || fchmod(d, st.st_mode & 07777) < 0 || futimens(d, ts) < 0)
-            return err_set(w->err, errno, "cannot set the attributes of '%s'", name);
-        return 0;
+        return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
     }
-    if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX];
-        ssize_t n = readlinkat(src, name, target, sizeof(target) - 1);
-        if (n < 0)
-            return errno == ENOENT || errno == EINVAL
-                           ? 0
-                           : err_set(w->err, errno, "readlink '%s'", name);
-        target[n] = '\0';
-        if (symlinkat(target, dst, name) < 0 ||
-            fchownat(dst, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-            utimensat(dst, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-            return err_set(w->err, errno, "cannot store the link '%s'", name);
-        return 0;
-    }
-    if (S_ISFIFO(st.st_mode)) {
-        if (mkfifoat(dst, name, 0600) < 0 ||
-            fchownat(dst, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-            fchmodat(dst, name, st.st_mode & 07777, 0) < 0 ||
-            utimensat(dst, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-            return err_set(w->err, errno, "cannot store the fifo '%s'", name);
-        return 0;
-    }
+    if (S_ISLNK(st.st_mode) || S_ISFIFO(st.st_mode))
+        return put_special(w, src, dst, name, &st, uid, gid, ts, "store", true);
     w->st.skipped++; /* sockets, devices */
     w->st.entries--;
     return 0;
@@ -339,9 +353,7 @@ in_entry(struct walk *w, int src, int dst, const char *name, dev_t dev, unsigned
             return err_set(w->err, errno, "cannot open directory '%s'", name);
         if ((r = in_dir(w, s, d, dev, depth + 1)) < 0)
             return r;
-        if (fchown(d, uid, gid) < 0 || fchmod(d, st.st_mode & 07777) < 0 || futimens(d, ts) < 0)
-            return err_set(w->err, errno, "cannot set the attributes of '%s'", name);
-        return 0;
+        return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
     }
     if (S_ISREG(st.st_mode)) {
         _cleanup_close_ int s = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -352,30 +364,10 @@ in_entry(struct walk *w, int src, int dst, const char *name, dev_t dev, unsigned
         uint64_t n = 0;
         if ((r = copy_bytes(s, d, (uint64_t)st.st_size, w->buf, &n)) < 0)
             return err_set(w->err, -r, "cannot restore '%s'", name);
-        if (fchown(d, uid, gid) < 0 || fchmod(d, st.st_mode & 07777) < 0 || futimens(d, ts) < 0)
-            return err_set(w->err, errno, "cannot set the attributes of '%s'", name);
-        return 0;
+        return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
     }
-    if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX];
-        ssize_t n = readlinkat(src, name, target, sizeof(target) - 1);
-        if (n < 0)
-            return err_set(w->err, errno, "cannot read the link '%s'", name);
-        target[n] = '\0';
-        if (symlinkat(target, dst, name) < 0 ||
-            fchownat(dst, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-            utimensat(dst, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-            return err_set(w->err, errno, "cannot restore the link '%s'", name);
-        return 0;
-    }
-    if (S_ISFIFO(st.st_mode)) {
-        if (mkfifoat(dst, name, 0600) < 0 ||
-            fchownat(dst, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-            fchmodat(dst, name, st.st_mode & 07777, 0) < 0 ||
-            utimensat(dst, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-            return err_set(w->err, errno, "cannot restore the fifo '%s'", name);
-        return 0;
-    }
+    if (S_ISLNK(st.st_mode) || S_ISFIFO(st.st_mode))
+        return put_special(w, src, dst, name, &st, uid, gid, ts, "restore", false);
     return 0;
 }
 
