@@ -74,6 +74,7 @@ struct sandbox {
     struct list procs;
     size_t nrunning, nexited;
     struct list pending;
+    size_t npending; /* spawns init has not answered: they count as running */
     uint64_t next_token;
     sandbox_ready_fn ready;
     void *ready_ud;
@@ -281,6 +282,7 @@ fail_pending(struct sandbox *sb, int r, const char *why)
     while (!list_empty(&sb->pending)) {
         struct pending *pd = list_entry(sb->pending.next, struct pending, link);
         list_remove(&pd->link);
+        sb->npending--;
         struct err err = {0};
         (void)err_set(&err, -r, "%s", why);
         proc_spawn_failed(pd->p);
@@ -407,6 +409,7 @@ on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, v
     if (!pd)
         return; /* not ours (init is not trusted to echo tokens faithfully) */
     list_remove(&pd->link);
+    sb->npending--;
     struct proc *p = pd->p;
     sandbox_exec_fn cb = pd->cb;
     void *cud = pd->ud;
@@ -793,9 +796,11 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
         return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
     if (!x->argv || !x->argv[0] || !x->argv[0][0])
         return err_set(err, EINVAL, "argv must name a program");
-    if (sb->nrunning >= SANDBOX_MAX_RUNNING)
-        return err_set(err, EAGAIN, "sandbox '%s' already runs %d processes", sb->id,
-                       SANDBOX_MAX_RUNNING);
+    /* Starting ones count: init answers spawns later, and a burst of
+     * requests would otherwise all pass while none is running yet. */
+    if (sb->nrunning + sb->npending >= SANDBOX_MAX_RUNNING)
+        return err_set(err, EAGAIN, "sandbox '%s' already runs %d processes, the most it may",
+                       sb->id, SANDBOX_MAX_RUNNING);
     env = calloc(SANDBOX_ENV_MAX + 1, sizeof(char *));
     if (!env)
         return -ENOMEM;
@@ -868,6 +873,7 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
     pd->cb = cb;
     pd->ud = ud;
     list_add_tail(&sb->pending, &pd->link);
+    sb->npending++;
     return 0;
 fail:
     free(pd);

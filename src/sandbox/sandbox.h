@@ -27,7 +27,7 @@
 #include "files.h"
 #include "proc.h"
 
-#define SANDBOX_MAX_RUNNING  1024 /* running processes per sandbox */
+#define SANDBOX_MAX_RUNNING  1024 /* running processes per sandbox, starting ones included */
 #define SANDBOX_KEEP_EXITED  64   /* finished processes kept for status and output */
 #define SANDBOX_ENV_MAX      1024 /* environment entries per exec */
 #define SANDBOX_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
