@@ -8,6 +8,7 @@
  * signal and control-socket hang-up), and the next start reclaims what was
  * left on disk and in cgroupfs.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -42,6 +43,9 @@
 #define SHUTDOWN_GRACE_MS 15000
 #define PROBE_TIMEOUT_MS  15000
 #define GC_LEASE_MS       (10 * 60 * 1000)
+#define HTTP_CONNS_MAX    4096 /* HTTP connections, and at most 1/8 of RLIMIT_NOFILE */
+#define FDS_PER_CONN      2    /* its socket and what it may hold: a file, inotify, upstream */
+#define FD_RESERVE        128  /* past what is open at start: store, uploads' dirs, accept */
 
 struct daemon {
     struct config cfg;
@@ -63,14 +67,62 @@ struct daemon {
     bool stopping;
 };
 
-static int
+/* Raises RLIMIT_NOFILE to its hard limit; returns the limit now in force. */
+static uint32_t
 raise_nofile(void)
 {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-        return -errno;
-    rl.rlim_cur = rl.rlim_max;
-    return setrlimit(RLIMIT_NOFILE, &rl) < 0 ? -errno : 0;
+        return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit up = {rl.rlim_max, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl = up;
+    }
+    return rl.rlim_cur > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)rl.rlim_cur;
+}
+
+static uint32_t
+count_open_fds(void)
+{
+    uint32_t n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 0;
+    for (struct dirent *de; (de = readdir(d));)
+        if (de->d_name[0] != '.')
+            n++;
+    (void)closedir(d);
+    return n > 0 ? n - 1 : 0; /* not the one reading it */
+}
+
+/* abxd's descriptors, RLIMIT_NOFILE, are split three ways: HTTP
+ * connections (MHD accepts no more) with what each may hold besides its
+ * socket, jails and their processes' pipes (sandbox.h: exec and create
+ * answer "unavailable" past the budget), and a reserve for what is open
+ * when we start serving plus FD_RESERVE (the store, accept() itself). So
+ * no number of sandboxes or processes can take the descriptors that health
+ * checks, other sandboxes' requests and the store need. */
+static uint32_t
+fd_connections(uint32_t nofile)
+{
+    return MAX(16u, MIN((uint32_t)HTTP_CONNS_MAX, nofile / 8));
+}
+
+static void
+set_fd_budget(struct daemon *d, uint32_t nofile, uint32_t connections)
+{
+    uint32_t open_now = count_open_fds();
+    uint32_t keep = open_now + connections * FDS_PER_CONN + FD_RESERVE;
+    uint32_t budget = nofile > keep + 64 ? nofile - keep : 64;
+    sandbox_host_set_fd_budget(d->sh, budget);
+    if (nofile <= keep + 64)
+        log_warn("RLIMIT_NOFILE is %u: too low for %u connections and sandboxes; "
+                 "sandboxes get only %u descriptors",
+                 nofile, connections, budget);
+    log_info("descriptors: %u (RLIMIT_NOFILE), %u open, %u for HTTP connections, %u for sandboxes "
+             "and processes (%u per sandbox), %u reserve",
+             nofile, open_now, connections, budget, sandbox_fd_limit(d->sh), FD_RESERVE);
 }
 
 /* Reads or creates <state>/api-key (0600). */
@@ -429,7 +481,7 @@ main(int argc, char **argv)
         printf("abxd %s\n", ABX_VERSION);
         return 0;
     }
-    (void)raise_nofile();
+    uint32_t nofile = raise_nofile();
     signal(SIGPIPE, SIG_IGN);
     /* Block the signals we read from a signalfd before any thread exists,
      * so no thread can take them with their default action. */
@@ -565,7 +617,7 @@ main(int argc, char **argv)
     struct http_server_config hc = {
             .host = d.cfg.listen_host,
             .port = d.cfg.listen_port,
-            .max_connections = 4096,
+            .max_connections = fd_connections(nofile),
             .conn_timeout_s = 300,
             .conn_memory = 128 * 1024,
             .begin = api_begin,
@@ -582,6 +634,7 @@ main(int argc, char **argv)
     if (d.sig_fd < 0 || loop_io_add(d.loop, d.sig_fd, EPOLLIN, on_signal, &d, &d.sig_io) < 0)
         return log_err("cannot watch signals"), 1;
     (void)loop_timer_arm(d.sweep, now_msec() + sweep_interval(&d.cfg));
+    set_fd_budget(&d, nofile, hc.max_connections);
 
     log_notice("listening on http://%s:%u (isolation %s, cgroup %s, state %s)%s", d.cfg.listen_host,
                http_server_port(d.http), jail_mode_name(d.cfg.isolation),

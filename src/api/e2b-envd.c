@@ -86,6 +86,9 @@ e2b_code_for_errno(int r)
     case ENOSYS:
     case EOPNOTSUPP:
         return "unimplemented";
+    case EMFILE: /* abxd is out of descriptors: retry later */
+    case ENFILE:
+        return "unavailable";
     default:
         return "internal";
     }

@@ -71,6 +71,7 @@ e2b_fail(struct http_req *req, int r, const struct err *err)
                       : e == ENOENT                       ? 404
                       : e == EAGAIN                       ? 429
                       : e == ESHUTDOWN || e == EOPNOTSUPP ? 503
+                      : e == EMFILE || e == ENFILE        ? 503
                                                           : 500;
     char tmp[128];
     e2b_error(req, status, "%s", err && err->msg[0] ? err->msg : strerror_r(e, tmp, sizeof(tmp)));

@@ -40,6 +40,8 @@ static const struct mapping table[] = {
         {EOPNOTSUPP, 503, "unavailable"},
         {ECANCELED, 503, "unavailable"},
         {ESHUTDOWN, 503, "draining"},
+        {EMFILE, 503, "unavailable"}, /* abxd is out of descriptors: retry later */
+        {ENFILE, 503, "unavailable"},
         {EBADMSG, 500, "integrity_error"},
         {ENOSPC, 507, "insufficient_storage"},
         {EDQUOT, 507, "insufficient_storage"},

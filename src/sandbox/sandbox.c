@@ -43,6 +43,8 @@ struct sandbox_host {
     struct loop_timer *retry;
     int null_fd;        /* stdin of processes given none */
     char path_env[512]; /* "PATH=..." every exec starts from */
+    uint32_t fds;       /* charged by jails and processes, see sandbox.h */
+    uint32_t fd_budget; /* 0 = no bound */
 };
 
 struct entry {
@@ -50,6 +52,7 @@ struct entry {
     struct proc *p;
     pid_t pid;
     bool exited;
+    unsigned fds; /* charged to the sandbox until the process ends */
 };
 
 struct pending {
@@ -58,6 +61,7 @@ struct pending {
     struct proc *p;
     sandbox_exec_fn cb;
     void *ud;
+    unsigned fds;
 };
 
 enum sb_state { SB_CREATING, SB_READY, SB_DYING, SB_GONE };
@@ -74,7 +78,8 @@ struct sandbox {
     struct list procs;
     size_t nrunning, nexited;
     struct list pending;
-    size_t npending; /* spawns init has not answered: they count as running */
+    size_t npending;         /* spawns init has not answered: they count as running */
+    uint32_t fds;            /* what its processes hold, charged in sandbox_exec() */
     uint64_t next_token;
     sandbox_ready_fn ready;
     void *ready_ud;
@@ -89,6 +94,74 @@ struct sandbox {
 static const struct jail_callbacks sandbox_jail_cb;
 static void pool_refill(struct sandbox_host *h);
 
+/* --- descriptors --- */
+
+static bool
+host_fds_fit(const struct sandbox_host *h, unsigned n)
+{
+    return !h->fd_budget || h->fds + n <= h->fd_budget;
+}
+
+static void
+host_fds_release(struct sandbox_host *h, unsigned n)
+{
+    h->fds = n < h->fds ? h->fds - n : 0;
+}
+
+/* jail_create() with its descriptors charged to the host. */
+static int
+host_jail_create(struct sandbox_host *h, const char *id, const struct jail_limits *limits,
+                 const struct jail_fs *fs, const struct jail_callbacks *cb, void *ud,
+                 struct jail **ret, struct err *err)
+{
+    if (!host_fds_fit(h, SANDBOX_JAIL_FDS))
+        return err_set(err, EMFILE,
+                       "abxd has no descriptors left for another sandbox (%u of %u in use)", h->fds,
+                       h->fd_budget);
+    int r = jail_create(h->jh, h->loop, id, limits, fs, cb, ud, ret, err);
+    if (r == 0)
+        h->fds += SANDBOX_JAIL_FDS;
+    return r;
+}
+
+static void
+host_jail_free(struct sandbox_host *h, struct jail *j)
+{
+    if (!j)
+        return;
+    host_fds_release(h, SANDBOX_JAIL_FDS);
+    jail_free(j);
+}
+
+/* A process's descriptors, charged in sandbox_exec(), come back when it
+ * ends (or never started). */
+static void
+fds_release(struct sandbox *sb, unsigned n)
+{
+    sb->fds = n < sb->fds ? sb->fds - n : 0;
+    host_fds_release(sb->host, n);
+}
+
+void
+sandbox_host_set_fd_budget(struct sandbox_host *h, uint32_t budget)
+{
+    h->fd_budget = budget;
+}
+
+uint32_t
+sandbox_host_fds(const struct sandbox_host *h)
+{
+    return h->fds;
+}
+
+uint32_t
+sandbox_fd_limit(const struct sandbox_host *h)
+{
+    if (!h->fd_budget)
+        return SANDBOX_MAX_FDS;
+    return MIN((uint32_t)SANDBOX_MAX_FDS, h->fd_budget / SANDBOX_FD_SHARE);
+}
+
 /* --- pool --- */
 
 static void
@@ -101,7 +174,7 @@ pool_ready(struct jail *j, int r, const struct err *err, void *ud)
     h->pool_creating--;
     if (r < 0) {
         list_remove(&pj->link);
-        jail_free(j);
+        host_jail_free(h, j);
         free(pj);
         if (!h->draining)
             (void)loop_timer_arm(h->retry, now_msec() + POOL_RETRY_MS);
@@ -125,7 +198,7 @@ pool_gone(struct jail *j, void *ud)
     if (pj->ready)
         h->pool_ready--;
     list_remove(&pj->link);
-    jail_free(j);
+    host_jail_free(h, j);
     free(pj);
     pool_refill(h);
 }
@@ -135,21 +208,20 @@ static const struct jail_callbacks pool_cb = {
         .gone = pool_gone,
 };
 
-/* For a warm jail we could not hand out: free it once it is gone. */
+/* For a warm jail we could not hand out: free it once it is gone. ud is
+ * the host. */
 static void
 discard_ready(struct jail *j, int r, const struct err *err, void *ud)
 {
     (void)err;
-    (void)ud;
     if (r < 0)
-        jail_free(j);
+        host_jail_free(ud, j);
 }
 
 static void
 discard_gone(struct jail *j, void *ud)
 {
-    (void)ud;
-    jail_free(j);
+    host_jail_free(ud, j);
 }
 
 static const struct jail_callbacks discard_cb = {
@@ -171,8 +243,7 @@ pool_refill(struct sandbox_host *h)
     }
     pj->host = h;
     struct err err = {0};
-    if (jail_create(h->jh, h->loop, id, &h->cfg.pool_limits, NULL, &pool_cb, pj, &pj->jail, &err) <
-        0) {
+    if (host_jail_create(h, id, &h->cfg.pool_limits, NULL, &pool_cb, pj, &pj->jail, &err) < 0) {
         free(pj);
         (void)loop_timer_arm(h->retry, now_msec() + POOL_RETRY_MS);
         return;
@@ -253,7 +324,7 @@ sandbox_host_free(struct sandbox_host *h)
     list_foreach_safe (l, tmp, &h->pool) {
         struct pooled *pj = list_entry(l, struct pooled, link);
         list_remove(&pj->link);
-        jail_free(pj->jail);
+        host_jail_free(h, pj->jail);
         free(pj);
     }
     loop_timer_free(h->retry);
@@ -283,6 +354,7 @@ fail_pending(struct sandbox *sb, int r, const char *why)
         struct pending *pd = list_entry(sb->pending.next, struct pending, link);
         list_remove(&pd->link);
         sb->npending--;
+        fds_release(sb, pd->fds);
         struct err err = {0};
         (void)err_set(&err, -r, "%s", why);
         proc_spawn_failed(pd->p);
@@ -388,6 +460,7 @@ drop_entry(struct sandbox *sb, struct entry *e)
         sb->nexited--;
     else
         sb->nrunning--;
+    fds_release(sb, e->fds);
     proc_free(e->p);
     free(e);
 }
@@ -413,6 +486,7 @@ on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, v
     struct proc *p = pd->p;
     sandbox_exec_fn cb = pd->cb;
     void *cud = pd->ud;
+    unsigned fds = pd->fds;
     free(pd);
 
     struct entry *old = r == 0 ? find_entry(sb, pid) : NULL;
@@ -432,6 +506,7 @@ on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, v
         else
             (void)err_setx(&err, -r, "cannot start the process: %s failed", step);
         free(e);
+        fds_release(sb, fds);
         proc_spawn_failed(p);
         proc_free(p);
         cb(sb, NULL, r, &err, cud);
@@ -442,6 +517,7 @@ on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, v
         drop_entry(sb, old);
     e->p = p;
     e->pid = pid;
+    e->fds = fds;
     list_add_tail(&sb->procs, &e->link);
     sb->nrunning++;
     proc_started(p, pid);
@@ -511,7 +587,7 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
         bool same = !memcmp(&spec->limits, &h->cfg.pool_limits, sizeof(spec->limits));
         r = same ? 0 : jail_set_limits(j, &spec->limits, err);
         if (r < 0) {
-            jail_set_callbacks(j, &discard_cb, NULL);
+            jail_set_callbacks(j, &discard_cb, h);
             jail_kill(j);
             goto fail;
         }
@@ -524,14 +600,15 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
         sb->timings.total_us = now_usec() - sb->t0;
         r = loop_defer(h->loop, deferred_ready, sb);
         if (r < 0) {
+            /* Its callbacks must not reach sb, which is freed below. */
+            jail_set_callbacks(j, &discard_cb, h);
             jail_kill(j);
             sb->jail = NULL;
             goto fail;
         }
     } else {
         sb->state = SB_CREATING;
-        r = jail_create(h->jh, h->loop, id, &spec->limits, spec->fs, &sandbox_jail_cb, sb,
-                        &sb->jail, err);
+        r = host_jail_create(h, id, &spec->limits, spec->fs, &sandbox_jail_cb, sb, &sb->jail, err);
         if (r < 0)
             goto fail;
     }
@@ -575,7 +652,7 @@ sandbox_free(struct sandbox *sb)
     while (!list_empty(&sb->procs))
         drop_entry(sb, list_entry(sb->procs.next, struct entry, link));
     safe_close(sb->view_fd);
-    jail_free(sb->jail);
+    host_jail_free(sb->host, sb->jail);
     for (size_t i = 0; sb->env && i < sb->nenv; i++)
         free(sb->env[i]);
     free(sb->env);
@@ -666,6 +743,9 @@ owner_finished(void *ud, struct proc *p)
     e->exited = true;
     sb->nrunning--;
     sb->nexited++;
+    /* Ended: its pipes are closed (proc.h). */
+    fds_release(sb, e->fds);
+    e->fds = 0;
     /* Keep the newest finished processes; forget the oldest. */
     list_foreach_safe (l, tmp, &sb->procs) {
         if (sb->nexited <= SANDBOX_KEEP_EXITED)
@@ -801,6 +881,20 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
     if (sb->nrunning + sb->npending >= SANDBOX_MAX_RUNNING)
         return err_set(err, EAGAIN, "sandbox '%s' already runs %d processes, the most it may",
                        sb->id, SANDBOX_MAX_RUNNING);
+    /* What the process will hold here until it ends: stdout, stderr and
+     * stdin's pipe, or a terminal's master and its duplicate. */
+    bool want_stdin = x->stdin_len > 0 || x->stdin_open || x->pty;
+    unsigned fds = x->pty ? 2 : want_stdin ? 3 : 2;
+    uint32_t fd_limit = sandbox_fd_limit(sb->host);
+    if (sb->fds + fds > fd_limit)
+        return err_set(err, EAGAIN,
+                       "sandbox '%s' has %u of its %u descriptors in abxd in use (a process "
+                       "holds 2 or 3)",
+                       sb->id, sb->fds, fd_limit);
+    if (!host_fds_fit(sb->host, fds))
+        return err_set(err, EMFILE,
+                       "abxd has no descriptors left for another process (%u of %u in use)",
+                       sb->host->fds, sb->host->fd_budget);
     env = calloc(SANDBOX_ENV_MAX + 1, sizeof(char *));
     if (!env)
         return -ENOMEM;
@@ -814,7 +908,6 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
         return err_set(err, ENAMETOOLONG, "cwd is too long");
 
     /* A process given no stdin reads /dev/null: no pipe to make and watch. */
-    bool want_stdin = x->stdin_len > 0 || x->stdin_open || x->pty;
     if (x->pty) {
         r = open_pty(sb, x, &out[0], &tty, err);
         if (r < 0)
@@ -872,8 +965,11 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
     pd->p = p;
     pd->cb = cb;
     pd->ud = ud;
+    pd->fds = fds;
     list_add_tail(&sb->pending, &pd->link);
     sb->npending++;
+    sb->fds += fds;
+    sb->host->fds += fds;
     return 0;
 fail:
     free(pd);

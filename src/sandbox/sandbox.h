@@ -11,6 +11,14 @@
  * sandbox, or a request the sandbox cannot start (bad cwd, too many
  * processes), fails.
  *
+ * Descriptors are budgeted: each process holds two or three in abxd (its
+ * stdout and stderr pipes, stdin's while open; a terminal's master twice),
+ * each jail SANDBOX_JAIL_FDS. A sandbox's processes may hold at most
+ * sandbox_fd_limit() (-EAGAIN past it, like SANDBOX_MAX_RUNNING), and all
+ * jails and processes together at most the host's budget (-EMFILE past
+ * it, for exec and create alike), so that what is left of RLIMIT_NOFILE
+ * stays for connections, the store and files.
+ *
  * The file operations wrap files.h on the workspace root with the
  * sandbox's "user" as owner. All callbacks run on the loop. Not thread-safe.
  */
@@ -28,6 +36,9 @@
 #include "proc.h"
 
 #define SANDBOX_MAX_RUNNING  1024 /* running processes per sandbox, starting ones included */
+#define SANDBOX_MAX_FDS      3072 /* descriptors a sandbox's processes hold in abxd */
+#define SANDBOX_FD_SHARE     4    /* ... and never more than 1/4 of the host's budget */
+#define SANDBOX_JAIL_FDS     4    /* a jail's own: control socket, pidfd, workspace, view */
 #define SANDBOX_KEEP_EXITED  64   /* finished processes kept for status and output */
 #define SANDBOX_ENV_MAX      1024 /* environment entries per exec */
 #define SANDBOX_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -48,6 +59,15 @@ int sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandb
 void sandbox_host_drain_pool(struct sandbox_host *h);
 struct sandbox_host *sandbox_host_free(struct sandbox_host *h);
 uint32_t sandbox_host_pool_ready(const struct sandbox_host *h);
+/* Bounds the descriptors all jails and processes may hold together (0, the
+ * default, = no bound); what they hold already stays. */
+void sandbox_host_set_fd_budget(struct sandbox_host *h, uint32_t budget);
+/* Descriptors jails and processes hold now (charged when made, released
+ * when they end). */
+uint32_t sandbox_host_fds(const struct sandbox_host *h);
+/* The most one sandbox's processes may hold: SANDBOX_MAX_FDS, or less on a
+ * host whose budget is small. */
+uint32_t sandbox_fd_limit(const struct sandbox_host *h);
 struct jail_host *sandbox_host_jail(const struct sandbox_host *h);
 
 struct sandbox_spec {

@@ -22,7 +22,8 @@ export function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-// Starts abxd. opts.env adds variables; opts.args adds flags.
+// Starts abxd. opts.env adds variables; opts.args adds flags; opts.wrap is a
+// command that runs abxd (e.g. ['prlimit', '--nofile=256']).
 export async function startAbxd(opts = {}) {
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), 'abx-it-'));
   const key = opts.key ?? 'k_' + randomBytes(16).toString('hex');
@@ -37,7 +38,10 @@ export async function startAbxd(opts = {}) {
   };
   if (opts.noKey) delete env.ABX_API_KEY;
   const args = ['--listen', '127.0.0.1:0', '--state-dir', stateDir, ...(opts.args ?? [])];
-  const proc = spawn(abxdBin, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const wrap = opts.wrap ?? [];
+  const proc = wrap.length
+    ? spawn(wrap[0], [...wrap.slice(1), abxdBin, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(abxdBin, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   proc.stdout.on('data', (d) => (log += d));
   proc.stderr.on('data', (d) => (log += d));

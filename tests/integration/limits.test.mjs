@@ -1,5 +1,8 @@
 // limits.test.mjs - per-sandbox caps that are enforced, not only documented:
-// running processes (1024, every surface that starts one).
+// running processes (1024, every surface that starts one) and the
+// descriptors abxd holds for a sandbox and for all of them (a low
+// RLIMIT_NOFILE gives clear errors, never a crash, and everyone else is
+// still served).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -207,6 +210,79 @@ test('past 1024 running processes every start gets 429 / resource_exhausted', { 
     // killing the sandbox gives every descriptor back
     await killSandbox(d, sbx.id);
     await waitFor('abxd to close the processes\' descriptors', () => fdCount(d) <= fds0 + 8);
+  } finally {
+    await d.stop();
+  }
+});
+
+test('a low RLIMIT_NOFILE: budgets answer 429 and 503, and everyone else is served', { skip, timeout: 180000 }, async () => {
+  const NOFILE = 512;
+  const d = await startAbxd({ wrap: ['prlimit', `--nofile=${NOFILE}`], env: { ABX_PIDS: '4096', ABX_POOL: '0' } });
+  try {
+    // (an abxd without budgets: what one would be given here)
+    const { nofile, budget, share, line } = fdPlan(d) ?? { nofile: NOFILE, budget: 200, share: 50, line: '' };
+    assert.equal(nofile, NOFILE);
+    assert.ok(share >= 8 && share <= budget / 4, line);
+    const fds0 = fdCount(d);
+
+    // One sandbox starts far more than its share allows: the excess gets
+    // 429 with the reason, before abxd runs short of anything.
+    const a = await createSandbox(d, {});
+    const rs = [];
+    for (let i = 0; i < 3 * share; i++)
+      rs.push(await once(d, 'POST', `/v1/sandboxes/${a.id}/exec`, { argv: ['sleep', '120'], background: true }));
+    const okA = rs.filter((r) => r.status === 201).length;
+    assert.equal(okA, Math.floor(share / 2), rs.map((r) => r.status).join(','));
+    const over = rs.filter((r) => r.status !== 201);
+    assert.ok(over.every((r) => r.status === 429 && r.json.error === 'too_many_requests'), over[0]?.text);
+    assert.match(over[0].json.message, /descriptors in abxd/);
+    assert.ok(fdCount(d) < NOFILE - 128, `abxd holds ${fdCount(d)} of ${NOFILE} descriptors`);
+
+    // the others: health, a new sandbox, its processes and files
+    assert.equal((await once(d, 'GET', '/healthz')).status, 200);
+    const b = await createSandbox(d, {});
+    const hi = await sh(d, b.id, 'echo hi');
+    assert.equal(hi.out, 'hi\n');
+    const put = await api(d, 'PUT', `/v1/sandboxes/${b.id}/files/x.txt`, 'data');
+    assert.equal(put.status, 201, put.text);
+
+    // Sandboxes that all fill their share run into the host's budget:
+    // 503 "unavailable" (abxd is short, not the client), on the native
+    // and the E2B surface, and abxd still has descriptors to answer with.
+    const e2b = await e2bCreate(d);
+    const boxes = [];
+    let refusedHost;
+    for (let i = 0; i < 12 && !refusedHost; i++) {
+      const c = await once(d, 'POST', '/v1/sandboxes', {});
+      if (c.status !== 201) {
+        refusedHost = c;
+        break;
+      }
+      boxes.push(c.json.id);
+      for (let j = 0; j < share && !refusedHost; j++) {
+        const r = await once(d, 'POST', `/v1/sandboxes/${c.json.id}/exec`, { argv: ['sleep', '120'], background: true });
+        if (r.status === 503) refusedHost = r;
+        else if (r.status !== 201) assert.equal(r.status, 429, r.text);
+        if (r.status === 429) break;
+      }
+    }
+    assert.ok(refusedHost, 'the host budget was never reached');
+    assert.equal(refusedHost.status, 503, refusedHost.text);
+    assert.equal(refusedHost.json.error, 'unavailable');
+    assert.match(refusedHost.json.message, /no descriptors left/);
+    const e = await e2bStart(d, e2b, 'sleep', ['1']);
+    assert.equal(e.json.error?.code, 'unavailable', JSON.stringify(e.json));
+    assert.ok(fdCount(d) < NOFILE - 64, `abxd holds ${fdCount(d)} of ${NOFILE} descriptors`);
+    assert.equal((await once(d, 'GET', '/healthz')).status, 200);
+    assert.equal((await once(d, 'GET', `/v1/sandboxes/${b.id}/files/x.txt`)).text, 'data');
+    assert.equal(d.proc.exitCode, null);
+
+    // everything given back
+    for (const id of [a.id, b.id, e2b.id, ...boxes]) await killSandbox(d, id);
+    await waitFor('abxd to give the descriptors back', () => fdCount(d) <= fds0 + 8);
+    const c = await createSandbox(d, {});
+    assert.equal((await sh(d, c.id, 'echo back')).out, 'back\n');
+    await killSandbox(d, c.id);
   } finally {
     await d.stop();
   }
