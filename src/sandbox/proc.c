@@ -1,5 +1,11 @@
 /*
  * proc.c - pipes in, bounded offset-addressed log out, deadlines, exit.
+ *
+ * Reading is paused for three reasons, each its own flag: before the spawn
+ * is confirmed (state PROC_STARTING), while a reader is behind and needs
+ * everything the log holds (reader_wait), and while output nobody reads is
+ * over its rate (throttled, until t_trickle). update_reading() turns them
+ * into the watchers' events.
  */
 #include "proc.h"
 
@@ -20,6 +26,7 @@
 #define READ_CHUNK     (64 * 1024)
 #define READS_PER_WAKE 4
 #define REC_MIN_CAP    8192
+#define UNREAD_MIN     4096 /* a throttled read smaller than this waits */
 
 struct log_rec {
     struct list link;
@@ -63,8 +70,13 @@ struct proc {
     bool in_close_req;
     struct list in_waiters;
 
-    struct loop_timer *t_deadline, *t_idle, *t_grace;
-    bool have_status, killing, timed_out, reading_paused;
+    struct loop_timer *t_deadline, *t_idle, *t_grace, *t_trickle;
+    bool have_status, killing, timed_out;
+    bool reading_paused; /* the watchers' state: see update_reading() */
+    bool reader_wait;    /* a reader is behind: the log may not drop */
+    bool throttled;      /* output nobody reads is over its rate */
+    struct proc_rate unread;
+    struct proc_rate *unread_shared;
     int status;
     struct proc_result result;
 
@@ -79,6 +91,40 @@ struct proc {
 
 static void maybe_finish(struct proc *p);
 static void finish(struct proc *p);
+
+/* --- rate --- */
+
+void
+proc_rate_init(struct proc_rate *r, uint64_t rate, uint64_t burst)
+{
+    r->rate = rate;
+    r->burst = burst;
+    r->tokens = burst;
+    r->stamp_ms = now_msec();
+}
+
+uint64_t
+proc_rate_avail(struct proc_rate *r, uint64_t now_ms)
+{
+    if (r->tokens >= r->burst || now_ms <= r->stamp_ms) {
+        if (r->tokens >= r->burst)
+            r->stamp_ms = MAX(r->stamp_ms, now_ms);
+        return MIN(r->tokens, r->burst);
+    }
+    uint64_t dt = MIN(now_ms - r->stamp_ms, 3600u * 1000u); /* no overflow below */
+    uint64_t add = dt * r->rate / 1000;
+    if (add == 0)
+        return r->tokens; /* keep the stamp: slow rates still accumulate */
+    r->tokens = MIN(r->burst, r->tokens + add);
+    r->stamp_ms = now_ms;
+    return r->tokens;
+}
+
+void
+proc_rate_spend(struct proc_rate *r, uint64_t n)
+{
+    r->tokens = n < r->tokens ? r->tokens - n : 0;
+}
 
 /* --- log --- */
 
@@ -101,8 +147,11 @@ wake_readers(struct proc *p)
 }
 
 static void
-set_reading(struct proc *p, bool on)
+update_reading(struct proc *p)
 {
+    bool on = p->state == PROC_RUNNING && !p->reader_wait && !p->throttled;
+    if (on == !p->reading_paused)
+        return;
     p->reading_paused = !on;
     /* Paused watchers are edge-triggered: epoll reports EPOLLHUP whatever
      * events are asked for, and level-triggered it would do so forever. */
@@ -113,7 +162,7 @@ set_reading(struct proc *p, bool on)
     /* Blocked on a full pipe because of us is not idle. */
     if (!on)
         loop_timer_disarm(p->t_idle);
-    else if (p->idle_ms && p->state == PROC_RUNNING && !p->killing && !p->have_status)
+    else if (p->idle_ms && !p->killing && !p->have_status)
         (void)loop_timer_arm(p->t_idle, now_msec() + p->idle_ms);
 }
 
@@ -137,9 +186,53 @@ log_trim(struct proc *p)
         p->log_bytes -= h->len;
         free(h);
     }
-    bool full = p->log_bytes > target;
-    if (full != p->reading_paused && p->state == PROC_RUNNING)
-        set_reading(p, !full);
+    /* Only a reader can keep the log from dropping. */
+    p->reader_wait = p->log_bytes > target;
+    update_reading(p);
+}
+
+/* Whether another read would make the log drop output no reader saw. */
+static bool
+unread_overflow(const struct proc *p)
+{
+    return list_empty(&p->readers) && p->log_bytes + READ_CHUNK > PROC_LOG_MAX - READ_CHUNK;
+}
+
+/* Bytes of output nobody reads that may be read now. */
+static size_t
+unread_allowance(struct proc *p)
+{
+    uint64_t now = now_msec();
+    uint64_t n = MIN(proc_rate_avail(&p->unread, now), (uint64_t)READ_CHUNK);
+    if (p->unread_shared)
+        n = MIN(n, proc_rate_avail(p->unread_shared, now));
+    return n < UNREAD_MIN ? 0 : (size_t)n;
+}
+
+static void
+unread_spend(struct proc *p, size_t n)
+{
+    proc_rate_spend(&p->unread, n);
+    if (p->unread_shared)
+        proc_rate_spend(p->unread_shared, n);
+}
+
+/* Over the rate: stop reading until the next tick. The process blocks on
+ * its pipe meanwhile, which costs neither of us anything. */
+static void
+throttle(struct proc *p)
+{
+    p->throttled = true;
+    update_reading(p);
+    if (!loop_timer_armed(p->t_trickle))
+        (void)loop_timer_arm(p->t_trickle, now_msec() + PROC_UNREAD_TICK_MS);
+}
+
+static void
+unthrottle(struct proc *p)
+{
+    p->throttled = false;
+    loop_timer_disarm(p->t_trickle);
 }
 
 static int
@@ -187,18 +280,31 @@ close_stream(struct proc *p, enum proc_stream s)
     }
 }
 
-/* Reads what is available; returns true when something arrived. */
+/* Reads what is available; returns true when something arrived. final
+ * (the last look before the pipes are closed) ignores the rate: it reads at
+ * most max_reads chunks once. */
 static bool
-pump(struct proc *p, enum proc_stream s, int max_reads)
+pump(struct proc *p, enum proc_stream s, int max_reads, bool final)
 {
     static char b[READ_CHUNK];
     bool got = false;
 
-    for (int i = 0; i < max_reads && !p->reading_paused; i++) {
+    for (int i = 0; i < max_reads; i++) {
         int fd = s == PROC_STDOUT ? p->out_fd : p->err_fd;
-        if (fd < 0)
+        if (fd < 0 || p->state != PROC_RUNNING || p->reader_wait || (p->throttled && !final))
             break;
-        ssize_t k = read(fd, b, sizeof(b));
+        size_t want = sizeof(b);
+        bool unread = !final && unread_overflow(p);
+        if (unread) {
+            want = unread_allowance(p);
+            if (!want) {
+                throttle(p);
+                break;
+            }
+        }
+        ssize_t k = read(fd, b, want);
+        if (k > 0 && unread)
+            unread_spend(p, (size_t)k);
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0 && errno == EAGAIN)
@@ -221,7 +327,7 @@ pump(struct proc *p, enum proc_stream s, int max_reads)
 static void
 on_output(struct proc *p, enum proc_stream s)
 {
-    bool got = pump(p, s, READS_PER_WAKE);
+    bool got = pump(p, s, READS_PER_WAKE, false);
     if (got && p->idle_ms && p->state == PROC_RUNNING && !p->killing && !p->reading_paused)
         (void)loop_timer_arm(p->t_idle, now_msec() + p->idle_ms);
     if (got)
@@ -243,6 +349,26 @@ on_stderr(struct loop_io *io, uint32_t ev, void *ud)
     (void)io;
     (void)ev;
     on_output(ud, PROC_STDERR);
+}
+
+/* A throttled process's next tick: read what the rate allows straight
+ * away, without waking the watchers; only a writer slower than the rate
+ * (the pipe ran dry first) gets them back. */
+static void
+on_trickle(struct loop_timer *t, void *ud)
+{
+    struct proc *p = ud;
+    (void)t;
+    if (!p->throttled || p->state != PROC_RUNNING)
+        return;
+    p->throttled = false;
+    bool got = pump(p, PROC_STDOUT, READS_PER_WAKE, false);
+    if (pump(p, PROC_STDERR, READS_PER_WAKE, false))
+        got = true;
+    update_reading(p);
+    if (got)
+        wake_readers(p);
+    maybe_finish(p);
 }
 
 /* --- stdin --- */
@@ -388,7 +514,7 @@ on_grace(struct loop_timer *t, void *ud)
         /* Killed at a deadline but never reported: call it killed. */
         p->have_status = true;
         p->status = SIGKILL;
-    } else if (p->reading_paused) {
+    } else if (p->reader_wait) {
         /* The pipes are full because a reader is behind, not because a
          * child holds them: wait for the reader rather than drop output. */
         (void)loop_timer_arm(p->t_grace, now_msec() + PROC_DRAIN_GRACE_MS);
@@ -396,9 +522,9 @@ on_grace(struct loop_timer *t, void *ud)
     }
     /* Take what is there, then stop waiting for holders of the pipes. */
     if (p->out_fd >= 0)
-        (void)pump(p, PROC_STDOUT, 64);
+        (void)pump(p, PROC_STDOUT, 64, true);
     if (p->err_fd >= 0)
-        (void)pump(p, PROC_STDERR, 64);
+        (void)pump(p, PROC_STDERR, 64, true);
     close_stream(p, PROC_STDOUT);
     close_stream(p, PROC_STDERR);
     finish(p);
@@ -431,6 +557,8 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
     p->idle_ms = spec->idle_timeout_ms;
     p->started_wall = wall_msec();
     p->started_mono = now_msec();
+    proc_rate_init(&p->unread, PROC_UNREAD_RATE, PROC_UNREAD_BURST);
+    p->unread_shared = spec->unread_shared;
     list_init(&p->log);
     list_init(&p->readers);
     list_init(&p->in_waiters);
@@ -452,7 +580,8 @@ proc_new(struct loop *loop, const struct proc_spec *spec, int in_fd, int out_fd,
     }
     if ((r = loop_timer_new(loop, on_deadline, p, &p->t_deadline)) < 0 ||
         (r = loop_timer_new(loop, on_deadline, p, &p->t_idle)) < 0 ||
-        (r = loop_timer_new(loop, on_grace, p, &p->t_grace)) < 0)
+        (r = loop_timer_new(loop, on_grace, p, &p->t_grace)) < 0 ||
+        (r = loop_timer_new(loop, on_trickle, p, &p->t_trickle)) < 0)
         goto fail;
     /* Fresh pipe ends: O_NONBLOCK can be set without reading the flags. */
     if (fcntl(out_fd, F_SETFL, O_NONBLOCK) < 0 ||
@@ -490,7 +619,7 @@ proc_started(struct proc *p, pid_t pid)
     p->pid = pid;
     p->state = PROC_RUNNING;
     p->started_mono = now_msec();
-    set_reading(p, true);
+    update_reading(p);
     if (p->timeout_ms)
         (void)loop_timer_arm(p->t_deadline, p->started_mono + p->timeout_ms);
     if (p->idle_ms)
@@ -536,6 +665,7 @@ finish(struct proc *p)
     loop_timer_disarm(p->t_deadline);
     loop_timer_disarm(p->t_idle);
     loop_timer_disarm(p->t_grace);
+    unthrottle(p);
     stdin_close_now(p, -EPIPE);
     log_trim(p);
     wake_readers(p);
@@ -572,9 +702,9 @@ proc_exited(struct proc *p, int status)
     /* Output already in the pipes is ours to read before deciding. */
     if (!p->reading_paused) {
         if (p->out_fd >= 0)
-            (void)pump(p, PROC_STDOUT, READS_PER_WAKE);
+            (void)pump(p, PROC_STDOUT, READS_PER_WAKE, false);
         if (p->err_fd >= 0)
-            (void)pump(p, PROC_STDERR, READS_PER_WAKE);
+            (void)pump(p, PROC_STDERR, READS_PER_WAKE, false);
         wake_readers(p);
     }
     maybe_finish(p);
@@ -594,9 +724,9 @@ proc_abandon(struct proc *p)
         p->status = SIGKILL;
     }
     if (p->out_fd >= 0)
-        (void)pump(p, PROC_STDOUT, 64);
+        (void)pump(p, PROC_STDOUT, 64, true);
     if (p->err_fd >= 0)
-        (void)pump(p, PROC_STDERR, 64);
+        (void)pump(p, PROC_STDERR, 64, true);
     close_stream(p, PROC_STDOUT);
     close_stream(p, PROC_STDERR);
     finish(p);
@@ -620,6 +750,7 @@ proc_free(struct proc *p)
     loop_timer_free(p->t_deadline);
     loop_timer_free(p->t_idle);
     loop_timer_free(p->t_grace);
+    loop_timer_free(p->t_trickle);
     list_foreach_safe (l, tmp, &p->log) {
         list_remove(l);
         free(list_entry(l, struct log_rec, link));
@@ -742,6 +873,12 @@ proc_log_bytes(const struct proc *p)
     return p->log_bytes;
 }
 
+bool
+proc_is_throttled(const struct proc *p)
+{
+    return p->throttled;
+}
+
 /* --- readers --- */
 
 int
@@ -756,6 +893,11 @@ proc_reader_new(struct proc *p, uint64_t offset, void (*wake)(void *ud), void *u
     r->wake = wake;
     r->ud = ud;
     list_add_tail(&p->readers, &r->link);
+    /* Someone reads now: full speed (or paused, if it is behind). */
+    if (p->throttled) {
+        unthrottle(p);
+        log_trim(p);
+    }
     *ret = r;
     return 0;
 }
@@ -810,7 +952,7 @@ proc_reader_consume(struct proc_reader *r, size_t n)
     if (r->offset < start)
         r->offset = start;
     r->offset = MIN(r->offset + n, p->log_end);
-    if (p->reading_paused)
+    if (p->reader_wait)
         log_trim(p);
 }
 

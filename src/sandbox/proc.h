@@ -11,6 +11,14 @@
  * attached, the oldest output is dropped and readers that ask for it later
  * are told how much is gone.
  *
+ * Output nobody reads costs abxd a read and a copy per byte, so once the
+ * log is full and no reader is attached the pipes are read at a bounded
+ * rate: at most PROC_UNREAD_RATE bytes a second per process, and no more
+ * than a shared struct proc_rate allows (the sandbox's, which bounds all
+ * its processes together). In between the process blocks on its full pipe;
+ * one that writes less than the rate (a server's log) never notices, a
+ * flood is slowed to the rate. Attaching a reader lifts the bound at once.
+ *
  * A process ends when its exit status has arrived and both pipes reached
  * EOF - or PROC_DRAIN_GRACE_MS after the exit, if a background child still
  * holds them open. At a deadline (total, or idle = no output) its whole
@@ -35,6 +43,9 @@
 #define PROC_DRAIN_GRACE_MS 200           /* pipes held open past exit */
 #define PROC_KILL_GRACE_MS  5000          /* after a deadline kill, report anyway */
 #define PROC_ARGV_SHOWN     4096          /* bytes of argv kept for listings */
+#define PROC_UNREAD_RATE    (256 * 1024)  /* bytes/s read of output nobody reads */
+#define PROC_UNREAD_BURST   (64 * 1024)   /* bytes of it read at once, at most */
+#define PROC_UNREAD_TICK_MS 250           /* a throttled pipe is looked at again */
 
 enum proc_stream {
     PROC_STDOUT = 1,
@@ -56,6 +67,20 @@ struct proc_result {
 };
 
 struct proc;
+
+/* A token bucket: rate bytes a second, at most burst at once. Several
+ * processes may share one (spec->unread_shared); it must outlive them. */
+struct proc_rate {
+    uint64_t rate;     /* bytes per second */
+    uint64_t burst;    /* bytes */
+    uint64_t tokens;   /* bytes that may be read now */
+    uint64_t stamp_ms; /* monotonic ms tokens were last brought up to date */
+};
+
+void proc_rate_init(struct proc_rate *r, uint64_t rate, uint64_t burst);
+/* Bytes available now (refilled up to burst). */
+uint64_t proc_rate_avail(struct proc_rate *r, uint64_t now_ms);
+void proc_rate_spend(struct proc_rate *r, uint64_t n);
 
 /* What a process needs from its owner (the sandbox). */
 struct proc_owner {
@@ -79,6 +104,7 @@ struct proc_spec {
     bool stdin_open;          /* keep stdin open after the initial data */
     const void *stdin_data;
     size_t stdin_len;
+    struct proc_rate *unread_shared; /* also bounds output nobody reads; NULL = none */
 };
 
 /* Creates a process in PROC_STARTING, taking ownership of the parent ends of
@@ -117,6 +143,8 @@ uint64_t proc_ended_wall_ms(const struct proc *p);
 uint64_t proc_output_end(const struct proc *p);   /* offset after the last byte */
 uint64_t proc_output_start(const struct proc *p); /* oldest offset still kept */
 size_t proc_log_bytes(const struct proc *p);
+/* Whether the pipes are read at the bounded rate right now (see above). */
+bool proc_is_throttled(const struct proc *p);
 
 /* Sends a signal to the process (or its group). -ESRCH once exited. */
 int proc_signal(struct proc *p, int sig, bool group);

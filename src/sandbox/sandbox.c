@@ -80,6 +80,7 @@ struct sandbox {
     struct list pending;
     size_t npending;         /* spawns init has not answered: they count as running */
     uint32_t fds;            /* what its processes hold, charged in sandbox_exec() */
+    struct proc_rate unread; /* shared by its processes (proc.h) */
     uint64_t next_token;
     sandbox_ready_fn ready;
     void *ready_ud;
@@ -575,6 +576,7 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
     sb->ready_ud = ud;
     sb->view_fd = -ESRCH;
     sb->limits = spec->limits;
+    proc_rate_init(&sb->unread, SANDBOX_UNREAD_RATE, SANDBOX_UNREAD_BURST);
     list_init(&sb->procs);
     list_init(&sb->pending);
     (void)strscpy(sb->id, id, sizeof(sb->id));
@@ -933,6 +935,7 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
             .stdin_open = x->stdin_open,
             .stdin_data = x->stdin_data,
             .stdin_len = x->stdin_len,
+            .unread_shared = &sb->unread,
     };
     r = proc_new(sb->host->loop, &ps, in[1], out[0], er[0], &sandbox_proc_owner, sb, &p);
     in[1] = out[0] = er[0] = -EBADF; /* owned by p (or closed) now */

@@ -17,7 +17,9 @@
  * sandbox_fd_limit() (-EAGAIN past it, like SANDBOX_MAX_RUNNING), and all
  * jails and processes together at most the host's budget (-EMFILE past
  * it, for exec and create alike), so that what is left of RLIMIT_NOFILE
- * stays for connections, the store and files.
+ * stays for connections, the store and files. Output nobody reads is read
+ * at most SANDBOX_UNREAD_RATE for all of a sandbox's processes together
+ * (see proc.h).
  *
  * The file operations wrap files.h on the workspace root with the
  * sandbox's "user" as owner. All callbacks run on the loop. Not thread-safe.
@@ -39,6 +41,8 @@
 #define SANDBOX_MAX_FDS      3072 /* descriptors a sandbox's processes hold in abxd */
 #define SANDBOX_FD_SHARE     4    /* ... and never more than 1/4 of the host's budget */
 #define SANDBOX_JAIL_FDS     4    /* a jail's own: control socket, pidfd, workspace, view */
+#define SANDBOX_UNREAD_RATE  (1024 * 1024) /* bytes/s of output nobody reads, all processes */
+#define SANDBOX_UNREAD_BURST (256 * 1024)
 #define SANDBOX_KEEP_EXITED  64   /* finished processes kept for status and output */
 #define SANDBOX_ENV_MAX      1024 /* environment entries per exec */
 #define SANDBOX_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

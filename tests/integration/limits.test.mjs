@@ -1,8 +1,9 @@
 // limits.test.mjs - per-sandbox caps that are enforced, not only documented:
-// running processes (1024, every surface that starts one) and the
-// descriptors abxd holds for a sandbox and for all of them (a low
-// RLIMIT_NOFILE gives clear errors, never a crash, and everyone else is
-// still served).
+// running processes (1024, every surface that starts one), the descriptors
+// abxd holds for a sandbox and for all of them (a low RLIMIT_NOFILE gives
+// clear errors, never a crash, and everyone else is still served), and
+// output nobody reads (read at a bounded rate, so a flood costs abxd almost
+// nothing).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -283,6 +284,85 @@ test('a low RLIMIT_NOFILE: budgets answer 429 and 503, and everyone else is serv
     const c = await createSandbox(d, {});
     assert.equal((await sh(d, c.id, 'echo back')).out, 'back\n');
     await killSandbox(d, c.id);
+  } finally {
+    await d.stop();
+  }
+});
+
+test('output nobody reads is read at a bounded rate', { skip, timeout: 120000 }, async () => {
+  const d = await startAbxd({});
+  try {
+    const sb = await createSandbox(d, {});
+    const start = async (cmd) => {
+      const r = await api(d, 'POST', `/v1/sandboxes/${sb.id}/exec`, { argv: ['/bin/sh', '-c', cmd], background: true });
+      assert.equal(r.status, 201, r.text);
+      return r.json.pid;
+    };
+    const outputEnd = async (pid) => (await api(d, 'GET', `/v1/sandboxes/${sb.id}/processes/${pid}`)).json.output_end;
+
+    // BUG: a `yes` nobody reads was read as fast as it wrote, only for
+    // the oldest output to be dropped: 6 s of abxd's CPU per 10 s.
+    const t0 = Date.now();
+    const pid = await start('yes');
+    await sleep(500);
+    const c0 = cpuSeconds(d);
+    const w0 = Date.now();
+    await sleep(3000);
+    const cpu = cpuSeconds(d) - c0;
+    const wall = (Date.now() - w0) / 1000;
+    const read = await outputEnd(pid);
+    const secs = (Date.now() - t0) / 1000;
+    const bound = LOG_MAX + UNREAD_BURST + UNREAD_RATE * (secs + 0.5) + 128 * 1024;
+    assert.ok(read <= bound, `abxd read ${read} bytes of unread output in ${secs} s (at most ${bound})`);
+    assert.ok(read > LOG_MAX, 'the writer is slowed, not stopped');
+    // measured: 50% of a core before, 0-1% after (the bound is generous)
+    assert.ok(cpu / wall < 0.2, `abxd used ${(100 * cpu / wall).toFixed(1)}% of a core on a flood nobody reads`);
+    console.log(`flood: abxd CPU ${(100 * cpu / wall).toFixed(1)}% of a core, ${read} bytes read in ${secs.toFixed(1)} s`);
+
+    // someone follows: read at the reader's pace again
+    const from = await outputEnd(pid);
+    const ac = new AbortController();
+    const res = await fetch(`${d.url}/v1/sandboxes/${sb.id}/processes/${pid}/output?offset=${from}&follow=1`, {
+      headers: { authorization: `Bearer ${d.key}` },
+      signal: ac.signal,
+    });
+    const rd = res.body.getReader();
+    let got = 0;
+    const until = Date.now() + 10000;
+    while (got < 8 * LOG_MAX && Date.now() < until) got += (await rd.read()).value?.length ?? 0;
+    ac.abort();
+    assert.ok(got >= 8 * LOG_MAX, `a follower got only ${got} bytes in 10 s`);
+
+    // several floods in one sandbox share one bound
+    const pids = [];
+    for (let i = 0; i < 6; i++) pids.push(await start('cat /dev/zero'));
+    const s0 = Date.now();
+    const e0 = await Promise.all(pids.map(outputEnd));
+    await sleep(3000);
+    const e1 = await Promise.all(pids.map(outputEnd));
+    const dt = (Date.now() - s0) / 1000;
+    // each one's log fills first (LOG_MAX at full speed), what comes after
+    // is charged to the sandbox
+    const past = e1.reduce((s, v) => s + Math.max(0, v - LOG_MAX), 0) - e0.reduce((s, v) => s + Math.max(0, v - LOG_MAX), 0);
+    const sbound = SANDBOX_UNREAD_RATE * (dt + 0.5) + SANDBOX_UNREAD_BURST + 6 * UNREAD_BURST + 256 * 1024;
+    assert.ok(past <= sbound, `6 floods read ${past} bytes past their logs in ${dt} s (at most ${sbound})`);
+
+    // A background job that logs a few MB and nobody reads does not hang:
+    // it is slowed past its log and finishes, the newest output kept.
+    const job = await start('head -c 1500000 /dev/zero | tr "\\0" x; echo; echo done');
+    for (const p of [pid, ...pids])
+      await api(d, 'POST', `/v1/sandboxes/${sb.id}/processes/${p}/signal`, { signal: 'KILL' });
+    await waitFor(
+      'the logger to finish',
+      async () => (await api(d, 'GET', `/v1/sandboxes/${sb.id}/processes/${job}`)).json.state === 'exited',
+      30000,
+    );
+    const out = await api(d, 'GET', `/v1/sandboxes/${sb.id}/processes/${job}/output?offset=0`);
+    const lines = out.text.trim().split('\n').map((l) => JSON.parse(l));
+    assert.ok(lines[0].dropped > 0, out.text.slice(0, 200));
+    const tail = Buffer.from(lines.filter((l) => l.stdout).at(-1).stdout, 'base64').toString();
+    assert.match(tail, /done\n$/);
+    await killSandbox(d, sb.id);
   } finally {
     await d.stop();
   }

@@ -309,7 +309,10 @@ describe('exec', { skip }, () => {
     await sleep(1500);
     const out = await api(d, 'GET', `/v1/sandboxes/${id}/processes/${bg.json.pid}/output?offset=0&follow=1`);
     const p = parseNdjson(out.text);
-    assert.ok(p.lines[0].dropped > 1000000, JSON.stringify(p.lines[0]));
+    // Past the log, output nobody reads is read at a bounded rate (256
+    // KiB/s), so how much is gone depends on how long nobody read.
+    assert.ok(p.lines[0].dropped > 0, JSON.stringify(p.lines[0]));
+    assert.equal(p.lines[0].offset, p.lines[0].dropped);
     assert.equal(p.lines[0].offset + p.stdout.length, 3000000);
     assert.equal(p.result.exit_code, 0);
   });

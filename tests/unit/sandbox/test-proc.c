@@ -6,10 +6,11 @@
  * Covered: log order and offsets across stdout and stderr, readers from
  * any offset, the gap record once output beyond PROC_LOG_MAX was dropped
  * with no reader, reading paused while a reader is behind and resumed when
- * it catches up (nothing lost), total and idle deadlines (group SIGKILL,
- * exit code 124, the kill grace), exit code mapping, stdin queueing,
- * waiters and close, the drain grace when a background child keeps the
- * pipes open, spawn failure, abandon, and readers outliving the process.
+ * it catches up (nothing lost), output nobody reads read at a bounded rate
+ * (per process and shared), lifted by a reader, a slow logger unaffected, total and idle deadlines
+ * (group SIGKILL, exit code 124, the kill grace), exit code mapping, stdin queueing, waiters and
+ * close, the drain grace when a background child keeps the pipes open, spawn failure, abandon, and
+ * readers outliving the process.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -447,7 +448,9 @@ test_gap_after_overflow_without_reader(void **state)
     struct proc_spec spec = {0};
     struct proc_reader *r;
     struct proc_chunk c;
-    uint64_t pos = 0, total = 3 * PROC_LOG_MAX + 12345;
+    /* Past the log, output nobody reads goes in at PROC_UNREAD_RATE:
+     * a few bursts beyond it are enough for a gap. */
+    uint64_t pos = 0, total = PROC_LOG_MAX + 3 * PROC_UNREAD_BURST + 12345;
     (void)state;
 
     start_proc(&spec);
@@ -534,7 +537,7 @@ test_slow_reader_leaving_resumes(void **state)
 {
     struct proc_spec spec = {0};
     struct proc_reader *r;
-    uint64_t pos = 0, total = 3 * PROC_LOG_MAX;
+    uint64_t pos = 0, total = PROC_LOG_MAX + 4 * PROC_UNREAD_BURST;
     (void)state;
 
     start_proc(&spec);
@@ -624,6 +627,206 @@ test_no_busy_loop_before_started(void **state)
     proc_started(F.p, 5);
     proc_exited(F.p, 0);
     run_until(is_exited, 2000, "the end");
+}
+
+/* --- output nobody reads --- */
+
+/* Writes as fast as the pipe takes it for ms milliseconds, running the
+ * loop in between (a flood: `yes` with nobody attached). */
+static void
+flood(uint64_t *pos, unsigned ms)
+{
+    uint64_t end = now_msec() + ms;
+    while (now_msec() < end) {
+        (void)feed(F.child_out, pos, UINT64_MAX / 2);
+        assert_int_equal(loop_run_once(F.loop, 2), 0);
+    }
+}
+
+/* The most a throttled process may have had read after elapsed_ms: the
+ * log, one burst, the rate, and a chunk of slack for tick rounding. */
+static uint64_t
+unread_bound(uint64_t elapsed_ms)
+{
+    return PROC_LOG_MAX + PROC_UNREAD_BURST + PROC_UNREAD_RATE * elapsed_ms / 1000 + 2 * 64 * 1024;
+}
+
+static void
+test_proc_rate(void **state)
+{
+    struct proc_rate r;
+    (void)state;
+
+    proc_rate_init(&r, 1000, 500);
+    uint64_t t = r.stamp_ms;
+    assert_int_equal(proc_rate_avail(&r, t), 500); /* starts full */
+    proc_rate_spend(&r, 400);
+    assert_int_equal(proc_rate_avail(&r, t), 100);
+    proc_rate_spend(&r, 1000); /* never below zero */
+    assert_int_equal(proc_rate_avail(&r, t), 0);
+    assert_int_equal(proc_rate_avail(&r, t + 100), 100);  /* 1000/s */
+    assert_int_equal(proc_rate_avail(&r, t + 5000), 500); /* capped at burst */
+    assert_int_equal(proc_rate_avail(&r, t + 4000), 500); /* time going back */
+
+    /* a slow rate still accumulates when asked every millisecond */
+    proc_rate_init(&r, 100, 1000);
+    t = r.stamp_ms;
+    proc_rate_spend(&r, 1000);
+    for (uint64_t ms = 1; ms <= 1000; ms++)
+        (void)proc_rate_avail(&r, t + ms);
+    assert_int_equal(proc_rate_avail(&r, t + 1000), 100);
+}
+
+static void
+test_unread_flood_is_throttled(void **state)
+{
+    struct proc_spec spec = {0};
+    uint64_t pos = 0;
+    (void)state;
+
+    start_proc(&spec);
+    uint64_t t0 = now_msec();
+    /* BUG: with no reader attached the pipes were read as fast as the
+     * process wrote, only to drop the oldest output again: a `yes` nobody
+     * reads cost abxd most of a core. Past the log, output nobody reads is
+     * read at PROC_UNREAD_RATE; the writer blocks on its pipe meanwhile. */
+    flood(&pos, 1200);
+    uint64_t read = proc_output_end(F.p), bound = unread_bound(now_msec() - t0);
+    if (read > bound)
+        fail_msg("%llu bytes read in %llu ms with nobody reading; at most %llu allowed",
+                 (unsigned long long)read, (unsigned long long)(now_msec() - t0),
+                 (unsigned long long)bound);
+    /* slowed, not stopped: output past the log still goes in (and the
+     * oldest is dropped, as before) */
+    assert_true(read > PROC_LOG_MAX + PROC_UNREAD_BURST);
+    assert_true(proc_output_start(F.p) > 0);
+    assert_true(proc_log_bytes(F.p) <= PROC_LOG_MAX);
+    assert_true(proc_is_throttled(F.p));
+    assert_true(pos - read <= 2 * 1024 * 1024); /* the rest waits in the pipe */
+
+    /* while the writer is blocked the loop sleeps between ticks */
+    int n = iterations_in(500);
+    if (n > 40)
+        fail_msg("%d loop iterations in 500 ms while throttled: busy loop", n);
+    child_exits(0);
+}
+
+static void
+test_reader_lifts_throttle(void **state)
+{
+    struct proc_spec spec = {0};
+    struct proc_reader *r;
+    uint64_t pos = 0;
+    (void)state;
+
+    start_proc(&spec);
+    flood(&pos, 400);
+    assert_true(proc_is_throttled(F.p));
+
+    /* Someone attaches at the end: from then on the process is read at
+     * the reader's pace (4 MiB would take 16 s at the unread rate). */
+    uint64_t from = proc_output_end(F.p);
+    r = reader(from, NULL, NULL);
+    assert_false(proc_is_throttled(F.p));
+    uint64_t got = 0, want = 4 * PROC_LOG_MAX, t0 = now_msec();
+    while (got < want) {
+        if (now_msec() - t0 > 5000)
+            fail_msg("a reader got only %llu of %llu bytes in 5 s: still throttled",
+                     (unsigned long long)got, (unsigned long long)want);
+        (void)feed(F.child_out, &pos, UINT64_MAX / 2);
+        assert_int_equal(loop_run_once(F.loop, 2), 0);
+        struct proc_chunk c;
+        while (proc_reader_peek(r, 1 << 20, &c) == 1) {
+            assert_int_equal(c.dropped, 0); /* nothing lost under a reader */
+            proc_reader_consume(r, c.len);
+            got += c.len;
+        }
+    }
+    /* it leaves: nobody reads, the log fills up again, the bound is back */
+    reader_free(r);
+    flood(&pos, 600);
+    assert_true(proc_is_throttled(F.p));
+    child_exits(0);
+}
+
+static void
+test_shared_rate(void **state)
+{
+    struct proc_rate shared;
+    struct proc_spec spec = {.unread_shared = &shared};
+    uint64_t pos = 0;
+    (void)state;
+
+    /* A sandbox whose processes used up their common allowance: none of
+     * them reads past its log, whatever its own rate would allow. */
+    proc_rate_init(&shared, 0, 0);
+    start_proc(&spec);
+    flood(&pos, 700);
+    assert_true(proc_output_end(F.p) <= PROC_LOG_MAX);
+    assert_int_equal(proc_output_start(F.p), 0);
+    assert_true(proc_is_throttled(F.p));
+    /* allowance again: it goes on at the next tick */
+    uint64_t before = proc_output_end(F.p);
+    shared.rate = 1024 * 1024;
+    shared.burst = 256 * 1024;
+    flood(&pos, 2 * PROC_UNREAD_TICK_MS + 100);
+    assert_true(proc_output_end(F.p) > before);
+    assert_true(shared.tokens < shared.burst); /* charged to the shared one */
+    child_exits(0);
+}
+
+static void
+test_slow_writer_not_slowed(void **state)
+{
+    struct proc_spec spec = {0};
+    uint64_t pos = 0, total = PROC_LOG_MAX + 64 * 1024;
+    char line[4096];
+    (void)state;
+
+    start_proc(&spec);
+    /* fill the log as nobody reads */
+    while (pos < total) {
+        (void)feed(F.child_out, &pos, total);
+        assert_int_equal(loop_run_once(F.loop, 2), 0);
+    }
+    want_end = total;
+    run_until(log_reached, 5000, "the log to fill");
+    /* A server that logs at half the rate never finds its pipe full. */
+    memset(line, 'l', sizeof(line));
+    for (int i = 0; i < 40; i++) {
+        ssize_t k = write(F.child_out, line, sizeof(line));
+        if (k != (ssize_t)sizeof(line))
+            fail_msg("write %d of a slow logger blocked (%zd)", i, k);
+        spin(1000 * sizeof(line) / (PROC_UNREAD_RATE / 2));
+    }
+    want_end = total + 40 * sizeof(line);
+    run_until(log_reached, 3000, "the slow logger's lines");
+    child_exits(0);
+}
+
+static void
+test_throttled_exit_with_holder(void **state)
+{
+    struct proc_spec spec = {0};
+    uint64_t pos = 0;
+    (void)state;
+
+    start_proc(&spec);
+    flood(&pos, 400);
+    assert_true(proc_is_throttled(F.p));
+    /* the main process exits; a background child floods on holding the
+     * pipes: the process still ends after the drain grace */
+    F.child_err = safe_close(F.child_err);
+    uint64_t t0 = now_msec();
+    proc_exited(F.p, 0);
+    while (proc_get_state(F.p) != PROC_EXITED) {
+        if (now_msec() - t0 > PROC_DRAIN_GRACE_MS + 2000)
+            fail_msg("a throttled process did not end after its exit");
+        (void)feed(F.child_out, &pos, UINT64_MAX / 2);
+        assert_int_equal(loop_run_once(F.loop, 5), 0);
+    }
+    assert_int_equal(proc_get_result(F.p)->exit_code, 0);
+    assert_false(proc_is_throttled(F.p));
 }
 
 /* --- deadlines --- */
@@ -1127,6 +1330,12 @@ main(void)
             T(test_slow_reader_leaving_resumes),
             T(test_no_busy_loop_while_paused),
             T(test_no_busy_loop_before_started),
+            T(test_proc_rate),
+            T(test_unread_flood_is_throttled),
+            T(test_reader_lifts_throttle),
+            T(test_shared_rate),
+            T(test_slow_writer_not_slowed),
+            T(test_throttled_exit_with_holder),
             T(test_total_deadline),
             T(test_idle_deadline),
             T(test_idle_deadline_not_while_paused),
