@@ -32,6 +32,13 @@
  * GetWatcherEvents answers resource_exhausted until RemoveWatcher (envd
  * keeps a failed watcher so too). A watcher nobody asked for events for
  * WATCHER_IDLE_MS (10 minutes) is removed (envd keeps them forever).
+ *
+ * Every stream and watcher holds an inotify instance, and the kernel
+ * counts those per user (fs.inotify.max_user_instances, 128 by default)
+ * for abxd and every other root process of the host alike. So a sandbox
+ * may hold WATCHES_MAX of them, and all sandboxes together half of
+ * the kernel's limit: past either a watch answers resource_exhausted, and
+ * the host's own services keep theirs.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -53,6 +60,7 @@
 #include "../util/fd.h"
 #include "../util/json.h"
 #include "../util/log.h"
+#include "../util/parse.h"
 #include "../util/rand.h"
 #include "../util/timeutil.h"
 #include "e2b-internal.h"
@@ -63,10 +71,11 @@
 #define WATCH_READ_BUF     (16 * 1024)           /* bytes of inotify events per read() */
 #define WATCH_READS        16                    /* read()s per wakeup; the loop serves others */
 #define WATCH_PROBE_MS     2000   /* longest keepalive interval: finds clients gone (stop()) */
-#define WATCHERS_MAX       64     /* polled watchers of one sandbox */
+#define WATCHERS_MAX       64     /* polled watchers of one sandbox (WATCHES_MAX binds first) */
 #define WATCHER_EVENTS_MAX 10000  /* events a polled watcher keeps for GetWatcherEvents */
 #define WATCHER_IDLE_MS    600000 /* a polled watcher without GetWatcherEvents so long goes */
 #define WATCHER_ID_LEN     21     /* "w" and 20 characters of [a-z0-9] */
+#define WATCHES_MAX        16     /* inotify instances (streams and watchers) of one sandbox */
 #define WATCH_MASK                                                                      \
     (IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM | IN_MOVED_TO | \
      IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR)
@@ -297,6 +306,8 @@ stop_watching(struct watch *w)
 {
     loop_io_free(w->io);
     w->io = NULL;
+    if (w->ifd >= 0)
+        w->api->inotify_open--;
     w->ifd = safe_close(w->ifd);
     w->dirfd = safe_close(w->dirfd);
     for (size_t i = 0; i < w->n; i++)
@@ -732,6 +743,43 @@ say(struct http_req *req, bool unary, const char *code, const char *fmt, ...)
         e2b_stream_error(req, code, "%s", msg);
 }
 
+/* The inotify instances all sandboxes may hold: half of what the kernel
+ * allows abxd's user (the other half stays the host's). */
+static uint32_t
+host_inotify_max(void)
+{
+    static uint32_t max;
+    if (!max) {
+        struct buf b;
+        uint32_t v = 0;
+        buf_init(&b, 64);
+        if (read_file_at(AT_FDCWD, "/proc/sys/fs/inotify/max_user_instances", 64, &b) == 0) {
+            while (b.len && (b.data[b.len - 1] == '\n'))
+                b.data[--b.len] = '\0';
+            if (parse_u32(b.data, &v) < 0)
+                v = 0;
+        }
+        buf_done(&b);
+        max = MAX(v / 2, 8u);
+    }
+    return max;
+}
+
+static void pw_cut(struct e2b_stream *es);
+
+/* Watch streams and polled watchers sandbox e holds. */
+static size_t
+count_watches(struct entry *e)
+{
+    size_t n = 0;
+    list_foreach (l, &e->e2b->streams) {
+        struct e2b_stream *s = list_entry(l, struct e2b_stream, link);
+        if (s->cut == ws_cut || s->cut == pw_cut)
+            n++;
+    }
+    return n;
+}
+
 /* Opens the directory and sets up every watch; answers req on error. */
 static int
 watch_open(struct http_req *req, struct watch *w, bool allow_network)
@@ -758,7 +806,15 @@ watch_open(struct http_req *req, struct watch *w, bool allow_network)
             w->path);
         return -EINVAL;
     }
+    if (w->api->inotify_open >= host_inotify_max()) {
+        say(req, w->poll, "resource_exhausted",
+            "abxd holds %u inotify instances, half of the kernel's limit; try again later",
+            w->api->inotify_open);
+        return -EMFILE;
+    }
     w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (w->ifd >= 0)
+        w->api->inotify_open++;
     if (w->ifd < 0) {
         r = -errno;
         if (r == -EMFILE || r == -ENFILE || r == -ENOMEM)
@@ -809,6 +865,11 @@ watch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg
 
     if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
         return NULL;
+    if (count_watches(e) >= WATCHES_MAX) {
+        say(req, poll, "resource_exhausted",
+            "the sandbox has %d watches open (streams and watchers); end some first", WATCHES_MAX);
+        return NULL;
+    }
     int rootfd = sandbox_view_fd(e->sb);
     if (rootfd < 0) {
         say(req, poll, "unimplemented",

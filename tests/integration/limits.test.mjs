@@ -1,9 +1,9 @@
 // limits.test.mjs - per-sandbox caps that are enforced, not only documented:
 // running processes (1024, every surface that starts one), the descriptors
 // abxd holds for a sandbox and for all of them (a low RLIMIT_NOFILE gives
-// clear errors, never a crash, and everyone else is still served), and
-// output nobody reads (read at a bounded rate, so a flood costs abxd almost
-// nothing).
+// clear errors, never a crash, and everyone else is still served), output
+// nobody reads (read at a bounded rate, so a flood costs abxd almost
+// nothing), and E2B watches (inotify instances).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -368,3 +368,48 @@ test('output nobody reads is read at a bounded rate', { skip, timeout: 120000 },
   }
 });
 
+test('a sandbox holds at most 16 inotify watches (streams and watchers)', { skip, timeout: 60000 }, async () => {
+  const WATCHES = 16; // WATCHES_PER_SANDBOX
+  const d = await startAbxd({ env: { ABX_POOL: '0' } });
+  const open = [];
+  try {
+    const sbx = await e2bCreate(d);
+    const other = await e2bCreate(d);
+    // BUG: every WatchDir stream and watcher holds an inotify instance,
+    // which the kernel counts per user (128 for root by default) for abxd
+    // and the host's own services alike, and nothing bounded them.
+    for (let i = 0; i < WATCHES; i++) {
+      const w = await e2bStream(d, sbx, 'filesystem.Filesystem/WatchDir', { path: '/home/user' });
+      open.push(w);
+      assert.ok(w.json.start, JSON.stringify(w.json));
+    }
+    const over = await e2bStream(d, sbx, 'filesystem.Filesystem/WatchDir', { path: '/home/user' });
+    over.close();
+    assert.equal(over.flags, 2, JSON.stringify(over.json));
+    assert.equal(over.json.error.code, 'resource_exhausted');
+    assert.match(over.json.error.message, /16 watches/);
+    const pw = await e2bUnary(d, sbx, 'filesystem.Filesystem/CreateWatcher', { path: '/home/user' });
+    assert.equal(pw.status, 429, JSON.stringify(pw.json));
+    assert.equal(pw.json.code, 'resource_exhausted');
+    // another sandbox is not affected
+    const ok = await e2bUnary(d, other, 'filesystem.Filesystem/CreateWatcher', { path: '/home/user' });
+    assert.equal(ok.status, 200, JSON.stringify(ok.json));
+    // one ends: a watch fits again (abxd notices that the client left when
+    // it next writes to the stream: an event)
+    open.pop().close();
+    let n = 0;
+    await waitFor(
+      'a watch to fit again',
+      async () => {
+        await api(d, 'PUT', `/v1/sandboxes/${sbx.id}/files/poke-${n++}`, 'x');
+        return (await e2bUnary(d, sbx, 'filesystem.Filesystem/CreateWatcher', { path: '/home/user' })).status === 200;
+      },
+      10000,
+    );
+    for (const w of open.splice(0)) w.close();
+    for (const x of [sbx, other]) await api(d, 'DELETE', `/v1/sandboxes/${x.id}`);
+  } finally {
+    for (const w of open) w.close();
+    await d.stop();
+  }
+});
