@@ -130,13 +130,12 @@ struct watch {
     size_t n, cap;
     uint64_t keepalive_ms;
     struct loop_timer *keepalive;
-    struct loop_timer *deadline;     /* Connect-Timeout-Ms */
-    struct buf q;                    /* envelopes not handed to the stream yet */
-    struct vfs_entry *ent;           /* scratch for includeEntry */
-    char rel[PATH_MAX_LEN + 1];      /* scratch: a name being reported or walked */
-    char name[3 * PATH_MAX_LEN + 1]; /* scratch: rel as valid UTF-8 */
-    char abs[PATH_MAX_LEN + 1];      /* scratch: an entry's absolute path */
-    char path[PATH_MAX_LEN + 1];     /* the watched directory, absolute */
+    struct loop_timer *deadline; /* Connect-Timeout-Ms */
+    struct buf q;                /* envelopes not handed to the stream yet */
+    struct vfs_entry *ent;       /* scratch for includeEntry */
+    char rel[PATH_MAX_LEN + 1];  /* scratch: a name being reported or walked */
+    char abs[PATH_MAX_LEN + 1];  /* scratch: an entry's absolute path */
+    char path[PATH_MAX_LEN + 1]; /* the watched directory, absolute */
 };
 
 /* --- the wd table --- */
@@ -210,54 +209,6 @@ drop_subtree(struct watch *w, const char *rel)
 }
 
 /* --- the queue --- */
-
-/* Length of the valid UTF-8 sequence at s, 0 when it is not one. */
-static size_t
-utf8_seq(const unsigned char *s)
-{
-    unsigned c = s[0], cp, min;
-    size_t n;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xE0) == 0xC0)
-        n = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0)
-        n = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0)
-        n = 4, cp = c & 0x07, min = 0x10000;
-    else
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
-/* s in w->name, each byte that is not UTF-8 as U+FFFD: JSON strings must
- * be valid, file names need not be. */
-static const char *
-utf8_name(struct watch *w, const char *s)
-{
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        size_t n = utf8_seq(p);
-        if (n) {
-            memcpy(w->name + o, p, n);
-            o += n;
-            p += n;
-        } else {
-            memcpy(w->name + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            p++;
-        }
-    }
-    w->name[o] = '\0';
-    return w->name;
-}
 
 /* Hands what the stream can take to it; ends it after the end frame. */
 static void
@@ -411,7 +362,9 @@ static int
 emit(struct watch *w, enum ev_type t, const char *rel)
 {
     json_t *fe = json_object(), *o = json_object();
-    (void)json_set(fe, "name", json_string(*rel ? utf8_name(w, rel) : "."));
+    /* JSON strings must be valid, file names need not be: U+FFFD for each
+     * byte that is not UTF-8, as on the other E2B entries. */
+    (void)json_set(fe, "name", *rel ? json_string_lossy(rel) : json_string("."));
     (void)json_set(fe, "type", json_string(ev_names[t]));
     /* envd's rule: only what still names the entry carries it, and only
      * when it can be had (it may be gone again). */

@@ -5,7 +5,11 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "b64.h"
+#include "utf8.h"
 
 static int
 json_depth_ok(json_t *v, int depth)
@@ -273,4 +277,79 @@ json_set(json_t *obj, const char *key, json_t *v)
     if (!v)
         return -ENOMEM;
     return json_object_set_new(obj, key, v) < 0 ? -ENOMEM : 0;
+}
+
+json_t *
+json_string_lossy(const char *s)
+{
+    size_t n = strlen(s);
+    if (utf8_valid(s, n))
+        return json_stringn(s, n);
+    _cleanup_buf_ struct buf b;
+    buf_init(&b, BUF_UNLIMITED);
+    if (utf8_lossy(&b, s, n) < 0)
+        return NULL;
+    return json_stringn(b.data, b.len);
+}
+
+/* "<key>_b64" in out; -ENAMETOOLONG for a key we would not name so. */
+static int
+b64_key(const char *key, char *out, size_t outsz)
+{
+    int k = snprintf(out, outsz, "%s" JSON_NAME_B64_SUFFIX, key);
+    return k < 0 || (size_t)k >= outsz ? -ENAMETOOLONG : 0;
+}
+
+int
+json_set_name(json_t *obj, const char *key, const char *s)
+{
+    char k64[JSON_NAME_KEY_MAX + sizeof(JSON_NAME_B64_SUFFIX)];
+    size_t n = strlen(s);
+    int r;
+
+    if (utf8_valid(s, n))
+        return json_set(obj, key, json_stringn(s, n));
+    if ((r = b64_key(key, k64, sizeof(k64))) < 0)
+        return r;
+    _cleanup_buf_ struct buf b;
+    buf_init(&b, BUF_UNLIMITED);
+    if ((r = json_set(obj, key, json_string_lossy(s))) < 0 || (r = b64_encode(&b, s, n)) < 0)
+        return r;
+    return json_set(obj, k64, json_stringn(b.data, b.len));
+}
+
+int
+json_get_name(json_t *obj, const char *key, bool required, struct buf *out, struct err *err)
+{
+    char k64[JSON_NAME_KEY_MAX + sizeof(JSON_NAME_B64_SUFFIX)];
+    const char *s = NULL;
+    int r;
+
+    if ((r = b64_key(key, k64, sizeof(k64))) < 0)
+        return err_set(err, EINVAL, "'%.64s' cannot carry a name", key);
+    buf_reset(out);
+    r = json_get_str(obj, k64, false, &s, err);
+    if (r < 0)
+        return r;
+    if (r > 0) {
+        /* The exact bytes win; "key" beside them is only their display form. */
+        r = b64_decode(out, s, strlen(s));
+        if (r == -EFBIG)
+            return err_set(err, ENAMETOOLONG, "'%s' is longer than %zu bytes", k64, out->max);
+        if (r < 0)
+            return err_set(err, r == -ENOMEM ? ENOMEM : EINVAL, "'%s' must be standard base64",
+                           k64);
+        if (memchr(out->data, '\0', out->len))
+            return err_set(err, EINVAL, "'%s' must not contain NUL bytes", k64);
+        return 1;
+    }
+    r = json_get_str(obj, key, required, &s, err);
+    if (r <= 0)
+        return r;
+    r = buf_puts(out, s);
+    if (r == -EFBIG)
+        return err_set(err, ENAMETOOLONG, "'%s' is longer than %zu bytes", key, out->max);
+    if (r < 0)
+        return err_set(err, -r, "out of memory");
+    return 1;
 }

@@ -44,3 +44,25 @@ int json_dump_buf(json_t *v, struct buf *b);
 
 /* Stealing setters that tolerate NULL values (then: -ENOMEM). */
 int json_set(json_t *obj, const char *key, json_t *v);
+
+/* Names: file names, paths and link targets are bytes (any but NUL), JSON
+ * strings are UTF-8. A name goes on the wire as "<key>": the name itself
+ * when it is valid UTF-8, else the name with each invalid byte as U+FFFD
+ * (readable, but lossy) plus "<key>_b64": the standard base64 (RFC 4648,
+ * padded) of the exact bytes. So "path" is always there and always a valid
+ * string, and "path_b64" appears exactly when "path" is not the name.
+ *   {"path": "/caf\u00e9"}                        the bytes 2f 63 61 66 c3 a9
+ *   {"path": "/a\ufffd", "path_b64": "L2H/"}      the bytes 2f 61 ff */
+#define JSON_NAME_B64_SUFFIX "_b64"
+#define JSON_NAME_KEY_MAX    60 /* longest key a name may go under */
+
+/* s as a JSON string, each byte that is not valid UTF-8 as U+FFFD (for
+ * messages and display fields that must not vanish); NULL on OOM. */
+json_t *json_string_lossy(const char *s);
+/* Sets obj.key (and obj.key_b64 when needed) to the name s, as above. */
+int json_set_name(json_t *obj, const char *key, const char *s);
+/* Reads a name sent as "<key>_b64" (wins when present) or "<key>" into out
+ * (reset first; its max bounds the name: -ENAMETOOLONG past it). -EINVAL
+ * for bad base64, a NUL byte, a non-string. 1 when present, 0 when absent
+ * and not required. Lists of allowed keys must name both forms. */
+int json_get_name(json_t *obj, const char *key, bool required, struct buf *out, struct err *err);

@@ -564,6 +564,159 @@ test_set(void **state)
     json_decref(o);
 }
 
+/* --- names --- */
+
+static char *
+dump(json_t *v)
+{
+    char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+    assert_non_null(s);
+    return s;
+}
+
+static void
+test_set_name(void **state)
+{
+    (void)state;
+    json_t *o = json_object();
+    /* Valid UTF-8, control characters included: the string alone. */
+    assert_int_equal(json_set_name(o, "path", "/caf\xc3\xa9\n\x1b"), 0);
+    char *s = dump(o);
+    assert_string_equal(s, "{\"path\":\"/caf\xc3\xa9\\n\\u001B\"}");
+    free(s);
+    json_object_clear(o);
+    /* Not UTF-8: the display form plus the exact bytes. */
+    assert_int_equal(json_set_name(o, "path", "/a\xff"), 0);
+    s = dump(o);
+    assert_string_equal(s, "{\"path\":\"/a\xef\xbf\xbd\",\"path_b64\":\"L2H/\"}");
+    free(s);
+    json_object_clear(o);
+    assert_int_equal(json_set_name(o, "target", "\xc3(\xed\xa0\x80"), 0);
+    assert_string_equal(json_string_value(json_object_get(o, "target")),
+                        "\xef\xbf\xbd(\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    assert_string_equal(json_string_value(json_object_get(o, "target_b64")), "wyjtoIA=");
+    /* Allocation failures: -ENOMEM, nothing leaked. */
+    long live0 = failalloc_live();
+    for (unsigned long n = 1;; n++) {
+        json_t *x = json_object();
+        assert_non_null(x);
+        failalloc_arm(n);
+        int r = json_set_name(x, "path", "/\xfe\xff-name");
+        bool hit = failalloc_hit();
+        failalloc_disarm();
+        json_decref(x);
+        assert_int_equal(failalloc_live(), live0);
+        if (!hit) {
+            assert_int_equal(r, 0);
+            break;
+        }
+        assert_int_equal(r, -ENOMEM);
+    }
+    json_decref(o);
+}
+
+static void
+test_string_lossy(void **state)
+{
+    (void)state;
+    json_t *v = json_string_lossy("ok");
+    assert_string_equal(json_string_value(v), "ok");
+    json_decref(v);
+    v = json_string_lossy("no such file: '/\xff\xfe'");
+    assert_non_null(v);
+    assert_string_equal(json_string_value(v), "no such file: '/\xef\xbf\xbd\xef\xbf\xbd'");
+    json_decref(v);
+}
+
+static int
+get_name(const char *body, const char *key, bool required, size_t max, struct buf *out,
+         struct err *e)
+{
+    json_t *o = parse_ok(body);
+    buf_init(out, max);
+    int r = json_get_name(o, key, required, out, e);
+    json_decref(o);
+    return r;
+}
+
+static void
+test_get_name(void **state)
+{
+    struct buf b;
+    struct err e = {0};
+    (void)state;
+    assert_int_equal(get_name("{\"path\":\"/a\\nb\"}", "path", true, 100, &b, &e), 1);
+    assert_string_equal(b.data, "/a\nb");
+    buf_done(&b);
+    assert_int_equal(get_name("{\"path_b64\":\"L2H/\"}", "path", true, 100, &b, &e), 1);
+    assert_int_equal(b.len, 3);
+    assert_memory_equal(b.data, "/a\xff", 3);
+    buf_done(&b);
+    /* Both: the bytes win (an entry sent back as it came). */
+    assert_int_equal(get_name("{\"path\":\"/a\xef\xbf\xbd\",\"path_b64\":\"L2H/\"}", "path", true,
+                              100, &b, &e),
+                     1);
+    assert_memory_equal(b.data, "/a\xff", 4);
+    buf_done(&b);
+    /* Absent. */
+    assert_int_equal(get_name("{}", "path", false, 100, &b, &e), 0);
+    buf_done(&b);
+    assert_int_equal(get_name("{}", "path", true, 100, &b, &e), -EINVAL);
+    assert_string_equal(e.msg, "'path' is required");
+    buf_done(&b);
+    /* Bad base64, a NUL byte, a non-string, too long. */
+    err_clear(&e);
+    assert_int_equal(get_name("{\"path_b64\":\"L2H\"}", "path", true, 100, &b, &e), -EINVAL);
+    assert_string_equal(e.msg, "'path_b64' must be standard base64");
+    buf_done(&b);
+    err_clear(&e);
+    assert_int_equal(get_name("{\"from_b64\":\"YQBi\"}", "from", true, 100, &b, &e), -EINVAL);
+    assert_string_equal(e.msg, "'from_b64' must not contain NUL bytes");
+    buf_done(&b);
+    err_clear(&e);
+    assert_int_equal(get_name("{\"path_b64\":7}", "path", true, 100, &b, &e), -EINVAL);
+    buf_done(&b);
+    err_clear(&e);
+    assert_int_equal(get_name("{\"path\":\"abcdef\"}", "path", true, 5, &b, &e), -ENAMETOOLONG);
+    buf_done(&b);
+    err_clear(&e);
+    assert_int_equal(get_name("{\"path_b64\":\"YWJjZGVm\"}", "path", true, 5, &b, &e),
+                     -ENAMETOOLONG);
+    buf_done(&b);
+}
+
+/* What json_set_name() writes, json_get_name() reads back byte for byte. */
+static void
+test_name_round_trip(void **state)
+{
+    (void)state;
+    char name[256];
+    unsigned seed = 7;
+    for (int round = 0; round < 2000; round++) {
+        size_t n = 1 + (seed = seed * 1103515245u + 12345u) % 40;
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            name[i] = (char)(1 + (seed >> 16) % 255);
+        }
+        name[n] = '\0';
+        json_t *o = json_object();
+        assert_int_equal(json_set_name(o, "p", name), 0);
+        char *text = json_dumps(o, JSON_COMPACT);
+        assert_non_null(text);
+        json_t *back = parse_ok(text);
+        struct buf b;
+        struct err e = {0};
+        buf_init(&b, 4096);
+        assert_int_equal(json_get_name(back, "p", true, &b, &e), 1);
+        assert_int_equal(b.len, n);
+        assert_memory_equal(b.data, name, n);
+        buf_done(&b);
+        free(text);
+        json_decref(back);
+        json_decref(o);
+    }
+}
+
 int
 main(void)
 {
@@ -585,6 +738,10 @@ main(void)
             cmocka_unit_test(test_get_str_array),
             cmocka_unit_test(test_dump_buf),
             cmocka_unit_test(test_set),
+            cmocka_unit_test(test_set_name),
+            cmocka_unit_test(test_string_lossy),
+            cmocka_unit_test(test_get_name),
+            cmocka_unit_test(test_name_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
