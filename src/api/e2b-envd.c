@@ -104,7 +104,7 @@ e2b_rpc_error(struct http_req *req, const char *code, const char *fmt, ...)
     va_end(ap);
     json_t *o = json_object();
     (void)json_set(o, "code", json_string(code));
-    (void)json_set(o, "message", json_string(msg));
+    (void)json_set(o, "message", json_string_lossy(msg));
     api_json(req, status_for_code(code), o);
 }
 

@@ -59,7 +59,7 @@ e2b_error(struct http_req *req, unsigned status, const char *fmt, ...)
     va_end(ap);
     json_t *o = json_object();
     (void)json_set(o, "code", json_integer(status));
-    (void)json_set(o, "message", json_string(msg));
+    (void)json_set(o, "message", json_string_lossy(msg));
     api_json(req, status, o);
 }
 

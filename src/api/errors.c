@@ -55,7 +55,9 @@ send_error(struct http_req *req, unsigned status, const char *code, const char *
     json_t *o = json_object();
     if (o) {
         (void)json_set(o, "error", json_string(code));
-        (void)json_set(o, "message", json_string(msg));
+        /* A message names paths, which need not be UTF-8 (and err's fixed
+         * buffer may have cut a character): never lose it for that. */
+        (void)json_set(o, "message", json_string_lossy(msg));
     }
     api_json(req, status, o);
 }
@@ -76,7 +78,7 @@ api_error(struct http_req *req, int r, const struct err *err)
         }
     const char *msg = err && err->msg[0] ? err->msg : strerror_r(e, tmp, sizeof(tmp));
     if (status >= 500)
-        log_warn("%s %s: %s", http_req_method(req), http_req_path(req), msg);
+        log_warn("%s '%s': %s", http_req_method(req), http_req_path(req), msg);
     send_error(req, status, code, msg);
 }
 

@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
+#define LOG_CUT "..."
+
 static const char *log_name = "abx";
 static int log_level = LOG_INFO;
 static int log_journal = -1;
@@ -65,8 +69,9 @@ log_full_errno(int level, int r, const char *fmt, ...)
     if (level > log_level)
         return r;
     int saved = errno;
-    char line[2048];
-    int n;
+    char msg[LOG_LINE_MAX], line[LOG_LINE_MAX];
+    size_t len;
+    int n, m;
 
     if (log_journal < 0)
         log_journal = getenv("JOURNAL_STREAM") != NULL;
@@ -74,16 +79,23 @@ log_full_errno(int level, int r, const char *fmt, ...)
         n = snprintf(line, sizeof(line), "<%d>", level);
     else
         n = snprintf(line, sizeof(line), "%s: %s: ", log_name, level_name(level));
-    if (n < 0)
-        n = 0;
+    len = n > 0 ? (size_t)n : 0;
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    m = vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    size_t len = (size_t)n + (m > 0 ? (size_t)m : 0);
-    if (len > sizeof(line) - 2)
-        len = sizeof(line) - 2;
-    if (r < 0 && len < sizeof(line) - 2) {
+    /* The message carries names, paths and argv from sandboxes and
+     * clients: escaped here, where every line passes, so that none can end
+     * the line, forge another or reach a terminal as a control sequence. */
+    size_t mlen = m > 0 ? MIN((size_t)m, sizeof(msg) - 1) : 0;
+    size_t room = sizeof(line) - 1 - len - (sizeof(LOG_CUT) - 1); /* newline, marker */
+    size_t used = 0;
+    len += utf8_escape(line + len, room, msg, mlen, &used);
+    if (used < mlen || (m > 0 && (size_t)m >= sizeof(msg))) {
+        memcpy(line + len, LOG_CUT, sizeof(LOG_CUT) - 1); /* cut short: say so */
+        len += sizeof(LOG_CUT) - 1;
+    }
+    if (r < 0 && len + 2 < sizeof(line) - 1) {
         char tmp[128];
         int k = snprintf(line + len, sizeof(line) - 1 - len, ": %s",
                          strerror_r(-r, tmp, sizeof(tmp)));

@@ -5,12 +5,21 @@
  * priority so journald can classify it; otherwise with "name: level: ".
  * The *_errno variants append ": <strerror(-r)>" and return r. Only logging modules
  * (api, workspace, abxd, cli) call these; libraries return errors instead.
+ *
+ * The formatted message is escaped before it is written (utf8_escape():
+ * backslash, control characters, DEL and invalid UTF-8 as \\, \n, \t, \xNN),
+ * so a name, path or argv from a sandbox or a client can neither end the
+ * line nor put a terminal escape into the log; callers still quote user
+ * values ('%s'). A line is at most LOG_LINE_MAX bytes with its newline; a
+ * longer message is cut and ends in "...".
  */
 #pragma once
 
 #include <syslog.h>
 
 #include "cleanup.h"
+
+#define LOG_LINE_MAX 2048 /* bytes of one line, newline included */
 
 void log_init(const char *name);
 void log_set_level(int level); /* LOG_ERR..LOG_DEBUG; default LOG_INFO */
