@@ -137,6 +137,13 @@ void api_error_msg(struct http_req *req, unsigned status, const char *code, cons
 void api_json(struct http_req *req, unsigned status, json_t *v); /* steals v */
 void api_no_content(struct http_req *req);
 
+/* paths.c: paths from requests (any byte but NUL; util/json.h for bodies) */
+/* Answers 400 and returns -EINVAL when the request target held "%00". */
+int api_path_nul_check(struct http_req *req);
+/* The path j sends as key or key_b64, normalized into out (outsz >=
+ * PATH_MAX_LEN + 2); -EINVAL with err filled otherwise. */
+int api_body_path(json_t *j, const char *key, char *out, size_t outsz, struct err *err);
+
 /* api.c: the table of sandboxes */
 struct entry *api_find(struct api *a, struct http_req *req, const char *id);
 json_t *api_entry_json(struct api *a, struct entry *e, bool with_usage);

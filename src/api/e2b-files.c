@@ -52,12 +52,25 @@ type_name(enum vfs_type t)
     }
 }
 
+/* k as valid UTF-8 in out (U+FFFD for each bad byte): JSON object keys
+ * must be, and an xattr name from the sandbox need not be. */
+static const char *
+lossy_key(const char *k, char *out, size_t outsz)
+{
+    json_t *v = json_string_lossy(k);
+    (void)snprintf(out, outsz, "%s", v ? json_string_value(v) : "");
+    json_decref(v);
+    return out;
+}
+
 static json_t *
 meta_json(const struct vfs_meta *m)
 {
+    char key[3 * VFS_META_KEY_MAX + 1];
     json_t *o = json_object();
     for (uint32_t i = 0; i < m->n; i++)
-        (void)json_set(o, vfs_meta_key(m, i), json_string(vfs_meta_value(m, i)));
+        (void)json_object_set_new(o, lossy_key(vfs_meta_key(m, i), key, sizeof(key)),
+                                  json_string_lossy(vfs_meta_value(m, i)));
     return o;
 }
 
@@ -72,9 +85,12 @@ e2b_entry_json(const struct vfs_entry *v)
     gmtime_r(&t, &tm);
     size_t n = strftime(mtime, sizeof(mtime), "%Y-%m-%dT%H:%M:%S", &tm);
     (void)snprintf(mtime + n, sizeof(mtime) - n, ".%09uZ", v->mtime_nsec);
-    (void)json_set(o, "name", json_string(v->name));
+    /* Names that are not UTF-8 go as U+FFFD for each bad byte, as in
+     * watch events: EntryInfo has string fields only, and envd (Go's
+     * protojson) would fail the whole answer instead. */
+    (void)json_set(o, "name", json_string_lossy(v->name));
     (void)json_set(o, "type", json_string(type_name(v->type)));
-    (void)json_set(o, "path", json_string(v->path));
+    (void)json_set(o, "path", json_string_lossy(v->path));
     (void)json_set(o, "size", json_string(size));
     (void)json_set(o, "mode", json_integer(v->mode));
     (void)json_set(o, "permissions", json_string(v->perms));
@@ -82,7 +98,7 @@ e2b_entry_json(const struct vfs_entry *v)
     (void)json_set(o, "group", json_string(v->group));
     (void)json_set(o, "modifiedTime", json_string(mtime));
     if (v->has_target)
-        (void)json_set(o, "symlinkTarget", json_string(v->target));
+        (void)json_set(o, "symlinkTarget", json_string_lossy(v->target));
     if (v->meta.n)
         (void)json_set(o, "metadata", meta_json(&v->meta));
     return o;
@@ -474,9 +490,16 @@ up_open(struct http_req *req, struct upload *u, const char *rel)
     int r = vfs_resolve(rel, u->user.home, path, sizeof(path), &err);
     if (r < 0)
         return up_fail(req, u, 400, err.msg);
-    for (size_t i = 0; i < json_array_size(u->answer); i++)
-        if (!strcmp(json_string_value(json_object_get(json_array_get(u->answer, i), "path")), path))
+    for (size_t i = 0; i < json_array_size(u->answer); i++) {
+        /* Compared as sent (lossy): two names that differ only in bytes
+         * that are not UTF-8 are refused too, which harms nothing. */
+        json_t *was = json_object_get(json_array_get(u->answer, i), "path");
+        json_t *now = json_string_lossy(path);
+        bool same = !now || !was || json_equal(was, now);
+        json_decref(now);
+        if (same)
             return up_fail(req, u, 400, "two parts of the upload write the same path");
+    }
     r = vfs_open_write(u->f.rootfd, &u->f.ids, path, u->user.root, &u->fd, &err);
     if (r < 0)
         return up_errno(req, u, r, &err);
@@ -487,8 +510,8 @@ up_open(struct http_req *req, struct upload *u, const char *rel)
     u->written = 0;
     const char *base = strrchr(path, '/');
     json_t *o = json_object();
-    (void)json_set(o, "name", json_string(base && base[1] ? base + 1 : path));
-    (void)json_set(o, "path", json_string(path));
+    (void)json_set(o, "name", json_string_lossy(base && base[1] ? base + 1 : path));
+    (void)json_set(o, "path", json_string_lossy(path));
     (void)json_set(o, "type", json_string("file"));
     if (u->meta.n)
         (void)json_set(o, "metadata", meta_json(&u->meta));
@@ -707,6 +730,10 @@ files_route(struct api *a, struct http_req *req, struct entry *e)
 
     if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
         return;
+    if (http_req_nul_escaped(req)) {
+        e2b_error(req, 400, "a path cannot hold a NUL byte (%%00)");
+        return;
+    }
     if (e2b_user_named(uname, &user) < 0) {
         e2b_error(req, 401, "invalid user: '%.64s'", uname);
         return;

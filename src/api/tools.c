@@ -330,7 +330,7 @@ changed_files(const struct files_tree *before, const struct files_tree *after, b
             break;
         }
         json_t *o = json_object();
-        (void)json_set(o, "path", json_string(e->path));
+        (void)json_set_name(o, "path", e->path);
         (void)json_set(o, "size", json_integer((json_int_t)e->st.size));
         (void)json_set(o, "version", json_string(e->st.version));
         (void)json_array_append_new(arr, o);

@@ -19,14 +19,16 @@
 static int
 normalize(struct http_req *req, const char *raw, char *out, size_t outsz)
 {
-    int r = path_normalize(raw, strlen(raw), out, outsz);
+    int r = api_path_nul_check(req);
+    if (r < 0)
+        return r;
+    r = path_normalize(raw, strlen(raw), out, outsz);
     if (r == -ENAMETOOLONG)
         api_error_msg(req, 400, "bad_request", "path is too long (%d bytes, %d per name at most)",
                       PATH_MAX_LEN, PATH_NAME_MAX);
     else if (r < 0)
-        api_error_msg(
-                req, 400, "bad_request",
-                "path must be '/'-rooted in the workspace, without '..' or control characters");
+        api_error_msg(req, 400, "bad_request",
+                      "path must be '/'-rooted in the workspace, without '..'");
     return r;
 }
 
@@ -36,7 +38,7 @@ stat_json(const char *rel, const struct files_stat *st)
     json_t *o = json_object();
     char p[PATH_MAX_LEN + 2];
     (void)snprintf(p, sizeof(p), "/%s", path_is_root(rel) ? "" : rel);
-    (void)json_set(o, "path", json_string(p));
+    (void)json_set_name(o, "path", p);
     (void)json_set(o, "type", json_string(files_type_name(st->type)));
     (void)json_set(o, "size", json_integer((json_int_t)st->size));
     (void)json_set(o, "mode", json_integer(st->mode));
@@ -194,13 +196,13 @@ walk_entry(const struct files_entry *fe, void *ud)
     json_t *o = json_object();
     if (!o)
         return -ENOMEM;
-    (void)json_set(o, "path", json_string(fe->path));
+    (void)json_set_name(o, "path", fe->path);
     (void)json_set(o, "type", json_string(files_type_name(fe->st.type)));
     (void)json_set(o, "size", json_integer((json_int_t)fe->st.size));
     (void)json_set(o, "mode", json_integer(fe->st.mode));
     (void)json_set(o, "version", json_string(fe->st.version));
     if (fe->target)
-        (void)json_set(o, "target", json_string(fe->target));
+        (void)json_set_name(o, "target", fe->target);
     return json_array_append_new(w->arr, o) < 0 ? -ENOMEM : 0;
 }
 
@@ -229,18 +231,8 @@ walk(struct http_req *req, struct entry *e)
 static int
 body_path(struct http_req *req, json_t *j, const char *key, char *out, size_t n, struct err *err)
 {
-    const char *p = NULL;
-    int r = json_get_str(j, key, true, &p, err);
-    if (r < 0)
-        return r;
-    r = path_normalize(p, strlen(p), out, n);
-    if (r < 0)
-        return err_set(err, EINVAL,
-                       "'%s' must be a '/'-rooted path in the workspace, without '..' or control "
-                       "characters",
-                       key);
     (void)req;
-    return 0;
+    return api_body_path(j, key, out, n, err);
 }
 
 static void
@@ -258,7 +250,8 @@ dir_op(struct http_req *req, const char *body, size_t len, const char *op)
     if ((r = json_parse(body, len, &j, &err)) < 0)
         goto fail;
     if (!strcmp(op, "rename")) {
-        static const char *const allowed[] = {"from", "to", "overwrite", NULL};
+        static const char *const allowed[] = {"from",   "from_b64",  "to",
+                                              "to_b64", "overwrite", NULL};
         bool overwrite = false;
         if ((r = json_check_object(j, allowed, &err)) < 0 ||
             (r = body_path(req, j, "from", a, sizeof(a), &err)) < 0 ||
@@ -271,7 +264,7 @@ dir_op(struct http_req *req, const char *body, size_t len, const char *op)
             goto fail;
         api_json(req, 200, stat_json(b, &st));
     } else {
-        static const char *const allowed[] = {"path", NULL};
+        static const char *const allowed[] = {"path", "path_b64", NULL};
         if ((r = json_check_object(j, allowed, &err)) < 0 ||
             (r = body_path(req, j, "path", a, sizeof(a), &err)) < 0)
             goto fail;
@@ -282,7 +275,7 @@ dir_op(struct http_req *req, const char *body, size_t len, const char *op)
             json_t *o = json_object();
             char p[PATH_MAX_LEN + 4];
             (void)snprintf(p, sizeof(p), "/%s", path_is_root(a) ? "" : a);
-            (void)json_set(o, "path", json_string(p));
+            (void)json_set_name(o, "path", p);
             (void)json_set(o, "created", json_boolean(created));
             api_json(req, created ? 201 : 200, o);
         } else {

@@ -63,7 +63,7 @@ store_entry_json(const struct store_entry *e)
     char p[4100];
     json_t *o = json_object();
     slash_path(e->path, p, sizeof(p));
-    (void)json_set(o, "path", json_string(p));
+    (void)json_set_name(o, "path", p);
     (void)json_set(o, "type", json_string(e->type == STORE_DIR ? "dir" : "file"));
     (void)json_set(o, "size", json_integer((json_int_t)e->size));
     (void)json_set(o, "mode", json_integer(e->mode));
@@ -82,7 +82,7 @@ files_stat_json(const char *rel, const struct files_stat *st, const char *hash)
     char p[4100];
     json_t *o = json_object();
     slash_path(rel, p, sizeof(p));
-    (void)json_set(o, "path", json_string(p));
+    (void)json_set_name(o, "path", p);
     (void)json_set(o, "type", json_string(files_type_name(st->type)));
     (void)json_set(o, "size", json_integer((json_int_t)st->size));
     (void)json_set(o, "mode", json_integer(st->mode));
@@ -697,7 +697,7 @@ run_mkdir_cold(struct store *s, struct wjob *j)
     j->out = json_object();
     char p[4100];
     slash_path(j->rel, p, sizeof(p));
-    (void)json_set(j->out, "path", json_string(p));
+    (void)json_set_name(j->out, "path", p);
     (void)json_set(j->out, "created", json_boolean(created));
 }
 
@@ -733,13 +733,13 @@ warm_walk_one(const struct files_entry *fe, void *ud)
 {
     struct walk_acc *w = ud;
     json_t *o = json_object();
-    (void)json_set(o, "path", json_string(fe->path));
+    (void)json_set_name(o, "path", fe->path);
     (void)json_set(o, "type", json_string(files_type_name(fe->st.type)));
     (void)json_set(o, "size", json_integer((json_int_t)fe->st.size));
     (void)json_set(o, "mode", json_integer(fe->st.mode));
     (void)json_set(o, "version", json_string(fe->st.version));
     if (fe->target)
-        (void)json_set(o, "target", json_string(fe->target));
+        (void)json_set_name(o, "target", fe->target);
     return json_array_append_new(w->arr, o) < 0 ? -ENOMEM : 0;
 }
 
@@ -840,7 +840,7 @@ fop_settled(void *ud, struct sandbox *sb)
             json_t *o = json_object();
             char p[4100];
             slash_path(j->rel, p, sizeof(p));
-            (void)json_set(o, "path", json_string(p));
+            (void)json_set_name(o, "path", p);
             (void)json_set(o, "created", json_boolean(created));
             api_json(j->req, created ? 201 : 200, o);
         }
@@ -892,11 +892,16 @@ fop_start(struct api *a, struct http_req *req, const char *ws, enum fop op, cons
 static int
 norm(struct http_req *req, const char *raw, char *out, size_t n)
 {
-    int r = path_normalize(raw, strlen(raw), out, n);
+    int r = api_path_nul_check(req);
     if (r < 0)
-        api_error_msg(
-                req, 400, "bad_request",
-                "path must be '/'-rooted in the workspace, without '..' or control characters");
+        return r;
+    r = path_normalize(raw, strlen(raw), out, n);
+    if (r == -ENAMETOOLONG)
+        api_error_msg(req, 400, "bad_request", "path is too long (%d bytes, %d per name at most)",
+                      PATH_MAX_LEN, PATH_NAME_MAX);
+    else if (r < 0)
+        api_error_msg(req, 400, "bad_request",
+                      "path must be '/'-rooted in the workspace, without '..'");
     return r;
 }
 
@@ -906,29 +911,26 @@ dir_body(struct http_req *req, const char *body, size_t len, enum fop op)
     struct rq *q = http_req_userdata(req);
     struct err err = {0};
     json_t *j = NULL;
-    const char *p = NULL, *to = NULL;
-    bool overwrite = false;
+    bool overwrite = false, to = false;
     char a[PATH_MAX_LEN + 2], b[PATH_MAX_LEN + 2] = "";
     int r;
 
     if ((r = json_parse(body, len, &j, &err)) < 0)
         goto fail;
     if (op == FOP_RENAME) {
-        static const char *const allowed[] = {"from", "to", "overwrite", NULL};
+        static const char *const allowed[] = {"from",   "from_b64",  "to",
+                                              "to_b64", "overwrite", NULL};
         if ((r = json_check_object(j, allowed, &err)) < 0 ||
-            (r = json_get_str(j, "from", true, &p, &err)) < 0 ||
-            (r = json_get_str(j, "to", true, &to, &err)) < 0 ||
+            (r = api_body_path(j, "from", a, sizeof(a), &err)) < 0 ||
+            (r = api_body_path(j, "to", b, sizeof(b), &err)) < 0 ||
             (r = json_get_bool(j, "overwrite", false, &overwrite, &err)) < 0)
             goto fail;
+        to = true;
     } else {
-        static const char *const allowed[] = {"path", NULL};
+        static const char *const allowed[] = {"path", "path_b64", NULL};
         if ((r = json_check_object(j, allowed, &err)) < 0 ||
-            (r = json_get_str(j, "path", true, &p, &err)) < 0)
+            (r = api_body_path(j, "path", a, sizeof(a), &err)) < 0)
             goto fail;
-    }
-    if (norm(req, p, a, sizeof(a)) < 0 || (to && norm(req, to, b, sizeof(b)) < 0)) {
-        json_decref(j);
-        return;
     }
     if ((op == FOP_RENAME && (path_is_root(a) || path_is_root(b))) ||
         (op == FOP_RMDIR && path_is_root(a))) {

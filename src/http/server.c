@@ -77,6 +77,7 @@ struct http_req {
     struct http_stream *stream;
     struct http_req *susp_next, *susp_prev;
     char *uri;        /* the request target as sent (path?query), NULL if unknown */
+    bool nul_escaped; /* the target holds "%00" */
     bool begun;       /* begin() ran */
     bool http11;      /* HTTP/1.1 (upgrades need it) */
     bool body_paused; /* http_req_pause_body() */
@@ -187,6 +188,12 @@ const char *
 http_req_path(const struct http_req *req)
 {
     return req->path;
+}
+
+bool
+http_req_nul_escaped(const struct http_req *req)
+{
+    return req->nul_escaped;
 }
 
 bool
@@ -689,8 +696,12 @@ static void *
 on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     struct http_req *req = req_new(cls, conn);
-    if (req)
+    if (req) {
         req->uri = strdup(uri); /* NULL on OOM: http_req_uri() says unknown */
+        /* unescape() decodes every "%00" of the target, in the path and in
+         * the query alike, so this is exactly "a NUL was sent". */
+        req->nul_escaped = strstr(uri, "%00") != NULL;
+    }
     return req;
 }
 
@@ -821,9 +832,10 @@ mhd_log(void *cls, const char *fmt, va_list ap)
     log_debug("http: %s", b);
 }
 
-/* Percent-decodes in place. %00 becomes 0x01 so that validation, which
- * refuses control characters, rejects it instead of the C string quietly
- * ending there. */
+/* Percent-decodes in place. %00 becomes 0x01 rather than ending the C
+ * string there (which would silently name something shorter); routes that
+ * take names refuse such a request (http_req_nul_escaped()), since 0x01
+ * is itself a byte a file name may hold. */
 static size_t
 unescape(void *cls, struct MHD_Connection *c, char *s)
 {

@@ -50,6 +50,12 @@ unsigned http_server_connections(const struct http_server *s);
 
 const char *http_req_method(const struct http_req *req);
 const char *http_req_path(const struct http_req *req); /* percent-decoded */
+/* Whether the request target held "%00". A decoded NUL would end the C
+ * string, so the path and query values carry 0x01 in its place - a byte a
+ * file name may hold - and a route that takes names must refuse the
+ * request instead (400). False when the target is unknown (out of memory
+ * before it was seen). */
+bool http_req_nul_escaped(const struct http_req *req);
 const char *http_req_header(struct http_req *req, const char *name);
 const char *http_req_query(struct http_req *req, const char *name);
 /* Calls fn for every request header in arrival order; fn returning < 0
