@@ -885,9 +885,12 @@ sq_rename(struct store *s, const char *ws, const char *from, const char *to, boo
     }
     if (src.type == STORE_DIR) {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
+        /* substr() counts characters in TEXT and bytes in a BLOB; ?5 is
+         * a byte offset, so the old prefix is cut as bytes (a directory
+         * named "\xc3\xa9" is one character but two bytes). */
         r = prep(q,
-                 "UPDATE entries SET path = ?4 || substr(path, ?5),"
-                 " parent = ?4 || substr(parent, ?5)"
+                 "UPDATE entries SET path = ?4 || CAST(substr(CAST(path AS BLOB), ?5) AS TEXT),"
+                 " parent = ?4 || CAST(substr(CAST(parent AS BLOB), ?5) AS TEXT)"
                  " WHERE ws = ?1 AND path > ?2 AND path < ?3",
                  &st, err);
         if (r < 0)

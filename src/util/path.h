@@ -3,7 +3,10 @@
  *
  * A client path is POSIX and '/'-rooted at a root directory we hold open
  * (a sandbox's workspace). path_normalize() turns it into a relative path
- * with no ".", "..", empty or over-long components; path_open() and friends
+ * with no ".", "..", empty or over-long components; every other byte but
+ * NUL belongs to a name, as it does for the kernel (newlines, escapes and
+ * bytes that are not UTF-8 included: surfaces encode them, util/json.h, and
+ * logs escape them, util/log.h); path_open() and friends
  * resolve it against the root descriptor with openat2(RESOLVE_BENEATH |
  * RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV), so a symlink that leads out of the
  * root - even one planted concurrently by code in the sandbox - fails with
@@ -20,8 +23,8 @@
 #define PATH_NAME_MAX 255  /* bytes of one component */
 
 /* Normalizes a client path into out (outsz >= strlen(in) + 2). The result is
- * "." for the root, else "a/b/c". -EINVAL for empty input, "..", NUL bytes
- * (len != strlen) or control characters; -ENAMETOOLONG past the limits. */
+ * "." for the root, else "a/b/c". -EINVAL for empty input, ".." or NUL
+ * bytes (len != strlen); -ENAMETOOLONG past the limits. */
 int path_normalize(const char *in, size_t len, char *out, size_t outsz);
 
 /* True when rel (normalized) is the root ("."). */

@@ -24,6 +24,7 @@
 
 #include "store/store.h"
 #include "util/fd.h"
+#include "util/path.h"
 #include "util/rand.h"
 
 struct fixture {
@@ -713,6 +714,124 @@ test_byte_paths(void **state)
     assert_string_equal(n.buf, "\xfe\xff/a/c:f");
 }
 
+/* Every name the kernel allows (any byte but NUL and '/') is a name the
+ * store keeps: control characters, escapes, bytes that are not UTF-8,
+ * names that look like JSON or paths, 255 bytes. Listed byte-exact and in
+ * byte order, read back, and renamed with a directory whose name has
+ * multi-byte characters (the old prefix is cut as bytes, not characters). */
+struct path_list {
+    char *v[64];
+    size_t n;
+};
+
+static int
+collect_paths(const struct store_entry *e, void *ud)
+{
+    struct path_list *l = ud;
+    assert_true(l->n < 64);
+    l->v[l->n] = strdup(e->path);
+    assert_non_null(l->v[l->n]);
+    l->n++;
+    return 0;
+}
+
+static void
+path_list_clear(struct path_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    l->n = 0;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void
+test_any_byte_names(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct path_list l = {0};
+    bool created;
+    char long_name[4 + PATH_NAME_MAX + 1];
+    const char *names[] = {
+            "a\nb",
+            "\t",
+            "\x1b[31mred",
+            "\xff",
+            "\xc3(",
+            "\xed\xa0\x80",
+            "caf\xc3\xa9",
+            "a\\b",
+            "...",
+            "{\"path\":1}",
+            "\x01",
+            "\x7f",
+            "x\n<3>abxd: forged line\x1b[31m",
+            " ",
+            long_name,
+    };
+    size_t nn = sizeof(names) / sizeof(names[0]);
+    char *want[sizeof(names) / sizeof(names[0])];
+
+    memset(long_name, 0, sizeof(long_name));
+    memset(long_name, '\xfe', PATH_NAME_MAX);
+    for (size_t i = 0; i < nn; i++) {
+        char p[300];
+        (void)snprintf(p, sizeof(p), "d\xc3\xa9/%s", names[i]);
+        int r = put(f->s, f->ws, p, names[i], NULL, &e);
+        if (r != 0)
+            fail_msg("put(%zu) = %d", i, r);
+        assert_string_equal(e.path, p);
+        want[i] = strdup(p);
+    }
+    qsort(want, nn, sizeof(*want), cmp_str);
+    assert_int_equal(store_walk(f->s, f->ws, "d\xc3\xa9", collect_paths, &l, &err), 0);
+    assert_int_equal(l.n, nn);
+    for (size_t i = 0; i < nn; i++)
+        assert_string_equal(l.v[i], want[i]); /* exact bytes, byte order */
+    path_list_clear(&l);
+    assert_int_equal(store_list(f->s, f->ws, "d\xc3\xa9", collect_paths, &l, &err), 0);
+    assert_int_equal(l.n, nn);
+    path_list_clear(&l);
+
+    /* A directory whose name has a newline. */
+    assert_int_equal(store_mkdir(f->s, f->ws, "d\xc3\xa9/dir\n/sub\x1b", &created, &err), 0);
+    assert_true(created);
+    assert_int_equal(store_stat(f->s, f->ws, "d\xc3\xa9/dir\n", &e, &err), 0);
+    assert_int_equal(e.type, STORE_DIR);
+
+    /* Rename the tree: every path keeps its bytes below the new prefix. */
+    assert_int_equal(store_rename(f->s, f->ws, "d\xc3\xa9", "\xc3\xa9t\xc3\xa9\n", false, &err), 0);
+    for (size_t i = 0; i < nn; i++) {
+        char p[300];
+        (void)snprintf(p, sizeof(p), "\xc3\xa9t\xc3\xa9\n/%s", names[i]);
+        char *got = get(f->s, f->ws, p);
+        if (!got)
+            fail_msg("after rename: no '%s'", p);
+        assert_string_equal(got, names[i]);
+        free(got);
+    }
+    assert_int_equal(store_stat(f->s, f->ws, "\xc3\xa9t\xc3\xa9\n/dir\n/sub\x1b", &e, &err), 0);
+    assert_int_equal(store_walk(f->s, f->ws, "\xc3\xa9t\xc3\xa9\n", collect_paths, &l, &err), 0);
+    assert_int_equal(l.n, nn + 2);
+    for (size_t i = 0; i < l.n; i++)
+        assert_memory_equal(l.v[i], "\xc3\xa9t\xc3\xa9\n/", 7);
+    path_list_clear(&l);
+    assert_int_equal(store_stat(f->s, f->ws, "d\xc3\xa9", &e, &err), -ENOENT);
+    for (size_t i = 0; i < nn; i++)
+        free(want[i]);
+
+    /* And deletes, by the exact name. */
+    assert_int_equal(store_delete(f->s, f->ws, "\xc3\xa9t\xc3\xa9\n/\xff", NULL, &err), 0);
+    assert_int_equal(store_stat(f->s, f->ws, "\xc3\xa9t\xc3\xa9\n/\xff", &e, &err), -ENOENT);
+    assert_int_equal(store_stat(f->s, f->ws, "\xc3\xa9t\xc3\xa9\n/\xc3(", &e, &err), 0);
+}
+
 static int
 check_order(const struct store_entry *e, void *ud)
 {
@@ -1223,6 +1342,7 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_check_finds_damage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunk_boundaries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_byte_paths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_any_byte_names, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_paths, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_races_writer, setup, teardown),

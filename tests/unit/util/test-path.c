@@ -81,14 +81,19 @@ test_normalize_table(void **state)
             {"a/../b", -EINVAL, NULL},
             {"a/b/../../..", -EINVAL, NULL},
             {"a/./../b", -EINVAL, NULL},
-            {"a\x01", -EINVAL, NULL}, /* a %00 decoded by a lenient layer lands as 0x01.. */
-            {"\x01", -EINVAL, NULL},
-            {"a\tb", -EINVAL, NULL},
-            {"a\nb", -EINVAL, NULL},
-            {"a\rb", -EINVAL, NULL},
-            {"a\x1f", -EINVAL, NULL},
-            {"a\x7f", -EINVAL, NULL},
-            {"/ok/\x1b[31m", -EINVAL, NULL},
+            /* Every byte but NUL and '/' is a name's, as for the kernel. */
+            {"a\x01", 0, "a\x01"},
+            {"\x01", 0, "\x01"},
+            {"a\tb", 0, "a\tb"},
+            {"/a\nb/", 0, "a\nb"},
+            {"a\rb", 0, "a\rb"},
+            {"a\x1f", 0, "a\x1f"},
+            {"a\x7f", 0, "a\x7f"},
+            {"/ok/\x1b[31m", 0, "ok/\x1b[31m"},
+            {"x\n<3>abxd: forged line\x1b[31m", 0, "x\n<3>abxd: forged line\x1b[31m"},
+            {"\xc3(/\xed\xa0\x80", 0, "\xc3(/\xed\xa0\x80"},
+            {"{\"a\":1}/\\\\", 0, "{\"a\":1}/\\\\"},
+            {"\n/..", -EINVAL, NULL},
     };
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
