@@ -102,6 +102,24 @@ report_json(const struct sync_report *rep)
     (void)json_set(o, "bytes", json_integer(rep ? (json_int_t)rep->bytes : 0));
     (void)json_set(o, "unchanged", json_integer(rep ? (json_int_t)rep->unchanged : 0));
     (void)json_set(o, "ignored", json_integer(rep ? (json_int_t)rep->ignored : 0));
+    (void)json_set(o, "skipped", json_integer(rep ? (json_int_t)rep->skipped : 0));
+    json_t *skips = json_array();
+    for (size_t i = 0; rep && i < rep->n_skips; i++) {
+        const struct sync_skip *k = &rep->skips[i];
+        json_t *s = json_object();
+        char p[SYNC_SKIP_PATH_MAX + 2];
+        slash_path(k->path, p, sizeof(p));
+        (void)json_set_name(s, "path", p);
+        if (k->cut)
+            (void)json_set(s, "truncated", json_true());
+        (void)json_set(s, "error",
+                       json_string(k->error == ELOOP          ? "too_deep"
+                                   : k->error == ENAMETOOLONG ? "name_too_long"
+                                                              : "invalid_name"));
+        (void)json_set(s, "message", json_string(sync_skip_reason(k->error)));
+        (void)json_array_append_new(skips, s);
+    }
+    (void)json_set(o, "skipped_entries", skips);
     uint64_t us = rep ? rep->duration_us : 0;
     (void)json_set(o, "duration_ms", json_integer((json_int_t)((us + 500) / 1000)));
     (void)json_set(o, "duration_us", json_integer((json_int_t)us));

@@ -14,6 +14,7 @@
 #include "../sandbox/files.h"
 #include "../util/cleanup.h"
 #include "../util/hashmap.h"
+#include "../util/path.h"
 #include "../util/timeutil.h"
 
 static const char *const default_ignores[] = {
@@ -150,11 +151,15 @@ sync_ignored(const struct sync_ignore *ig, const char *path, bool is_dir, uint64
 struct sv {
     char *path;
     bool dir;
+    bool skipped;   /* the store could not hold it: never stored, nothing to delete */
+    int skip_error; /* why (a struct sync_skip error) */
+    uint64_t seen;  /* when it was skipped: the mirror (gen) that saw it last */
     char version[FILES_VERSION_LEN + 1];
 };
 
 struct sync_state {
     struct hashmap *map;
+    uint64_t gen; /* mirrors run on this state */
 };
 
 int
@@ -219,6 +224,7 @@ state_set(struct sync_state *st, const char *path, bool dir, const char *version
         }
     }
     v->dir = dir;
+    v->skipped = false;
     (void)snprintf(v->version, sizeof(v->version), "%s", version ? version : "");
     return 0;
 }
@@ -381,13 +387,74 @@ sync_restore(struct store *s, const char *ws, const struct sync_sandbox *sb,
 
 /* --- mirror --- */
 
+const char *
+sync_skip_reason(int error)
+{
+    switch (error) {
+    case ENAMETOOLONG:
+        return "the path is too long for the store";
+    case ELOOP:
+        return "directories are nested too deep to be walked";
+    default:
+        return "the store cannot hold this name";
+    }
+}
+
+/* Counts a skipped entry and names it in the report while there is room. */
+static void
+note_skip(struct sync_report *rep, const char *rel, int error, bool fresh)
+{
+    rep->skipped++;
+    if (fresh)
+        rep->fresh_skips++;
+    if (rep->n_skips >= SYNC_SKIP_LIST_MAX)
+        return;
+    struct sync_skip *k = &rep->skips[rep->n_skips++];
+    size_t n = strlen(rel);
+    k->cut = n > SYNC_SKIP_PATH_MAX;
+    memcpy(k->path, rel, k->cut ? SYNC_SKIP_PATH_MAX : n);
+    k->path[k->cut ? SYNC_SKIP_PATH_MAX : n] = '\0';
+    k->error = error;
+    k->fresh = fresh;
+}
+
+/* Records that the store cannot hold rel (at this version). */
+static int
+state_skip(struct sync_state *st, const char *rel, bool dir, const char *version, int error)
+{
+    int r = state_set(st, rel, dir, version);
+    if (r < 0)
+        return r;
+    struct sv *v = hashmap_get(st->map, rel);
+    v->skipped = true;
+    v->skip_error = error;
+    v->seen = st->gen;
+    return 0;
+}
+
 struct skip_ctx {
     const struct sync_ignore *ig;
     struct sync_report *rep;
+    struct sync_state *st;
+    int r; /* first failure to record a skip (-ENOMEM) */
 };
 
+/* The '/'s in rel: a directory with FILES_MAX_DEPTH of them would be read
+ * past the walk's depth limit. */
+static size_t
+depth_of(const char *rel)
+{
+    size_t n = 0;
+    for (const char *p = rel; (p = strchr(p, '/')); p++)
+        n++;
+    return n;
+}
+
 /* Leaves ignored entries out of the walk; an ignored directory is never
- * read (its ancestors were checked on the way down). */
+ * read (its ancestors were checked on the way down). So are entries the
+ * store cannot hold because of where they are - a path past PATH_MAX_LEN,
+ * a directory at the walk's depth limit - which are reported instead of
+ * failing the walk, and therefore the whole mirror. */
 static bool
 mirror_skip(const char *rel, const struct files_stat *st, void *ud)
 {
@@ -400,7 +467,28 @@ mirror_skip(const char *rel, const struct files_stat *st, void *ud)
         c->rep->ignored++;
         return true;
     }
-    return false;
+    if (!dir && st->type != FILES_FILE)
+        return false; /* listed, never stored */
+    int error = strlen(rel) > PATH_MAX_LEN                ? ENAMETOOLONG
+                : dir && depth_of(rel) >= FILES_MAX_DEPTH ? ELOOP
+                                                          : 0;
+    if (!error)
+        return false;
+    struct sv *v = hashmap_get(c->st->map, rel);
+    bool fresh = !v || !v->skipped || v->dir != dir;
+    note_skip(c->rep, rel, error, fresh);
+    int r = state_skip(c->st, rel, dir, "", error);
+    if (r < 0 && c->r == 0)
+        c->r = r;
+    return true;
+}
+
+/* Whether a store call failed because of the path itself (its length, a
+ * key too long to index, a name it refuses), not because of the store. */
+static bool
+name_error(int r)
+{
+    return r == -ENAMETOOLONG || r == -EINVAL;
 }
 
 static int
@@ -429,14 +517,17 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
 {
     uint64_t t0 = now_usec();
     struct files_tree t = {0};
-    struct skip_ctx sc = {ig, rep};
+    struct skip_ctx sc = {ig, rep, st, 0};
     struct files_walk_opts wo = {.skip = mirror_skip, .ud = &sc, .max = SYNC_MIRROR_MAX};
     char **gone = NULL;
     size_t ngone = 0;
     int r;
 
     memset(rep, 0, sizeof(*rep));
+    st->gen++;
     r = files_tree_list(sb->root_fd, ".", &wo, &t, err);
+    if (r == 0 && sc.r < 0)
+        r = err_set(err, -sc.r, "out of memory");
     if (r < 0)
         goto out;
 
@@ -452,6 +543,8 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
         size_t it = 0;
         struct sv *v;
         while ((v = hashmap_next(st->map, &it))) {
+            if (v->skipped && v->seen == st->gen)
+                continue; /* the walk skipped it just now: still there */
             const struct files_entry *e = tree_find(&t, v->path);
             if (e && (e->st.type == FILES_DIR) == v->dir &&
                 (e->st.type == FILES_DIR || e->st.type == FILES_FILE))
@@ -469,13 +562,15 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
         bool keep = (e && e->st.type != FILES_DIR && e->st.type != FILES_FILE) ||
                     sync_ignored(ig, v->path, v->dir, 0);
         struct files_stat fs;
+        if (v->skipped)
+            keep = true; /* never stored: nothing to delete */
         if (!keep && !e && !v->dir && ig->max_file_bytes &&
             files_stat(sb->root_fd, v->path, &fs, NULL) == 0 && fs.type == FILES_FILE &&
             fs.size > ig->max_file_bytes)
             keep = true; /* grew past the size cap: ignored, not gone */
         if (!keep) {
             r = v->dir ? store_rmdir(s, ws, v->path, &e2) : store_delete(s, ws, v->path, NULL, &e2);
-            if (r < 0 && r != -ENOENT && r != -ENOTDIR && r != -EISDIR) {
+            if (r < 0 && !name_error(r) && r != -ENOENT && r != -ENOTDIR && r != -EISDIR) {
                 (void)err_set(err, -r, "%s", e2.msg);
                 goto out;
             }
@@ -496,14 +591,26 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
             continue;
         struct sv *old = hashmap_get(st->map, rel);
         if (old && old->dir == dir && (dir || !strcmp(old->version, x->st.version))) {
-            rep->unchanged++;
+            if (old->skipped)
+                note_skip(rep, rel, old->skip_error, false);
+            else
+                rep->unchanged++;
             continue;
         }
         if (dir) {
             bool created;
-            r = store_mkdir(s, ws, rel, &created, err);
-            if (r < 0)
+            struct err e2 = {0};
+            r = store_mkdir(s, ws, rel, &created, &e2);
+            if (name_error(r)) {
+                note_skip(rep, rel, -r, true);
+                if ((r = state_skip(st, rel, true, x->st.version, -r)) < 0)
+                    goto out;
+                continue;
+            }
+            if (r < 0) {
+                *err = e2;
                 goto out;
+            }
             rep->dirs++;
         } else {
             _cleanup_close_ int fd = -EBADF;
@@ -518,14 +625,22 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
                 goto out;
             }
             struct store_entry se;
-            r = store_write(s, ws, rel, fd, fs.mode, ig->max_file_bytes, NULL, &se, err);
+            err_clear(&e2);
+            r = store_write(s, ws, rel, fd, fs.mode, ig->max_file_bytes, NULL, &se, &e2);
             if (r == -EFBIG) {
-                err_clear(err);
                 rep->ignored++; /* it grew past the cap while we read it */
                 continue;
             }
-            if (r < 0)
+            if (name_error(r)) {
+                note_skip(rep, rel, -r, true);
+                if ((r = state_skip(st, rel, false, x->st.version, -r)) < 0)
+                    goto out;
+                continue;
+            }
+            if (r < 0) {
+                *err = e2;
                 goto out;
+            }
             rep->files++;
             rep->bytes += se.size;
         }

@@ -9,7 +9,11 @@
  * mirror pulls a live sandbox into the store: it walks the sandbox, copies
  * the files whose version changed since the last mirror (or restore),
  * creates new directories, and deletes from the store what the sandbox no
- * longer has. It never pushes anything into the sandbox.
+ * longer has. It never pushes anything into the sandbox. Names are bytes:
+ * any the kernel allows is stored as it is. An entry the store cannot hold
+ * (a path past PATH_MAX_LEN bytes, directories deeper than FILES_MAX_DEPTH,
+ * a key PostgreSQL cannot index) is skipped and reported, and everything
+ * else is saved: one name never stops a mirror.
  *
  * Ignore rules (build and cache noise, files over a size cap) apply both
  * ways: an ignored path is never copied and never deleted from the store
@@ -32,6 +36,8 @@
 #define SYNC_IGNORE_MAX     64
 #define SYNC_DEFAULT_MAX_MB 10
 #define SYNC_MIRROR_MAX     500000 /* entries (not ignored) a mirror walks */
+#define SYNC_SKIP_LIST_MAX  8      /* skipped entries a report names (all are counted) */
+#define SYNC_SKIP_PATH_MAX  512    /* bytes of a skipped path a report keeps */
 
 struct sync_ignore {
     /* Rules are given as "name/" (a directory) or a glob on a file or
@@ -65,6 +71,17 @@ struct sync_sandbox {
     gid_t gid;
 };
 
+/* An entry a mirror could not store. */
+struct sync_skip {
+    char path[SYNC_SKIP_PATH_MAX + 1]; /* "a/b", its first SYNC_SKIP_PATH_MAX bytes */
+    bool cut;                          /* the path is longer than what is kept */
+    bool fresh;                        /* tried in this mirror (else: unchanged since) */
+    int error; /* ENAMETOOLONG (path or key too long), ELOOP (too deep), EINVAL */
+};
+
+/* Why an entry was skipped, for people: "the path is longer than ...". */
+const char *sync_skip_reason(int error);
+
 struct sync_report {
     uint64_t files, dirs; /* copied or created */
     uint64_t bytes;       /* copied */
@@ -72,6 +89,13 @@ struct sync_report {
     uint64_t unchanged, ignored;
     uint64_t duration_us;
     char bad_paths[512]; /* restore: the paths that failed, comma-separated */
+    /* mirror: entries not stored because of their name or depth; the rest
+     * was saved. skipped counts them all, fresh_skips those tried in this
+     * mirror (the others did not change since one that tried); skips[]
+     * names the first n_skips. */
+    uint64_t skipped, fresh_skips;
+    size_t n_skips;
+    struct sync_skip skips[SYNC_SKIP_LIST_MAX];
 };
 
 /* Fills an empty sandbox from the store and resets st to what is there. */

@@ -323,6 +323,25 @@ static void sleep_now(struct wsx *x);
 static void mirror_start(struct wsx *x);
 static int start_wake(struct wsx *x);
 
+/* Names what a mirror could not store, once: entries it tried this time
+ * (an unchanged one is only counted in the report). */
+static void
+log_skips(struct wsx *x, const struct sync_report *rep)
+{
+    uint64_t named = 0;
+    for (size_t i = 0; i < rep->n_skips; i++) {
+        const struct sync_skip *k = &rep->skips[i];
+        if (!k->fresh)
+            continue;
+        log_warn("workspace=%s cannot store '/%s'%s (%s): skipped, the rest is saved", x->id,
+                 k->path, k->cut ? "..." : "", sync_skip_reason(k->error));
+        named++;
+    }
+    if (rep->fresh_skips > named)
+        log_warn("workspace=%s skipped %llu more entries it cannot store", x->id,
+                 (unsigned long long)(rep->fresh_skips - named));
+}
+
 static void
 mirror_done(void *ud)
 {
@@ -338,7 +357,9 @@ mirror_done(void *ud)
     x->last_report = j->rep;
     if (j->r < 0)
         log_warn("workspace=%s mirror failed: %s", x->id, j->err.msg);
-    else if (j->rep.files || j->rep.deleted || j->rep.dirs)
+    else
+        log_skips(x, &j->rep);
+    if (j->r == 0 && (j->rep.files || j->rep.deleted || j->rep.dirs))
         log_debug("workspace=%s mirrored: %llu files, %llu dirs, %llu deleted in %.1f ms", x->id,
                   (unsigned long long)j->rep.files, (unsigned long long)j->rep.dirs,
                   (unsigned long long)j->rep.deleted, j->rep.duration_us / 1000.0);

@@ -329,6 +329,197 @@ test_restore_fails_loudly(void **state)
     close(sb2.root_fd);
 }
 
+/* Names with any byte but NUL and '/' are mirrored byte-exact and restored
+ * byte-exact. */
+static const char *const odd_names[] = {
+        "a\nb",
+        "tab\there",
+        "\x1b[31mred",
+        "\xff",
+        "\xc3(",
+        "\xed\xa0\x80",
+        "caf\xc3\xa9",
+        "a\\b",
+        "...",
+        "{\"p\":1}",
+        "\x01",
+        "\x7f",
+        "x\n<3>abxd: forged line\x1b[31m",
+};
+#define N_ODD (sizeof(odd_names) / sizeof(odd_names[0]))
+
+static void
+test_any_byte_names(void **state)
+{
+    struct fx *f = *state;
+    struct sync_report rep;
+    struct err err = {0};
+    char p[600];
+
+    for (size_t i = 0; i < N_ODD; i++) {
+        (void)snprintf(p, sizeof(p), "odd/%s", odd_names[i]);
+        wfile(f->ws_dir, p, odd_names[i]);
+    }
+    (void)snprintf(p, sizeof(p), "%s/odd/dir\n", f->ws_dir);
+    assert_int_equal(mkdir_p(p, 0755), 0);
+    mirror(f, &rep);
+    assert_int_equal(rep.skipped, 0);
+    assert_int_equal(rep.files, N_ODD);
+    for (size_t i = 0; i < N_ODD; i++) {
+        (void)snprintf(p, sizeof(p), "odd/%s", odd_names[i]);
+        char *got = store_get(f, p);
+        if (!got)
+            fail_msg("not stored: name %zu", i);
+        assert_string_equal(got, odd_names[i]);
+        free(got);
+    }
+    assert_true(store_has(f, "odd/dir\n"));
+
+    /* Restore: the same bytes come back as names. */
+    struct sync_sandbox sb2 = {open(f->ws_dir2, O_PATH | O_DIRECTORY | O_CLOEXEC), geteuid(),
+                               getegid()};
+    struct sync_state *st2;
+    assert_int_equal(sync_state_new(&st2), 0);
+    assert_int_equal(sync_restore(f->s, "ws1", &sb2, &f->ig, st2, &rep, &err), 0);
+    assert_int_equal(rep.files, N_ODD);
+    (void)snprintf(p, sizeof(p), "%s/odd", f->ws_dir2);
+    DIR *d = opendir(p);
+    assert_non_null(d);
+    size_t seen = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || !strcmp(de->d_name, "dir\n"))
+            continue;
+        bool known = false;
+        for (size_t i = 0; i < N_ODD; i++)
+            known |= !strcmp(de->d_name, odd_names[i]);
+        if (!known)
+            fail_msg("restored an unknown name");
+        seen++;
+    }
+    closedir(d);
+    assert_int_equal(seen, N_ODD);
+    (void)snprintf(p, sizeof(p), "%s/odd/dir\n", f->ws_dir2);
+    struct stat sb;
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    sync_state_free(st2);
+    close(sb2.root_fd);
+}
+
+/* Makes levels directories named name below dir (relative to the
+ * workspace root) with *at() calls, since the whole path may be longer than
+ * the kernel takes in one call; leaves a file "f" in the deepest one. */
+static void
+deep_tree(struct fx *f, const char *dir, const char *name, int levels)
+{
+    int cur = openat(f->sb.root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cur < 0 && errno == ENOENT) {
+        assert_int_equal(mkdirat(f->sb.root_fd, dir, 0755), 0);
+        cur = openat(f->sb.root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    }
+    assert_true(cur >= 0);
+    for (int i = 0; i < levels; i++) {
+        assert_int_equal(mkdirat(cur, name, 0755), 0);
+        int next = openat(cur, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(next >= 0);
+        close(cur);
+        cur = next;
+    }
+    assert_int_equal(write_file_at(cur, "f", "deep", 0644), 0);
+    close(cur);
+}
+
+static bool
+skips_name(const struct sync_report *rep, const char *prefix, int error)
+{
+    for (size_t i = 0; i < rep->n_skips; i++)
+        if (!strncmp(rep->skips[i].path, prefix, strlen(prefix)) && rep->skips[i].error == error)
+            return true;
+    return false;
+}
+
+/* What the store cannot hold - a path past PATH_MAX_LEN bytes, directories
+ * past the walk's depth - is skipped and reported; everything else is
+ * saved, and a file written afterwards is saved by the next mirror. */
+static void
+test_unstorable_entries_skipped(void **state)
+{
+    struct fx *f = *state;
+    struct sync_report rep;
+    char name[201];
+
+    memset(name, 'n', 200);
+    name[200] = '\0';
+    deep_tree(f, "long", name, 25); /* 25 * 201 bytes: past 4095 at level 21 */
+    deep_tree(f, "deep", "d", 300); /* 300 levels */
+    wfile(f->ws_dir, "ok.txt", "fine");
+    mirror(f, &rep);
+    assert_true(rep.skipped >= 2);
+    assert_int_equal(rep.fresh_skips, rep.skipped);
+    assert_true(skips_name(&rep, "long/nnn", ENAMETOOLONG));
+    assert_true(skips_name(&rep, "deep/d/d/d", ELOOP));
+    for (size_t i = 0; i < rep.n_skips; i++) {
+        assert_true(rep.skips[i].fresh);
+        assert_true(strlen(rep.skips[i].path) <= SYNC_SKIP_PATH_MAX);
+        assert_non_null(sync_skip_reason(rep.skips[i].error));
+    }
+    assert_true(store_has(f, "ok.txt"));
+    /* The levels that fit are there. */
+    char p[4200];
+    size_t n = (size_t)snprintf(p, sizeof(p), "long");
+    for (int i = 0; i < 20; i++)
+        n += (size_t)snprintf(p + n, sizeof(p) - n, "/%s", name);
+    assert_true(n <= 4095);
+    assert_true(store_has(f, p));
+    n = (size_t)snprintf(p, sizeof(p), "deep");
+    for (int i = 0; i < 255; i++)
+        n += (size_t)snprintf(p + n, sizeof(p) - n, "/d");
+    assert_true(store_has(f, p));
+
+    /* The next mirror still saves what is new, and says what it still
+     * skips without trying it again. */
+    wfile(f->ws_dir, "later.txt", "later");
+    mirror(f, &rep);
+    assert_true(store_has(f, "later.txt"));
+    assert_true(rep.skipped >= 2);
+    assert_int_equal(rep.fresh_skips, 0);
+    assert_int_equal(rep.files, 1);
+    assert_int_equal(rep.deleted, 0);
+
+    /* Gone from the sandbox: no longer reported, nothing deleted. */
+    assert_int_equal(rm_rf_at(f->sb.root_fd, "long"), 0);
+    assert_int_equal(rm_rf_at(f->sb.root_fd, "deep"), 0);
+    mirror(f, &rep);
+    assert_int_equal(rep.skipped, 0);
+    assert_false(store_has(f, "long"));
+}
+
+/* All skips are counted, the first SYNC_SKIP_LIST_MAX named. */
+static void
+test_skip_list_bounded(void **state)
+{
+    struct fx *f = *state;
+    struct sync_report rep;
+    char name[201], top[16];
+
+    memset(name, 'm', 200);
+    name[200] = '\0';
+    for (int i = 0; i < SYNC_SKIP_LIST_MAX + 3; i++) {
+        (void)snprintf(top, sizeof(top), "t%02d", i);
+        deep_tree(f, top, name, 21); /* 4 + 21 * 201 bytes: the 21st level is past 4095 */
+    }
+    mirror(f, &rep);
+    assert_int_equal(rep.skipped, SYNC_SKIP_LIST_MAX + 3);
+    assert_int_equal(rep.fresh_skips, SYNC_SKIP_LIST_MAX + 3);
+    assert_int_equal(rep.n_skips, SYNC_SKIP_LIST_MAX);
+    for (size_t i = 0; i < rep.n_skips; i++) {
+        assert_int_equal(rep.skips[i].error, ENAMETOOLONG);
+        assert_true(rep.skips[i].cut); /* 4100-odd bytes, kept: SYNC_SKIP_PATH_MAX */
+        assert_int_equal(strlen(rep.skips[i].path), SYNC_SKIP_PATH_MAX);
+    }
+}
+
 int
 main(void)
 {
@@ -337,6 +528,9 @@ main(void)
             cmocka_unit_test_setup_teardown(test_ignore_rules, setup, teardown),
             cmocka_unit_test_setup_teardown(test_restore_roundtrip, setup, teardown),
             cmocka_unit_test_setup_teardown(test_restore_fails_loudly, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_any_byte_names, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_unstorable_entries_skipped, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_skip_list_bounded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
