@@ -334,13 +334,13 @@ enum abx_file_type {
 
 /* A walk entry, or the stat abx_file_upload() and abx_rename() answer with. */
 struct abx_file_info {
-    char *path; /* '/'-rooted */
+    char *path; /* '/'-rooted; the exact bytes of the name (any but NUL), UTF-8 or not */
     enum abx_file_type type;
     char *type_name; /* "file", "dir", "symlink", "other" */
     uint64_t size;   /* bytes */
     uint32_t mode;   /* permission bits */
     char *version;   /* opaque change stamp; compare for equality only */
-    char *target;    /* a symlink's target, else NULL */
+    char *target;    /* a symlink's target (exact bytes), else NULL */
     char *hash;      /* content SHA-256 (hex) when abxd sent it (workspaces), else NULL */
     char *json;
 };
@@ -449,7 +449,8 @@ struct abx_sync_report {
     uint64_t unchanged; /* files whose version had not changed */
     uint64_t ignored;   /* entries the ignore rules left out */
     double duration_ms;
-    char *json;
+    char *json;       /* the answer; "skipped_entries" names what was skipped */
+    uint64_t skipped; /* entries abxd could not store (everything else was saved) */
 };
 
 /* POST /v1/workspaces. spec may be NULL. -EEXIST when the id is taken. ret

@@ -10,6 +10,7 @@
  * libcurl's buffer-sized pieces; a file is never held in memory whole.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,10 +77,13 @@ client_file_info_from(json_t *o, struct abx_file_info **ret)
     f = calloc(1, sizeof(*f));
     if (!f)
         return -ENOMEM;
-    if (client_dup_str(o, "path", &f->path) < 0 || client_dup_str(o, "type", &f->type_name) < 0 ||
+    /* Names are bytes: "path_b64" carries them exactly when "path" cannot. */
+    if (client_dup_name(o, "path", &f->path) < 0 || client_dup_str(o, "type", &f->type_name) < 0 ||
         client_dup_str(o, "version", &f->version) < 0 ||
-        client_dup_str(o, "target", &f->target) < 0 || client_dup_str(o, "hash", &f->hash) < 0)
+        client_dup_name(o, "target", &f->target) < 0 || client_dup_str(o, "hash", &f->hash) < 0)
         return -ENOMEM;
+    if (!f->path)
+        return -EBADMSG;
     f->type = client_file_type(f->type_name);
     f->size = client_get_u64(o, "size");
     f->mode = (uint32_t)client_get_u64(o, "mode");
@@ -358,21 +362,17 @@ abx_walk(struct abx_client *c, const char *id, const char *path, struct abx_walk
     return client_walk(c, CLIENT_SANDBOX, id, path, ret);
 }
 
-/* A '/'-rooted copy of path as a JSON string. */
-static json_t *
-path_json(const char *path)
+/* Sets body.key to a '/'-rooted copy of path, with key_b64 when it is not
+ * UTF-8 (util/json.h): any byte but NUL may be in a name. */
+static int
+set_path(json_t *body, const char *key, const char *path)
 {
+    _cleanup_free_ char *p = NULL;
     if (path[0] == '/')
-        return json_string(path);
-    size_t n = strlen(path);
-    char *p = malloc(n + 2);
-    if (!p)
-        return NULL;
-    p[0] = '/';
-    memcpy(p + 1, path, n + 1);
-    json_t *v = json_string(p);
-    free(p);
-    return v;
+        return json_set_name(body, key, path);
+    if (asprintf(&p, "/%s", path) < 0)
+        return -ENOMEM;
+    return json_set_name(body, key, p);
 }
 
 int
@@ -392,8 +392,8 @@ client_dir_call(struct abx_client *c, enum client_scope scope, const char *id, c
     if ((r = client_scope_url(c, &url, scope, id, op)) < 0)
         return r;
     body = json_object();
-    if (!body || json_object_set_new(body, "path", path_json(path)) < 0)
-        return client_fail(c, -EINVAL, "the path is not valid UTF-8");
+    if (!body || set_path(body, "path", path) < 0)
+        return client_fail(c, -ENOMEM, "out of memory");
     return client_call(c, "POST", &url, TAKE_PTR(body), EEXIST, NULL, ret_status);
 }
 
@@ -429,10 +429,9 @@ client_rename(struct abx_client *c, enum client_scope scope, const char *id, con
     if ((r = client_scope_url(c, &url, scope, id, "/rename")) < 0)
         return r;
     body = json_object();
-    if (!body || json_object_set_new(body, "from", path_json(from)) < 0 ||
-        json_object_set_new(body, "to", path_json(to)) < 0 ||
+    if (!body || set_path(body, "from", from) < 0 || set_path(body, "to", to) < 0 ||
         json_object_set_new(body, "overwrite", json_boolean(overwrite)) < 0)
-        return client_fail(c, -EINVAL, "the paths must be valid UTF-8");
+        return client_fail(c, -ENOMEM, "out of memory");
     if ((r = client_call(c, "POST", &url, TAKE_PTR(body), EEXIST, &answer, NULL)) < 0)
         return r;
     return answer_to_file(c, &answer, ret);

@@ -20,6 +20,7 @@
 
 #include "abx/abx.h"
 #include "util/buf.h"
+#include "util/json.h"
 
 struct curl_slist;
 
@@ -165,6 +166,10 @@ int client_get_list(struct abx_client *c, const struct buf *path, int conflict, 
                     const char *key, struct buf *answer, json_t **ret_json, json_t **ret_list);
 /* Copies the string at key, or NULL when absent or null. -ENOMEM. */
 int client_dup_str(json_t *o, const char *key, char **ret);
+/* A name abxd sent as key (and key_b64 when it is not UTF-8, util/json.h):
+ * the exact bytes, NUL-terminated; NULL when absent. -ENOMEM only. */
+#define CLIENT_NAME_MAX 65536 /* bytes of one name or path we decode */
+int client_dup_name(json_t *o, const char *key, char **ret);
 uint64_t client_get_u64(json_t *o, const char *key);
 int64_t client_get_i64(json_t *o, const char *key, int64_t dflt);
 double client_get_num(json_t *o, const char *key);

@@ -338,7 +338,7 @@ tool_result_from(json_t *o, const char *text, size_t len, struct abx_tool_result
         if (!json_is_string(json_object_get(v, "path")))
             continue;
         res->n_files++;
-        if (client_dup_str(v, "path", &f->path) < 0 ||
+        if (client_dup_name(v, "path", &f->path) < 0 ||
             client_dup_str(v, "version", &f->version) < 0)
             return -ENOMEM;
         f->size = client_get_u64(v, "size");

@@ -386,6 +386,7 @@ mirror(struct abx_client *c, const char *ws, const char *op, struct abx_sync_rep
     rep->bytes = client_get_u64(j, "bytes");
     rep->unchanged = client_get_u64(j, "unchanged");
     rep->ignored = client_get_u64(j, "ignored");
+    rep->skipped = client_get_u64(j, "skipped");
     rep->duration_ms = client_get_num(j, "duration_ms");
     *ret = TAKE_PTR(rep);
     return 0;

@@ -827,6 +827,25 @@ client_dup_str(json_t *o, const char *key, char **ret)
     return *ret ? 0 : -ENOMEM;
 }
 
+int
+client_dup_name(json_t *o, const char *key, char **ret)
+{
+    _cleanup_buf_ struct buf b;
+    struct err err = {0};
+
+    buf_init(&b, CLIENT_NAME_MAX);
+    int r = json_get_name(o, key, false, &b, &err);
+    if (r == -ENOMEM)
+        return r;
+    if (r <= 0) {
+        /* Absent, or not what abxd sends (bad base64): as absent. */
+        *ret = NULL;
+        return 0;
+    }
+    *ret = buf_steal(&b);
+    return *ret ? 0 : -ENOMEM;
+}
+
 uint64_t
 client_get_u64(json_t *o, const char *key)
 {

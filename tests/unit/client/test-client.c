@@ -833,6 +833,57 @@ test_file_requests(void **state)
     server_stop(s);
 }
 
+/* Names are bytes: a walk entry's path_b64/target_b64 give the exact bytes
+ * (path stays the display form), a name that is UTF-8 is taken as is, and
+ * request bodies carry a name that is not UTF-8 as path_b64/from_b64/
+ * to_b64; URLs percent-encode every byte. */
+static void
+test_byte_names(void **state)
+{
+    static const struct step steps[] = {
+            {.head = OK,
+             .body = {"{\"entries\": [{\"path\": \"/a\\ufffd\", \"path_b64\": \"L2H/\", "
+                      "\"type\": \"symlink\", \"target\": \"\\ufffd\", \"target_b64\": \"/g==\"},"
+                      " {\"path\": \"/n\\nl\\u001b\", \"type\": \"file\"}]}"}},
+            {.head = OK, .body = {"{\"path\": \"/x\\ufffd\", \"path_b64\": \"L3j+\"}"}},
+            {.head = "HTTP/1.1 201 Created\r\n", .body = {"{\"path\": \"/d\\n\"}"}},
+            {.head = OK, .body = {"{\"path\": \"/\\u00e9\", \"type\": \"file\"}"}},
+    };
+    struct server *s = server_start(steps, sizeof(steps) / sizeof(steps[0]));
+    struct abx_client *c = client_for(s);
+    struct abx_walk_list *wl = NULL;
+    struct abx_file_info *fi = NULL;
+    (void)state;
+
+    assert_int_equal(abx_walk(c, "sb", "/\xff", &wl), 0);
+    assert_true(starts(s->requests[0].data, "GET /v1/sandboxes/sb/walk?path=%2F%FF HTTP/1.1"));
+    assert_int_equal(wl->n, 2);
+    assert_string_equal(wl->items[0]->path, "/a\xff");
+    assert_string_equal(wl->items[0]->target, "\xfe");
+    assert_string_equal(wl->items[1]->path, "/n\nl\x1b");
+    assert_null(wl->items[1]->target);
+    wl = abx_walk_list_free(wl);
+
+    assert_int_equal(abx_rename(c, "sb", "/\xff", "x\xfe", false, &fi), 0);
+    assert_string_equal(fi->path, "/x\xfe");
+    fi = abx_file_info_free(fi);
+    const char *b = strstr(s->requests[1].data, "\r\n\r\n") + 4;
+    assert_non_null(strstr(b, "\"from_b64\":\"L/8=\""));
+    assert_non_null(strstr(b, "\"to_b64\":\"L3j+\""));
+
+    assert_int_equal(abx_mkdir(c, "sb", "/d\n"), 1);
+    b = strstr(s->requests[2].data, "\r\n\r\n") + 4;
+    assert_string_equal(b, "{\"path\":\"/d\\n\"}");
+
+    assert_int_equal(abx_rename(c, "sb", "/a", "/\xc3\xa9", true, &fi), 0);
+    assert_string_equal(fi->path, "/\xc3\xa9");
+    fi = abx_file_info_free(fi);
+    b = strstr(s->requests[3].data, "\r\n\r\n") + 4;
+    assert_null(strstr(b, "_b64"));
+    abx_client_free(c);
+    server_stop(s);
+}
+
 /* --- workspaces --- */
 
 /* The body of request i (after the blank line). */
@@ -1137,6 +1188,7 @@ main(void)
             cmocka_unit_test(test_error_answers),
             cmocka_unit_test(test_sandbox_requests),
             cmocka_unit_test(test_file_requests),
+            cmocka_unit_test(test_byte_names),
             cmocka_unit_test(test_workspace_lifecycle),
             cmocka_unit_test(test_workspace_files),
             cmocka_unit_test(test_workspace_exec_and_mirror),
