@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "util/parse.h"
+#include "util/utf8.h"
 
 /* What exec and ws exec share in their help. */
 #define EXEC_OPTIONS                                                              \
@@ -305,6 +306,17 @@ print_main_help(FILE *f)
                "2 usage error; exec exits with the command's own status.\n");
 }
 
+char *
+cli_escaped(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = malloc(UTF8_ESCAPED_MAX(n) + 1);
+    if (!out)
+        abort();
+    (void)utf8_escape(out, UTF8_ESCAPED_MAX(n) + 1, s, n, NULL);
+    return out;
+}
+
 __attribute__((format(printf, 3, 0))) static void
 vreport(struct cli *cli, const char *prefix, const char *fmt, va_list ap)
 {
@@ -312,8 +324,11 @@ vreport(struct cli *cli, const char *prefix, const char *fmt, va_list ap)
 
     (void)vsnprintf(msg, sizeof(msg), fmt, ap);
     fflush(stdout);
+    /* Messages name paths (ours and abxd's): no raw control bytes. */
+    char *safe = cli_escaped(msg);
     fprintf(stderr, "abx%s%s: %s%s\n", cli->verb ? " " : "", cli->verb ? cli->verb->name : "",
-            prefix, msg);
+            prefix, safe);
+    free(safe);
 }
 
 int

@@ -78,6 +78,10 @@ void cli_warn(struct cli *cli, const char *fmt, ...) __attribute__((format(print
 int cli_client(struct cli *cli, struct abx_client **ret);
 /* Writes all of s and a newline to stdout; EXIT_FAIL (printed) on a write error. */
 int cli_print_line(struct cli *cli, const char *s);
+/* s made safe for a terminal (util/utf8.h: backslash, control characters
+ * and bytes that are not UTF-8 as \\, \n, \xNN); a file name may hold
+ * any of them. The caller frees it; aborts on OOM, like the CLI does. */
+char *cli_escaped(const char *s);
 /* Flushes stdout; EXIT_FAIL (printed) on a write error, else 0. */
 int cli_flush(struct cli *cli);
 

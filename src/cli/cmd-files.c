@@ -404,8 +404,11 @@ files_list(struct cli *cli, int argc, char **argv, enum cli_scope scope)
     } else {
         for (size_t i = 0; i < l->n; i++) {
             const struct abx_file_info *f = l->items[i];
-            printf("%-7s %12" PRIu64 " %s%s%s\n", f->type_name ? f->type_name : "?", f->size,
-                   f->path, f->target ? " -> " : "", f->target ? f->target : "");
+            char *p = cli_escaped(f->path), *to = f->target ? cli_escaped(f->target) : NULL;
+            printf("%-7s %12" PRIu64 " %s%s%s\n", f->type_name ? f->type_name : "?", f->size, p,
+                   to ? " -> " : "", to ? to : "");
+            free(p);
+            free(to);
         }
     }
     abx_walk_list_free(l);

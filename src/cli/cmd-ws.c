@@ -237,9 +237,9 @@ mirror(struct cli *cli, int argc, char **argv, bool close)
     else
         printf("%s: %" PRIu64 " files (%" PRIu64 " bytes) and %" PRIu64
                " directories stored, %" PRIu64 " deleted, %" PRIu64 " unchanged, %" PRIu64
-               " ignored, in %.1f ms\n",
+               " ignored, %" PRIu64 " skipped, in %.1f ms\n",
                close ? "closed" : "flushed", rep->files, rep->bytes, rep->dirs, rep->deleted,
-               rep->unchanged, rep->ignored, rep->duration_ms);
+               rep->unchanged, rep->ignored, rep->skipped, rep->duration_ms);
     abx_sync_report_free(rep);
     return r;
 }
