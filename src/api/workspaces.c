@@ -1083,7 +1083,7 @@ run_check(struct store *s, struct wjob *j)
     (void)json_set(j->out, "corrupt_blobs", json_integer((json_int_t)rep.corrupt_blobs));
     (void)json_set(j->out, "orphan_entries", json_integer((json_int_t)rep.orphan_entries));
     (void)json_set(j->out, "first_problem",
-                   rep.first_problem[0] ? json_string(rep.first_problem) : json_null());
+                   rep.first_problem[0] ? json_string_lossy(rep.first_problem) : json_null());
 }
 
 static void
