@@ -155,7 +155,8 @@ describe('bad input', { skip }, () => {
   test('bad paths', async () => {
     isError(await api(d, 'GET', `/v1/sandboxes/${id}/files/${'n'.repeat(300)}`), 400);
     isError(await api(d, 'GET', `/v1/sandboxes/${id}/files/${('d/').repeat(2100)}f`), 400);
-    isError(await api(d, 'GET', `/v1/sandboxes/${id}/files/a%01b`), 400);
+    isError(await api(d, 'GET', `/v1/sandboxes/${id}/files/a%00b`), 400); // NUL: never a name's
+    isError(await api(d, 'GET', `/v1/sandboxes/${id}/files/a%01b`), 404, 'not_found'); // 0x01 is
     isError(await api(d, 'POST', `/v1/sandboxes/${id}/mkdir`, { path: '../x' }), 400);
     isError(await api(d, 'POST', `/v1/sandboxes/${id}/mkdir`, { path: 7 }), 400);
     isError(await api(d, 'POST', `/v1/sandboxes/${id}/rename`, { from: '/', to: '/x' }), 400);
