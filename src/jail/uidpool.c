@@ -1,5 +1,8 @@
 /*
- * uidpool.c - uid range slots guarded by per-byte OFD locks.
+ * uidpool.c - uid range slots guarded by OFD locks on their absolute uids.
+ *
+ * Byte u of the lock file stands for host uid u. The file stays empty: locks
+ * past the end of a file are legal, and off_t covers every 32-bit uid.
  */
 #include "uidpool.h"
 
@@ -79,6 +82,19 @@ is_held(const struct uidpool *p, uint32_t s)
     return p->held[s / 8] & (1u << (s % 8));
 }
 
+/* The lock of slot s covers exactly its uids. */
+static int
+lock_range(const struct uidpool *p, uint32_t s, short type)
+{
+    struct flock fl = {
+            .l_type = type,
+            .l_whence = SEEK_SET,
+            .l_start = (off_t)uidpool_first_uid(p, s),
+            .l_len = (off_t)p->size,
+    };
+    return fcntl(p->fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+}
+
 int
 uidpool_acquire(struct uidpool *p, uint32_t *ret_slot)
 {
@@ -86,12 +102,11 @@ uidpool_acquire(struct uidpool *p, uint32_t *ret_slot)
         uint32_t s = (p->next + i) % p->nslots;
         if (is_held(p, s))
             continue;
-        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = s, .l_len = 1};
-        if (fcntl(p->fd, F_OFD_SETLK, &fl) < 0) {
-            if (errno == EAGAIN || errno == EACCES)
-                continue; /* another abxd has it */
-            return -errno;
-        }
+        int r = lock_range(p, s, F_WRLCK);
+        if (r == -EAGAIN || r == -EACCES)
+            continue; /* another pool holds some of these uids */
+        if (r < 0)
+            return r;
         p->held[s / 8] |= (uint8_t)(1u << (s % 8));
         p->used++;
         /* Round-robin, so a slot just released is not reused at once. */
@@ -107,8 +122,7 @@ uidpool_release(struct uidpool *p, uint32_t slot)
 {
     if (slot >= p->nslots || !is_held(p, slot))
         return;
-    struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = slot, .l_len = 1};
-    (void)fcntl(p->fd, F_OFD_SETLK, &fl);
+    (void)lock_range(p, slot, F_UNLCK);
     p->held[slot / 8] &= (uint8_t) ~(1u << (slot % 8));
     p->used--;
 }

@@ -2,10 +2,18 @@
  * uidpool.h - pooled host uid ranges, one per live sandbox, host-wide.
  *
  * Slot i owns host uids [base + i*size, base + (i+1)*size). Exclusion across
- * every abxd on the host comes from an open-file-description lock on byte i
- * of one lock file: the kernel drops it when the holder dies, so a crashed
- * daemon's slots return to the pool by themselves. Within one process a
- * bitmap tracks what we hold (our own OFD locks never conflict with us).
+ * every abxd on the host comes from an open-file-description write lock on
+ * the bytes [first uid, first uid + size) of one lock file: the lock names
+ * the absolute uids, not the slot, so two pools with any bases (and sizes)
+ * conflict exactly when their ranges overlap, whichever daemon holds them.
+ * The kernel drops the lock when the holder dies, so a crashed daemon's
+ * ranges return to the pool by themselves. Within one process a bitmap
+ * tracks what we hold (our own OFD locks never conflict with us).
+ *
+ * Every abxd of a host must open the same lock file (ABX_UID_LOCK, default
+ * /run/abx/uid-pool.lock) on a file system they all see; daemons older than
+ * the range locks locked one byte per slot index (bytes below 65536, which
+ * range locks never touch), so old and new daemons do not exclude each other.
  */
 #pragma once
 
@@ -20,7 +28,8 @@ int uidpool_open(const char *lockfile, uint32_t base, uint32_t size, uint32_t ns
                  struct uidpool **ret, struct err *err);
 struct uidpool *uidpool_free(struct uidpool *p);
 
-/* Takes a free slot; -EAGAIN when every slot is held by someone. */
+/* Takes a free slot whose uid range nobody holds, round-robin from the
+ * slot after the last one taken; -EAGAIN when none is free. */
 int uidpool_acquire(struct uidpool *p, uint32_t *ret_slot);
 void uidpool_release(struct uidpool *p, uint32_t slot);
 uid_t uidpool_first_uid(const struct uidpool *p, uint32_t slot);
