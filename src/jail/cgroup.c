@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -69,6 +70,25 @@ cgroup_host_open(const char *force, const char *instance, struct cgroup_host **r
     } else {
         free(h);
         return err_set(err, EINVAL, "ABX_CGROUP must be auto, v1 or v2, not '%s'", force);
+    }
+    if (r == 0 && flock(h->inst[0], LOCK_EX | LOCK_NB) < 0) {
+        /* The instance is named after the state directory's path, which
+         * abxd.lock keeps to one daemon; but the same path in another
+         * mount namespace (or a hash collision) names the same cgroup. Its
+         * owner is alive: reclaiming would kill its sandboxes, and freeing
+         * this host must not remove its directory. */
+        r = -errno;
+        char path[sizeof(h->inst_path[0])];
+        memcpy(path, h->inst_path[0], sizeof(path));
+        for (int i = 0; i < _CG_MAX; i++)
+            h->inst_path[i][0] = '\0';
+        cgroup_host_free(h);
+        if (r == -EWOULDBLOCK)
+            return err_set(err, EBUSY,
+                           "cgroup '%s' is in use by another abxd (one with the same state "
+                           "directory path in another mount namespace?)",
+                           path);
+        return err_setx(err, -r, "cannot lock cgroup '%s'", path);
     }
     if (r < 0) {
         /* Keep the host so readiness can name what is missing. */

@@ -43,8 +43,11 @@ struct cgroup_stats {
 };
 
 /* Detects the layout. force is "auto", "v1" or "v2". instance names our
- * directory ("abx-<hash>"). A host with no usable controllers is returned
- * anyway with version CGROUP_NONE; cgroup_host_missing() says why. */
+ * directory ("abx-<hash>"), which the host holds an exclusive flock() on for
+ * its life: -EBUSY when another live host (another abxd) holds it, whose
+ * sandboxes a reclaim would otherwise kill. A host with no usable
+ * controllers is returned anyway with version CGROUP_NONE;
+ * cgroup_host_missing() says why. */
 int cgroup_host_open(const char *force, const char *instance, struct cgroup_host **ret,
                      struct err *err);
 struct cgroup_host *cgroup_host_free(struct cgroup_host *h);

@@ -4,7 +4,8 @@
  * written and read back from the controller files, a forked child attached
  * (with a grandchild), usage figures, freeze/thaw observed through a
  * counter the child keeps incrementing, kill_all, destroy, and reclaim of
- * groups left by an earlier run. Works on v1 (this machine: memory, pids
+ * groups left by an earlier run, and one live host per instance (a second
+ * is refused until the first is freed or dies). Works on v1 (this machine: memory, pids
  * and cpu hierarchies) and v2. Exits 77 without root or controllers.
  */
 #include <errno.h>
@@ -110,8 +111,12 @@ kid_start(struct kid *k)
     assert_true(k->pid >= 0);
     if (k->pid == 0) {
         char c;
-        close(go[1]);
-        close(ready[0]);
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive a failed test */
+        /* A sandbox process execs, which closes what abxd holds (the
+         * instance lock among it); a plain fork must close it by hand. */
+        for (int fd = 3; fd < 1024; fd++)
+            if (fd != go[0] && fd != ready[1])
+                (void)close(fd);
         if (read(go[0], &c, 1) != 1)
             _exit(1);
         /* in the group now: touch 16 MiB, start a grandchild, then spin */
@@ -122,6 +127,7 @@ kid_start(struct kid *k)
         memset(m, 1, sz);
         pid_t g = fork();
         if (g == 0) {
+            (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
             for (;;)
                 pause();
         }
@@ -515,6 +521,51 @@ test_reclaim_twice(void **state)
                  left ? "still there" : "gone");
 }
 
+static void
+test_instance_exclusive(void **state)
+{
+    struct err e = {0};
+    struct cgroup_host *other = NULL;
+    (void)state;
+
+    /* a second daemon on the same instance is refused while H lives, and
+     * H's directory survives the refusal */
+    assert_int_equal(cgroup_host_open("auto", instance, &other, &e), -EBUSY);
+    assert_null(other);
+    assert_non_null(strstr(e.msg, "in use by another abxd"));
+    assert_int_equal(access(H->inst_path[0], F_OK), 0);
+    assert_int_equal(cgroup_create(H, "life", NULL), 0);
+    assert_int_equal(cgroup_destroy(H, "life"), 0);
+
+    /* a holder that dies (kill -9, no cleanup) gives the instance back */
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct cgroup_host *c = NULL;
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(p[0]);
+        char ok = cgroup_host_open("auto", rinstance, &c, NULL) == 0 ? 'y' : 'n';
+        if (write(p[1], &ok, 1) != 1)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    char ok = 0;
+    assert_int_equal(read_full(p[0], &ok, 1), 1);
+    close(p[0]);
+    assert_int_equal(ok, 'y');
+    err_clear(&e);
+    assert_int_equal(cgroup_host_open("auto", rinstance, &R, &e), -EBUSY);
+    assert_null(R);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_true(WIFSIGNALED(reap(pid, 5000)));
+    assert_int_equal(cgroup_host_open("auto", rinstance, &R, NULL), 0);
+    assert_int_equal(cgroup_host_version(R), cgroup_host_version(H));
+}
+
 /* Every group a test may create: killed and removed after each test,
  * whatever state it failed in, so no spinning child survives a failure. */
 static const char *const all_groups[] = {
@@ -614,6 +665,7 @@ main(void)
             cmocka_unit_test_teardown(test_attach_stats_freeze_kill, cleanup_groups),
             cmocka_unit_test_teardown(test_reclaim, cleanup_groups),
             cmocka_unit_test_teardown(test_reclaim_twice, cleanup_groups),
+            cmocka_unit_test_teardown(test_instance_exclusive, cleanup_groups),
     };
     return cmocka_run_group_tests(tests, NULL, teardown_all);
 }
