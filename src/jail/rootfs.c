@@ -1,5 +1,6 @@
 /*
- * rootfs.c - build the shared /etc from generated files and a host allowlist.
+ * rootfs.c - build the shared /etc from generated files and a host allowlist,
+ * and place abx-sudo; both only when what a previous start left differs.
  */
 #include "rootfs.h"
 
@@ -8,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -105,48 +107,159 @@ denied(const char *name)
            strstr(name, "secret") || strstr(name, ".key");
 }
 
-static int copy_entry(int sdir, int ddir, const char *name, int depth, int *budget);
+/*
+ * One walk of the host's /etc either builds the copy or, as a plan, lists
+ * what the copy would hold without writing anything. Both come from the
+ * same code, so the plan is exactly what a build makes; comparing it with
+ * the etc a previous start left tells whether a rebuild is needed at all
+ * (a full disk must not stop abxd from starting, and usually nothing
+ * changed). Modes are set explicitly, so the umask does not enter.
+ */
+struct etc_entry {
+    char *path;          /* below etc/, e.g. "ssl/certs/ca.pem" */
+    mode_t mode;         /* type and permission bits */
+    char *target;        /* symlinks */
+    const char *content; /* generated files; NULL = a copy of /etc/<path> */
+    size_t seq;          /* later entries for one path replace earlier ones */
+};
+
+struct etc_tree {
+    struct etc_entry *v;
+    size_t n, cap;
+};
+
+struct walk {
+    struct etc_tree *plan; /* NULL = build */
+    int budget;
+    char rel[PATH_MAX]; /* the current directory below etc/, "" at the top */
+};
+
+static void
+tree_done(struct etc_tree *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->v[i].path);
+        free(t->v[i].target);
+    }
+    free(t->v);
+    *t = (struct etc_tree){0};
+}
 
 static int
-copy_dir(int sdir, int ddir, const char *name, int depth, int *budget)
+tree_add(struct etc_tree *t, const char *dir, const char *name, mode_t mode, const char *target,
+         const char *content)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        struct etc_entry *v = realloc(t->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        t->v = v;
+        t->cap = cap;
+    }
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof(path), "%s%s%s", dir, dir[0] ? "/" : "", name) >=
+        sizeof(path))
+        return -ENAMETOOLONG;
+    struct etc_entry *e = &t->v[t->n];
+    *e = (struct etc_entry){.mode = mode, .content = content, .seq = t->n};
+    if (!(e->path = strdup(path)))
+        return -ENOMEM;
+    if (target && !(e->target = strdup(target))) {
+        free(e->path);
+        return -ENOMEM;
+    }
+    t->n++;
+    return 0;
+}
+
+static int
+entry_cmp(const void *a, const void *b)
+{
+    const struct etc_entry *x = a, *y = b;
+    int c = strcmp(x->path, y->path);
+    return c ? c : x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Sorts by path and keeps the last entry of each path. */
+static void
+tree_sort(struct etc_tree *t)
+{
+    size_t k = 0;
+    if (t->n == 0)
+        return;
+    qsort(t->v, t->n, sizeof(*t->v), entry_cmp);
+    for (size_t i = 0; i < t->n; i++) {
+        if (i + 1 < t->n && !strcmp(t->v[i].path, t->v[i + 1].path)) {
+            free(t->v[i].path);
+            free(t->v[i].target);
+            continue;
+        }
+        t->v[k++] = t->v[i];
+    }
+    t->n = k;
+}
+
+static int copy_entry(struct walk *w, int sdir, int ddir, const char *name, int depth);
+
+static int
+copy_dir(struct walk *w, int sdir, int ddir, const char *name, int depth)
 {
     if (depth > COPY_MAX_DEPTH)
         return 0;
     _cleanup_close_ int s = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (s < 0)
         return errno == ENOENT ? 0 : -errno;
-    if (mkdirat(ddir, name, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    _cleanup_close_ int d = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (d < 0)
-        return -errno;
+    _cleanup_close_ int d = -EBADF;
+    int r;
+    if (w->plan) {
+        r = tree_add(w->plan, w->rel, name, S_IFDIR | 0755, NULL, NULL);
+        if (r < 0)
+            return r;
+    } else {
+        if (mkdirat(ddir, name, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        d = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d < 0 || fchmod(d, 0755) < 0)
+            return -errno;
+    }
+    size_t len = strlen(w->rel);
+    if ((size_t)snprintf(w->rel + len, sizeof(w->rel) - len, "%s%s", len ? "/" : "", name) >=
+        sizeof(w->rel) - len) {
+        w->rel[len] = '\0';
+        return -ENAMETOOLONG;
+    }
     int sdup = fcntl(s, F_DUPFD_CLOEXEC, 3);
-    if (sdup < 0)
+    if (sdup < 0) {
+        w->rel[len] = '\0';
         return -errno;
+    }
     DIR *dir = fdopendir(sdup);
     if (!dir) {
         safe_close(sdup);
+        w->rel[len] = '\0';
         return -ENOMEM;
     }
     struct dirent *de;
-    int r = 0;
+    r = 0;
     while ((de = readdir(dir))) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || denied(de->d_name))
             continue;
-        r = copy_entry(s, d, de->d_name, depth + 1, budget);
+        r = copy_entry(w, s, d, de->d_name, depth + 1);
         if (r < 0)
             break;
     }
     closedir(dir);
+    w->rel[len] = '\0';
     return r;
 }
 
 static int
-copy_entry(int sdir, int ddir, const char *name, int depth, int *budget)
+copy_entry(struct walk *w, int sdir, int ddir, const char *name, int depth)
 {
     struct stat st;
 
-    if (--*budget < 0)
+    if (--w->budget < 0)
         return 0;
     if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? 0 : -errno;
@@ -156,16 +269,263 @@ copy_entry(int sdir, int ddir, const char *name, int depth, int *budget)
         if (n < 0)
             return -errno;
         target[n] = '\0';
+        if (w->plan)
+            return tree_add(w->plan, w->rel, name, S_IFLNK | 0777, target, NULL);
         if (symlinkat(target, ddir, name) < 0 && errno != EEXIST)
             return -errno;
         return 0;
     }
     if (S_ISDIR(st.st_mode))
-        return copy_dir(sdir, ddir, name, depth, budget);
+        return copy_dir(w, sdir, ddir, name, depth);
     if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IROTH))
         return 0; /* only world-readable regular files */
+    if (w->plan) {
+        /* What copy_file_at() cannot open, a build skips. */
+        int fd = openat(sdir, name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return errno == EACCES ? 0 : -errno;
+        safe_close(fd);
+        return tree_add(w->plan, w->rel, name, S_IFREG | (st.st_mode & 0755), NULL, NULL);
+    }
     int r = copy_file_at(sdir, name, ddir, name, st.st_mode & 0755);
     return r == -EACCES ? 0 : r;
+}
+
+/* The generated files, written over whatever the allowlist copied. */
+struct gen_file {
+    const char *name, *content;
+};
+static const struct gen_file gen[] = {
+        {"passwd", passwd},
+        {"group", group},
+        {"hosts", hosts},
+        {"hostname", ROOTFS_HOSTNAME "\n"},
+        {"nsswitch.conf", nsswitch},
+        {"resolv.conf", resolv},
+        {"profile.d/zz-abx-tools.sh", profile_tools},
+};
+
+/* Walks host into d (build) or into w->plan; the generated files last. */
+static int
+walk_etc(struct walk *w, int host, int d, struct err *err)
+{
+    int r;
+    for (const char *const *a = allow; *a; a++) {
+        r = copy_entry(w, host, d, *a, 0);
+        if (r < 0)
+            return err_setx(err, -r, "cannot copy /etc/%s", *a);
+    }
+    if (w->plan) {
+        r = tree_add(w->plan, "", "profile.d", S_IFDIR | 0755, NULL, NULL);
+        for (size_t i = 0; r == 0 && i < ELEMENTSOF(gen); i++)
+            r = tree_add(w->plan, "", gen[i].name, S_IFREG | 0644, NULL, gen[i].content);
+        return r < 0 ? err_setx(err, -r, "cannot list etc") : 0;
+    }
+    /* Our file goes into a real directory, whatever the host's profile.d
+     * is (a symlink copied as such would lead the write out of etc). */
+    struct stat st;
+    if (fstatat(d, "profile.d", &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+        unlinkat(d, "profile.d", 0) < 0)
+        return err_setx(err, errno, "cannot replace etc/profile.d");
+    if (mkdirat(d, "profile.d", 0755) < 0 && errno != EEXIST)
+        return err_setx(err, errno, "cannot create etc/profile.d");
+    _cleanup_close_ int pd =
+            openat(d, "profile.d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (pd < 0 || fchmod(pd, 0755) < 0)
+        return err_setx(err, errno, "cannot open etc/profile.d");
+    for (size_t i = 0; i < ELEMENTSOF(gen); i++) {
+        (void)unlinkat(d, gen[i].name, 0);
+        r = write_file_at(d, gen[i].name, gen[i].content, 0644);
+        if (r == 0 && fchmodat(d, gen[i].name, 0644, 0) < 0)
+            r = -errno;
+        if (r < 0)
+            return err_setx(err, -r, "cannot write etc/%s", gen[i].name);
+    }
+    return 0;
+}
+
+/* Lists the existing etc (every entry, no filter) into t; -E2BIG past the
+ * bounds a build keeps, -EPERM at anything a build does not make. */
+static int
+list_tree(struct etc_tree *t, int dfd, char *rel, size_t relsize, int depth)
+{
+    if (depth > COPY_MAX_DEPTH + 1)
+        return -E2BIG;
+    int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
+    if (dup < 0)
+        return -errno;
+    DIR *dir = fdopendir(dup);
+    if (!dir) {
+        safe_close(dup);
+        return -ENOMEM;
+    }
+    int r = 0;
+    size_t len = strlen(rel);
+    struct dirent *de;
+    while (r == 0 && (de = readdir(dir))) {
+        struct stat st;
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (t->n > COPY_MAX_FILES + ELEMENTSOF(gen) + 1) {
+            r = -E2BIG; /* more than any build makes */
+            break;
+        }
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            r = -errno;
+            break;
+        }
+        /* Only what abxd itself wrote; anything else is a reason to rebuild. */
+        if (st.st_uid != geteuid() || st.st_gid != getegid() ||
+            !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode))) {
+            r = -EPERM;
+            break;
+        }
+        char target[PATH_MAX];
+        const char *tp = NULL;
+        mode_t mode = st.st_mode & (S_IFMT | 07777);
+        if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlinkat(dfd, de->d_name, target, sizeof(target) - 1);
+            if (n < 0) {
+                r = -errno;
+                break;
+            }
+            target[n] = '\0';
+            tp = target;
+            mode = S_IFLNK | 0777;
+        }
+        r = tree_add(t, rel, de->d_name, mode, tp, NULL);
+        if (r == 0 && S_ISDIR(st.st_mode)) {
+            int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0) {
+                r = -errno;
+                break;
+            }
+            if ((size_t)snprintf(rel + len, relsize - len, "%s%s", len ? "/" : "", de->d_name) >=
+                relsize - len)
+                r = -ENAMETOOLONG;
+            else
+                r = list_tree(t, sub, rel, relsize, depth + 1);
+            rel[len] = '\0';
+            safe_close(sub);
+        }
+    }
+    closedir(dir);
+    return r;
+}
+
+/* 1 when fd holds exactly the n bytes at mem, 0 when not, or -errno. */
+static int
+fd_holds(int fd, const char *mem, size_t n)
+{
+    struct stat st;
+    char b[65536];
+    size_t off = 0;
+
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != n)
+        return 0;
+    for (;;) {
+        ssize_t k = read(fd, b, sizeof(b));
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (k == 0)
+            return off == n;
+        if ((size_t)k > n - off || memcmp(b, mem + off, (size_t)k) != 0)
+            return 0;
+        off += (size_t)k;
+    }
+}
+
+/* 1 when the two regular files hold the same bytes, 0 when not, or -errno. */
+static int
+fds_same(int a, int b)
+{
+    struct stat sa, sb;
+    char x[32768], y[32768];
+
+    if (fstat(a, &sa) < 0 || fstat(b, &sb) < 0)
+        return -errno;
+    if (!S_ISREG(sa.st_mode) || !S_ISREG(sb.st_mode) || sa.st_size != sb.st_size)
+        return 0;
+    for (;;) {
+        ssize_t k = read_full(a, x, sizeof(x));
+        if (k < 0)
+            return (int)k;
+        ssize_t m = read_full(b, y, (size_t)k);
+        if (m < 0)
+            return (int)m;
+        if (m != k || memcmp(x, y, (size_t)k) != 0)
+            return 0;
+        if ((size_t)k < sizeof(x))
+            return read_full(b, y, 1) == 0; /* b must end here too */
+    }
+}
+
+/* 1 when state/etc is exactly what a build from host would make now. */
+static int
+etc_is_current(int state, int host, struct err *err)
+{
+    struct walk w = {.budget = COPY_MAX_FILES};
+    struct etc_tree want = {0}, have = {0};
+    char rel[PATH_MAX] = "";
+    int r;
+
+    struct stat st;
+    _cleanup_close_ int etc = openat(state, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (etc < 0)
+        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
+    if (fstat(etc, &st) < 0)
+        return -errno;
+    if ((st.st_mode & 07777) != 0755 || st.st_uid != geteuid() || st.st_gid != getegid())
+        return 0;
+    w.plan = &want;
+    r = walk_etc(&w, host, -EBADF, err);
+    if (r < 0)
+        goto done;
+    /* Whatever keeps us from reading the old etc (too big, foreign files,
+     * an I/O error) is a reason to rebuild it, not to fail: the build
+     * reports its own errors. */
+    r = list_tree(&have, etc, rel, sizeof(rel), 0);
+    if (r < 0) {
+        r = r == -ENOMEM ? r : 0;
+        goto done;
+    }
+    tree_sort(&want);
+    tree_sort(&have);
+    r = want.n == have.n;
+    for (size_t i = 0; r == 1 && i < want.n; i++) {
+        const struct etc_entry *a = &want.v[i], *b = &have.v[i];
+        if (strcmp(a->path, b->path) || a->mode != b->mode ||
+            (S_ISLNK(a->mode) && strcmp(a->target, b->target))) {
+            r = 0;
+            break;
+        }
+        if (!S_ISREG(a->mode))
+            continue;
+        _cleanup_close_ int cur = openat(etc, a->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (cur < 0) {
+            r = 0;
+            break;
+        }
+        if (a->content) {
+            r = fd_holds(cur, a->content, strlen(a->content));
+        } else {
+            _cleanup_close_ int src = openat(host, a->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            r = src < 0 ? 0 : fds_same(src, cur);
+        }
+        if (r < 0) {
+            r = r == -ENOMEM ? r : 0;
+            break;
+        }
+    }
+done:
+    tree_done(&want);
+    tree_done(&have);
+    return r;
 }
 
 int
@@ -173,24 +533,22 @@ rootfs_prepare_etc(const char *statedir, struct err *err)
 {
     char tmpname[64], rnd[17];
     int r;
-    int budget = COPY_MAX_FILES;
+    struct walk w = {.budget = COPY_MAX_FILES};
     _cleanup_close_ int d = -EBADF;
     _cleanup_close_ int host = -EBADF;
-    struct {
-        const char *name, *content;
-    } gen[] = {
-            {"passwd", passwd},
-            {"group", group},
-            {"hosts", hosts},
-            {"hostname", ROOTFS_HOSTNAME "\n"},
-            {"nsswitch.conf", nsswitch},
-            {"resolv.conf", resolv},
-            {"profile.d/zz-abx-tools.sh", profile_tools},
-    };
 
     _cleanup_close_ int state = open(statedir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (state < 0)
         return err_setx(err, errno, "cannot open state directory '%s'", statedir);
+    host = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (host < 0)
+        return err_setx(err, errno, "cannot open /etc");
+    r = etc_is_current(state, host, err);
+    if (r < 0)
+        return r;
+    if (r > 0)
+        return ROOTFS_KEPT;
+
     r = rand_hex(rnd, 8);
     if (r < 0)
         return err_setx(err, -r, "random");
@@ -203,31 +561,9 @@ rootfs_prepare_etc(const char *statedir, struct err *err)
         goto fail;
     }
     (void)fchmod(d, 0755);
-
-    host = open("/etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (host < 0) {
-        r = -errno;
+    r = walk_etc(&w, host, d, err);
+    if (r < 0)
         goto fail;
-    }
-    for (const char *const *a = allow; *a; a++) {
-        r = copy_entry(host, d, *a, 0, &budget);
-        if (r < 0) {
-            (void)err_setx(err, -r, "cannot copy /etc/%s", *a);
-            goto fail;
-        }
-    }
-    if (mkdirat(d, "profile.d", 0755) < 0 && errno != EEXIST) {
-        r = -errno;
-        goto fail;
-    }
-    for (size_t i = 0; i < ELEMENTSOF(gen); i++) {
-        (void)unlinkat(d, gen[i].name, 0);
-        r = write_file_at(d, gen[i].name, gen[i].content, 0644);
-        if (r < 0) {
-            (void)err_setx(err, -r, "cannot write etc/%s", gen[i].name);
-            goto fail;
-        }
-    }
 
     /* Swap in atomically. Only called at start, before any sandbox has
      * bound the previous directory, so removing it is safe. */
@@ -235,7 +571,7 @@ rootfs_prepare_etc(const char *statedir, struct err *err)
         r = rm_rf_at(state, tmpname);
         if (r < 0)
             return err_setx(err, -r, "cannot remove the previous etc");
-        return 0;
+        return ROOTFS_WRITTEN;
     }
     if (errno != ENOENT) {
         r = -errno;
@@ -245,7 +581,7 @@ rootfs_prepare_etc(const char *statedir, struct err *err)
         r = -errno;
         goto fail;
     }
-    return 0;
+    return ROOTFS_WRITTEN;
 fail:
     (void)rm_rf_at(state, tmpname);
     return err_isset(err) ? r : err_setx(err, -r, "cannot build '%s/etc'", statedir);
@@ -267,6 +603,16 @@ rootfs_prepare_sudo(const char *statedir, char *ret_path, size_t size, struct er
     _cleanup_close_ int state = open(statedir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (state < 0)
         return err_setx(err, errno, "cannot open state directory '%s'", statedir);
+    /* The file a previous start wrote is kept when it is ours, 0555 and
+     * byte for byte the embedded one: a start writes nothing it need not. */
+    {
+        struct stat st;
+        _cleanup_close_ int cur = openat(state, "abx-sudo", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (cur >= 0 && fstat(cur, &st) == 0 && S_ISREG(st.st_mode) &&
+            (st.st_mode & 07777) == 0555 && st.st_uid == geteuid() && st.st_nlink == 1 &&
+            fd_holds(cur, abx_sudo_blob, n) == 1)
+            return ROOTFS_KEPT;
+    }
     r = rand_hex(rnd, 8);
     if (r < 0)
         return err_setx(err, -r, "random");
@@ -286,5 +632,5 @@ rootfs_prepare_sudo(const char *statedir, char *ret_path, size_t size, struct er
         (void)unlinkat(state, tmpname, 0);
         return err_setx(err, -r, "cannot write '%s'", ret_path);
     }
-    return 0;
+    return ROOTFS_WRITTEN;
 }

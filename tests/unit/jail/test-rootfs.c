@@ -5,14 +5,19 @@
  * and nothing that is not world-readable was copied from the host, that
  * symlinks stay symlinks, and that a second call replaces the directory
  * atomically (a new inode, no leftovers, no window without an etc).
- * Also abx-sudo: written whole, 0555, replaced by rename (a new inode, so
- * running sandboxes keep the file they bound).
+ * A third call after nothing changed keeps the directory as it is, and any
+ * difference (an extra, missing or changed file, mode, owner, link target)
+ * makes it rebuild. Also abx-sudo: written whole, 0555, kept when it is
+ * already exactly that, else replaced by rename (a new inode, so running
+ * sandboxes keep the file they bound). On a full file system both keep
+ * what a previous start left instead of failing.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -20,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -77,7 +85,7 @@ test_generated_files(void **state)
     struct stat st;
     (void)state;
 
-    assert_int_equal(rootfs_prepare_etc(state_dir, &e), 0);
+    assert_int_equal(rootfs_prepare_etc(state_dir, &e), ROOTFS_WRITTEN);
     assert_false(err_isset(&e));
     assert_int_equal(fstatat(statefd, "etc", &st, AT_SYMLINK_NOFOLLOW), 0);
     assert_true(S_ISDIR(st.st_mode));
@@ -172,7 +180,7 @@ test_nothing_secret_copied(void **state)
     struct walk w = {0};
     (void)state;
 
-    assert_int_equal(rootfs_prepare_etc(state_dir, NULL), 0);
+    assert_int_equal(rootfs_prepare_etc(state_dir, NULL), ROOTFS_WRITTEN);
     int etc = openat(statefd, "etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     assert_true(etc >= 0);
     walk(etc, "etc", 0, &w);
@@ -234,7 +242,7 @@ test_second_call_replaces(void **state)
     struct stat a, b;
     (void)state;
 
-    assert_int_equal(rootfs_prepare_etc(state_dir, NULL), 0);
+    assert_int_equal(rootfs_prepare_etc(state_dir, NULL), ROOTFS_WRITTEN);
     assert_int_equal(fstatat(statefd, "etc", &a, AT_SYMLINK_NOFOLLOW), 0);
     /* something changed in the old one: it must not survive */
     assert_int_equal(write_file_at(statefd, "etc/stale-marker", "x", 0644), 0);
@@ -246,7 +254,7 @@ test_second_call_replaces(void **state)
     int r = rootfs_prepare_etc(state_dir, NULL);
     atomic_store(&w.stop, true);
     assert_int_equal(pthread_join(t, NULL), 0);
-    assert_int_equal(r, 0);
+    assert_int_equal(r, ROOTFS_WRITTEN);
     assert_true(atomic_load(&w.looks) > 0);
     assert_int_equal(atomic_load(&w.missing), 0);
 
@@ -284,7 +292,7 @@ test_etc_was_a_file(void **state)
     (void)state;
     /* whatever sits at etc is replaced, not followed or merged */
     assert_int_equal(write_file_at(statefd, "etc", "not a directory", 0644), 0);
-    assert_int_equal(rootfs_prepare_etc(state_dir, NULL), 0);
+    assert_int_equal(rootfs_prepare_etc(state_dir, NULL), ROOTFS_WRITTEN);
     assert_int_equal(fstatat(statefd, "etc", &st, AT_SYMLINK_NOFOLLOW), 0);
     assert_true(S_ISDIR(st.st_mode));
     expect_file("hostname", ROOTFS_HOSTNAME "\n");
@@ -309,7 +317,7 @@ test_sudo_binary(void **state)
     char path[PATH_MAX], buf[4];
     (void)state;
 
-    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), 0);
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), ROOTFS_WRITTEN);
     assert_int_equal(stat(path, &st), 0);
     assert_true(S_ISREG(st.st_mode));
     assert_int_equal(st.st_mode & 07777, 0555);
@@ -319,10 +327,43 @@ test_sudo_binary(void **state)
     assert_int_equal(read(fd, buf, 4), 4);
     close(fd);
     assert_memory_equal(buf, "\177ELF", 4);
-    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), 0);
+
+    /* the same file again: kept as it is, nothing written */
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), ROOTFS_KEPT);
+    assert_int_equal(stat(path, &st2), 0);
+    assert_int_equal(st2.st_ino, st.st_ino);
+    assert_int_equal(st2.st_mtim.tv_nsec, st.st_mtim.tv_nsec);
+
+    /* one byte off: replaced by rename (a new inode, so running sandboxes
+     * keep the file they bound), with the right content */
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "X", 1, st.st_size / 2), 1);
+    close(fd);
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), ROOTFS_WRITTEN);
     assert_int_equal(stat(path, &st2), 0);
     assert_true(st2.st_ino != st.st_ino);
     assert_int_equal(st2.st_size, st.st_size);
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), ROOTFS_KEPT);
+
+    /* truncated, another mode, hard-linked, or a symlink to a good copy:
+     * each is replaced */
+    assert_int_equal(truncate(path, st.st_size - 1), 0);
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), ROOTFS_WRITTEN);
+    assert_int_equal(chmod(path, 0755), 0);
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), ROOTFS_WRITTEN);
+    assert_int_equal(stat(path, &st2), 0);
+    assert_int_equal(st2.st_mode & 07777, 0555);
+    assert_int_equal(linkat(statefd, "abx-sudo", statefd, "sudo-link", 0), 0);
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), ROOTFS_WRITTEN);
+    assert_int_equal(renameat(statefd, "sudo-link", statefd, "good-copy"), 0);
+    assert_int_equal(unlinkat(statefd, "abx-sudo", 0), 0);
+    assert_int_equal(symlinkat("good-copy", statefd, "abx-sudo"), 0);
+    assert_int_equal(rootfs_prepare_sudo(state_dir, path, sizeof(path), NULL), ROOTFS_WRITTEN);
+    assert_int_equal(lstat(path, &st2), 0);
+    assert_true(S_ISREG(st2.st_mode));
+    assert_int_equal(unlinkat(statefd, "good-copy", 0), 0);
+
     /* no temporary left behind */
     DIR *d = opendir(state_dir);
     struct dirent *de;
@@ -331,6 +372,154 @@ test_sudo_binary(void **state)
         n += de->d_name[0] != '.' || strncmp(de->d_name, ".abx-sudo", 9) == 0;
     closedir(d);
     assert_int_equal(n, 1);
+}
+
+static void
+expect_etc(int want, ino_t *ino)
+{
+    struct stat st;
+    assert_int_equal(rootfs_prepare_etc(state_dir, NULL), want);
+    assert_int_equal(fstatat(statefd, "etc", &st, AT_SYMLINK_NOFOLLOW), 0);
+    if (want == ROOTFS_KEPT)
+        assert_int_equal(st.st_ino, *ino);
+    else
+        assert_true(st.st_ino != *ino);
+    *ino = st.st_ino;
+}
+
+static void
+test_etc_kept_when_current(void **state)
+{
+    struct stat st, st2;
+    ino_t ino = 0;
+    (void)state;
+
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    assert_int_equal(fstatat(statefd, "etc/passwd", &st, 0), 0);
+    /* nothing changed: the very same directory and files */
+    expect_etc(ROOTFS_KEPT, &ino);
+    assert_int_equal(fstatat(statefd, "etc/passwd", &st2, 0), 0);
+    assert_int_equal(st2.st_ino, st.st_ino);
+    /* under another umask too: modes are set, not masked */
+    mode_t old = umask(077);
+    expect_etc(ROOTFS_KEPT, &ino);
+    umask(old);
+
+    /* each kind of difference is seen and repaired, then kept again */
+    assert_int_equal(write_file_at(statefd, "etc/extra", "x", 0644), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    expect_etc(ROOTFS_KEPT, &ino);
+    assert_int_equal(unlinkat(statefd, "etc/hostname", 0), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    expect_file("hostname", ROOTFS_HOSTNAME "\n");
+    assert_int_equal(write_file_at(statefd, "etc/hostname", "sandbox\n\n", 0644), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    assert_int_equal(write_file_at(statefd, "etc/hostname", "sandbOx\n", 0644), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    assert_int_equal(fchmodat(statefd, "etc/passwd", 0600, 0), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    assert_int_equal(fchownat(statefd, "etc/group", 12345, 0, AT_SYMLINK_NOFOLLOW), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    assert_int_equal(fchmodat(statefd, "etc/profile.d", 0700, 0), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    assert_int_equal(mkdirat(statefd, "etc/profile.d/empty", 0755), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    assert_int_equal(unlinkat(statefd, "etc/profile.d/zz-abx-tools.sh", 0), 0);
+    assert_int_equal(symlinkat("/dev/null", statefd, "etc/profile.d/zz-abx-tools.sh"), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    struct stat host;
+    if (lstat("/etc/localtime", &host) == 0 && S_ISLNK(host.st_mode)) {
+        assert_int_equal(unlinkat(statefd, "etc/localtime", 0), 0);
+        assert_int_equal(symlinkat("/elsewhere", statefd, "etc/localtime"), 0);
+        expect_etc(ROOTFS_WRITTEN, &ino);
+    }
+    /* a copied host file whose bytes differ (same size) */
+    if (fstatat(statefd, "etc/debian_version", &st, 0) == 0 && st.st_size > 0) {
+        int fd = openat(statefd, "etc/debian_version", O_WRONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(pwrite(fd, "#", 1, 0), 1);
+        close(fd);
+        expect_etc(ROOTFS_WRITTEN, &ino);
+    }
+    /* etc itself: another mode, or not a directory */
+    assert_int_equal(fchmodat(statefd, "etc", 0700, 0), 0);
+    expect_etc(ROOTFS_WRITTEN, &ino);
+    expect_etc(ROOTFS_KEPT, &ino);
+}
+
+/* A tmpfs of its own over the state directory, in a private mount
+ * namespace of a child process (so nothing outlives the test), filled to
+ * the last byte: what a previous start left must do for this one. */
+static void
+test_full_disk(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        skip();
+        return;
+    }
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char path[PATH_MAX], sub[PATH_MAX + 8];
+        int step = 1;
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+            _exit(100);
+        (void)snprintf(sub, sizeof(sub), "%s/fs", state_dir);
+        if (mkdir(sub, 0700) < 0 || mount("tmpfs", sub, "tmpfs", 0, "size=8m") < 0)
+            _exit(101);
+        if (rootfs_prepare_etc(sub, NULL) != ROOTFS_WRITTEN)
+            _exit(step);
+        step++;
+        if (rootfs_prepare_sudo(sub, path, sizeof(path), NULL) != ROOTFS_WRITTEN)
+            _exit(step);
+        step++;
+        char fill[PATH_MAX + 16];
+        (void)snprintf(fill, sizeof(fill), "%s/filler", sub);
+        int fd = open(fill, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        static char zero[65536];
+        while (fd >= 0 && write(fd, zero, sizeof(zero)) > 0)
+            ;
+        while (fd >= 0 && write(fd, zero, 1) > 0)
+            ;
+        struct statvfs vfs;
+        if (fd < 0 || statvfs(sub, &vfs) < 0 || vfs.f_bavail != 0)
+            _exit(step);
+        step++;
+        if (rootfs_prepare_etc(sub, NULL) != ROOTFS_KEPT)
+            _exit(step);
+        step++;
+        if (rootfs_prepare_sudo(sub, path, sizeof(path), NULL) != ROOTFS_KEPT)
+            _exit(step);
+        step++;
+        /* and a real change on the full disk fails cleanly, leaving the old
+         * file and no temporary */
+        int sfd = open(path, O_WRONLY | O_CLOEXEC);
+        if (sfd < 0 || pwrite(sfd, "X", 1, 100) != 1)
+            _exit(step);
+        close(sfd);
+        struct err e = {0};
+        if (rootfs_prepare_sudo(sub, path, sizeof(path), &e) != -ENOSPC || !err_isset(&e))
+            _exit(step);
+        step++;
+        DIR *d = opendir(sub);
+        int n = 0;
+        for (struct dirent *de; d && (de = readdir(d));)
+            n += de->d_name[0] != '.' || strncmp(de->d_name, ".abx-sudo", 9) == 0;
+        if (!d || n != 3 || access(path, F_OK) < 0) /* etc, abx-sudo, filler */
+            _exit(step);
+        closedir(d);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) >= 100) {
+        skip(); /* no mount namespace or tmpfs here */
+        return;
+    }
+    if (WEXITSTATUS(status) != 0)
+        fail_msg("full-disk step %d failed", WEXITSTATUS(status));
 }
 
 int
@@ -343,6 +532,8 @@ main(void)
             cmocka_unit_test_setup_teardown(test_etc_was_a_file, setup, teardown),
             cmocka_unit_test_setup_teardown(test_missing_state_dir, setup, teardown),
             cmocka_unit_test_setup_teardown(test_sudo_binary, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_etc_kept_when_current, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
     };
     umask(022);
     return cmocka_run_group_tests(tests, NULL, NULL);
