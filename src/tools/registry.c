@@ -431,6 +431,29 @@ tools_lookup(const struct tools_registry *r, const char *name, struct tools_pick
     return 0;
 }
 
+/* 1 when dir (in pfd) is ours, 0755, and holds exactly the n symlinks
+ * names -> target: what a rewrite would make, so it is kept as it is. */
+static int
+shims_current(int pfd, const char *base, char (*names)[80], size_t n, const char *target)
+{
+    struct stat st;
+    _cleanup_close_ int dfd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0 || fstat(dfd, &st) < 0 || (st.st_mode & 07777) != 0755 || st.st_uid != geteuid())
+        return 0;
+    char **have = NULL;
+    size_t nhave = 0;
+    if (fd_dir_names(dfd, n + 1, &have, &nhave) < 0)
+        return 0;
+    bool same = nhave == n;
+    for (size_t i = 0; same && i < n; i++) {
+        char link[PATH_MAX];
+        ssize_t k = readlinkat(dfd, names[i], link, sizeof(link) - 1);
+        same = k >= 0 && (size_t)k == strlen(target) && !memcmp(link, target, (size_t)k);
+    }
+    fd_names_free(have, nhave);
+    return same;
+}
+
 int
 tools_write_shims(const struct tools_registry *r, const char *dir, const char *mount,
                   struct err *err)
@@ -444,6 +467,38 @@ tools_write_shims(const struct tools_registry *r, const char *dir, const char *m
     _cleanup_close_ int pfd = open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (pfd < 0)
         return err_setx(err, errno, "cannot open '%s'", parent);
+    const struct tools_package *c = tools_registry_carrier(r);
+
+    char target[PATH_MAX] = "";
+    char names[6][80];
+    size_t k = 0;
+    if (c) {
+        if ((size_t)snprintf(target, sizeof(target), "%s/%s/launch", mount, c->name) >=
+            sizeof(target))
+            return err_set(err, ENAMETOOLONG, "shim target too long");
+        /* python3.N as the host's python3 names itself (python3 -> python3.11). */
+        char ver[64] = "";
+        char link[PATH_MAX];
+        ssize_t n = readlink("/usr/bin/python3", link, sizeof(link) - 1);
+        if (n > 0) {
+            link[n] = '\0';
+            const char *b = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+            if (!strncmp(b, "python3.", 8) && strlen(b) < sizeof(ver) - 8)
+                (void)snprintf(ver, sizeof(ver), "%s", b + 6);
+        }
+        (void)snprintf(names[k++], sizeof(names[0]), "python");
+        (void)snprintf(names[k++], sizeof(names[0]), "python3");
+        (void)snprintf(names[k++], sizeof(names[0]), "pip");
+        (void)snprintf(names[k++], sizeof(names[0]), "pip3");
+        if (ver[0]) {
+            (void)snprintf(names[k++], sizeof(names[0]), "python%s", ver);
+            (void)snprintf(names[k++], sizeof(names[0]), "pip%s", ver);
+        }
+    }
+    /* A start writes nothing it need not (a full disk must not stop it). */
+    if (shims_current(pfd, base, names, k, target))
+        return c ? 1 : 0;
+
     int rc = rm_rf_at(pfd, base);
     if (rc < 0)
         return err_setx(err, -rc, "cannot remove the old '%s'", dir);
@@ -453,33 +508,8 @@ tools_write_shims(const struct tools_registry *r, const char *dir, const char *m
     if (dfd < 0)
         return err_setx(err, errno, "cannot open '%s'", dir);
     (void)fchmod(dfd, 0755);
-    const struct tools_package *c = tools_registry_carrier(r);
     if (!c)
         return 0;
-
-    char target[PATH_MAX];
-    if ((size_t)snprintf(target, sizeof(target), "%s/%s/launch", mount, c->name) >= sizeof(target))
-        return err_set(err, ENAMETOOLONG, "shim target too long");
-    /* python3.N as the host's python3 names itself (python3 -> python3.11). */
-    char ver[64] = "";
-    char link[PATH_MAX];
-    ssize_t n = readlink("/usr/bin/python3", link, sizeof(link) - 1);
-    if (n > 0) {
-        link[n] = '\0';
-        const char *b = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
-        if (!strncmp(b, "python3.", 8) && strlen(b) < sizeof(ver) - 8)
-            (void)snprintf(ver, sizeof(ver), "%s", b + 6);
-    }
-    char names[6][80];
-    size_t k = 0;
-    (void)snprintf(names[k++], sizeof(names[0]), "python");
-    (void)snprintf(names[k++], sizeof(names[0]), "python3");
-    (void)snprintf(names[k++], sizeof(names[0]), "pip");
-    (void)snprintf(names[k++], sizeof(names[0]), "pip3");
-    if (ver[0]) {
-        (void)snprintf(names[k++], sizeof(names[0]), "python%s", ver);
-        (void)snprintf(names[k++], sizeof(names[0]), "pip%s", ver);
-    }
     for (size_t i = 0; i < k; i++)
         if (symlinkat(target, dfd, names[i]) < 0)
             return err_setx(err, errno, "cannot create shim '%s/%s'", dir, names[i]);

@@ -226,6 +226,28 @@ test_select(void **state)
     assert_string_equal(target, "/.tools/py/launch");
     (void)snprintf(link, sizeof(link), "%s/python", shims);
     assert_true(readlink(link, target, sizeof(target)) > 0);
+
+    /* a second start finds them as they should be and writes nothing */
+    struct stat a, b;
+    assert_int_equal(lstat(link, &a), 0);
+    assert_int_equal(tools_write_shims(r, shims, "/.tools", NULL), 1);
+    assert_int_equal(lstat(link, &b), 0);
+    assert_int_equal(a.st_ino, b.st_ino);
+    assert_int_equal(a.st_ctim.tv_sec, b.st_ctim.tv_sec);
+    assert_int_equal(a.st_ctim.tv_nsec, b.st_ctim.tv_nsec);
+    /* another mount point, a missing or an extra entry: rewritten */
+    assert_int_equal(tools_write_shims(r, shims, "/elsewhere", NULL), 1);
+    k = readlink(link, target, sizeof(target) - 1);
+    assert_true(k > 0);
+    target[k] = '\0';
+    assert_string_equal(target, "/elsewhere/py/launch");
+    assert_int_equal(unlink(link), 0);
+    assert_int_equal(tools_write_shims(r, shims, "/.tools", NULL), 1);
+    assert_int_equal(lstat(link, &a), 0);
+    (void)snprintf(link, sizeof(link), "%s/extra", shims);
+    assert_int_equal(symlink("/.tools/py/launch", link), 0);
+    assert_int_equal(tools_write_shims(r, shims, "/.tools", NULL), 1);
+    assert_int_equal(lstat(link, &b), -1);
     tools_registry_free(r);
     assert_int_equal(rm_rf_at(AT_FDCWD, shims), 0);
 }
