@@ -13,6 +13,9 @@
 
 #define DEFAULT_LISTEN "127.0.0.1:8700"
 
+#define DEFAULT_RESERVE_MB 64
+#define MAX_RESERVE_MB     (1u << 20) /* 1 TiB */
+
 void
 config_usage(const char *prog)
 {
@@ -31,6 +34,9 @@ config_usage(const char *prog)
            "                       see docs/templates.md)\n"
            "  --domain NAME        forward <port>-<sandbox>.NAME to that port in the sandbox\n"
            "                       (ABX_DOMAIN; unset = no port forwarding)\n"
+           "  --reserve-mb N       room kept in <state>/reserve and given up when the state\n"
+           "                       file system is full, so deletes and GC still work\n"
+           "                       (ABX_RESERVE_MB, default %u; 0 = none)\n"
            "  --help, --version\n"
            "\n"
            "Environment: ABX_API_KEY, ABX_CGROUP (auto|v1|v2), ABX_POOL, ABX_MEMORY_MB,\n"
@@ -41,7 +47,7 @@ config_usage(const char *prog)
            "Workspaces: ABX_STORE (a directory or postgres:// URL, default <state>/store),\n"
            "ABX_STORE_WORKERS, ABX_MIRROR_WINDOW_S, ABX_WS_IDLE_S, ABX_SYNC_IGNORE,\n"
            "ABX_SYNC_MAX_FILE_MB. See docs/api.md and docs/store.md.\n",
-           prog, DEFAULT_LISTEN);
+           prog, DEFAULT_LISTEN, DEFAULT_RESERVE_MB);
 }
 
 static int
@@ -122,6 +128,7 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
             {"tools-dir", required_argument, NULL, 't'},
             {"templates-dir", required_argument, NULL, 'T'},
             {"domain", required_argument, NULL, 'D'},
+            {"reserve-mb", required_argument, NULL, 'R'},
             {"help", no_argument, NULL, 'h'},
             {"version", no_argument, NULL, 'V'},
             {NULL, 0, NULL, 0},
@@ -155,6 +162,7 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     c->mirror_window_s = 30;
     c->ws_idle_s = 1800;
     c->sync_max_file_bytes = 10ull << 20;
+    c->reserve_bytes = (uint64_t)DEFAULT_RESERVE_MB << 20;
 
     if ((r = set_listen(c, (s = getenv("ABX_LISTEN")) && *s ? s : DEFAULT_LISTEN, err)) < 0)
         return r;
@@ -236,6 +244,10 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     if ((r = env_u64("ABX_SYNC_MAX_FILE_MB", 0, 1ull << 30, &mb, err)) < 0)
         return r;
     c->sync_max_file_bytes = mb << 20;
+    mb = c->reserve_bytes >> 20;
+    if ((r = env_u64("ABX_RESERVE_MB", 0, MAX_RESERVE_MB, &mb, err)) < 0)
+        return r;
+    c->reserve_bytes = mb << 20;
     if ((s = getenv("ABX_CPU")) && *s) {
         char *end = NULL;
         errno = 0;
@@ -278,6 +290,12 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
                 return r;
             if (!*optarg)
                 c->domain[0] = '\0';
+            break;
+        case 'R':
+            if (parse_u64(optarg, &mb) < 0 || mb > MAX_RESERVE_MB)
+                return err_set(err, EINVAL, "--reserve-mb must be an integer from 0 to %u",
+                               MAX_RESERVE_MB);
+            c->reserve_bytes = mb << 20;
             break;
         case 'h':
             c->show_help = true;

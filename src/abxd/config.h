@@ -39,6 +39,7 @@ struct config {
     char keys_file[4096];     /* "" = only the full key; else scoped keys (JSON) */
     char templates_dir[4096]; /* "" = only "base"; else a directory of template directories */
     char domain[256];         /* ports: <port>-<id>.<domain>; "" = no port forwarding */
+    uint64_t reserve_bytes;   /* ballast kept in the state directory; 0 = none */
     bool show_help, show_version;
 };
 

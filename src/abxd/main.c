@@ -35,6 +35,7 @@
 #include "../util/fd.h"
 #include "../util/log.h"
 #include "../util/rand.h"
+#include "../util/reserve.h"
 #include "../util/timeutil.h"
 #include "../workspace/workspace.h"
 #include "config.h"
@@ -65,6 +66,7 @@ struct daemon {
     struct loop_timer *sweep;
     struct loop_timer *shutdown_timer;
     bool stopping;
+    int statefd; /* borrowed from main() */
 };
 
 /* Raises RLIMIT_NOFILE to its hard limit; returns the limit now in force. */
@@ -326,10 +328,44 @@ sweep_interval(const struct config *c)
     return ms < 500 ? 500 : ms > SWEEP_MS_MAX ? SWEEP_MS_MAX : ms;
 }
 
+#define MiB_OF(b) ((unsigned long long)((b) >> 20))
+
+/* Keeps, gives up or re-creates the reserve in the state directory (see
+ * util/reserve.h) and says so whenever that changes. */
+static void
+check_reserve(struct daemon *d, bool at_start)
+{
+    struct reserve_state st;
+    struct err err = {0};
+    uint64_t size = d->cfg.reserve_bytes;
+    int r = reserve_check(d->statefd, size, &st, &err);
+    if (r < 0) {
+        log_warn("reserve in '%s': %s, ignoring", d->cfg.state_dir, err.msg);
+    } else if (r == RESERVE_RELEASED && size) {
+        log_warn("the state file system of '%s' is full (%llu MiB free, below %llu MiB): "
+                 "released the %llu MiB reserve '%s/" RESERVE_NAME "' so that deleting "
+                 "workspaces, store GC and the store's journal can proceed; it is re-created "
+                 "once %llu MiB are free",
+                 d->cfg.state_dir, MiB_OF(st.free_bytes), MiB_OF(st.low_bytes), MiB_OF(size),
+                 d->cfg.state_dir, MiB_OF(st.high_bytes));
+    } else if (r == RESERVE_RELEASED) {
+        log_info("removed '%s/" RESERVE_NAME "': the reserve is off", d->cfg.state_dir);
+    } else if (r == RESERVE_CREATED) {
+        log_notice("%s the %llu MiB reserve '%s/" RESERVE_NAME "' (%llu MiB were free)",
+                   at_start ? "created" : "free space is back: re-created", MiB_OF(size),
+                   d->cfg.state_dir, MiB_OF(st.free_bytes));
+    } else if (at_start && size && !st.present) {
+        log_warn("no room for the %llu MiB reserve in '%s' (%llu MiB free): it is created "
+                 "once %llu MiB are free",
+                 MiB_OF(size), d->cfg.state_dir, MiB_OF(st.free_bytes), MiB_OF(st.high_bytes));
+    }
+}
+
 static void
 on_sweep(struct loop_timer *t, void *ud)
 {
     struct daemon *d = ud;
+    check_reserve(d, false);
     (void)api_sweep_idle(d->api);
     if (d->ws && !d->stopping)
         workspaces_sweep(d->ws);
@@ -490,7 +526,12 @@ main(int argc, char **argv)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigprocmask(SIG_BLOCK, &mask, NULL);
-    if (lock_state(&d.cfg, &statefd) < 0 || load_api_key(&d.cfg, statefd) < 0)
+    if (lock_state(&d.cfg, &statefd) < 0)
+        return 1;
+    /* Before anything else writes: on a full disk the room goes first. */
+    d.statefd = statefd;
+    check_reserve(&d, true);
+    if (load_api_key(&d.cfg, statefd) < 0)
         return 1;
 
     if (loop_new(&d.loop) < 0 || loop_timer_new(d.loop, on_sweep, &d, &d.sweep) < 0 ||
