@@ -3,6 +3,12 @@
  *
  * Byte u of the lock file stands for host uid u. The file stays empty: locks
  * past the end of a file are legal, and off_t covers every 32-bit uid.
+ *
+ * Daemons of earlier versions locked byte i for their slot i, and nearly all
+ * of them ran with the default base. So that one of those and one of ours
+ * can share a host during an upgrade, a range that overlaps the default
+ * pool also takes the bytes of the old slot indices it overlaps there. Those
+ * bytes lie below 65536, where no range lock reaches (bases start there).
  */
 #include "uidpool.h"
 
@@ -82,17 +88,46 @@ is_held(const struct uidpool *p, uint32_t s)
     return p->held[s / 8] & (1u << (s % 8));
 }
 
-/* The lock of slot s covers exactly its uids. */
 static int
-lock_range(const struct uidpool *p, uint32_t s, short type)
+lock_bytes(int fd, uint64_t start, uint64_t len, short type)
 {
     struct flock fl = {
             .l_type = type,
             .l_whence = SEEK_SET,
-            .l_start = (off_t)uidpool_first_uid(p, s),
-            .l_len = (off_t)p->size,
+            .l_start = (off_t)start,
+            .l_len = (off_t)len,
     };
-    return fcntl(p->fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+    return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+}
+
+/* The old slot indices (of a pool at UIDPOOL_LEGACY_BASE) that uids
+ * [first, first + size) overlap, as [*lo, *hi); false when none. */
+static bool
+legacy_span(uint64_t first, uint64_t size, uint64_t *lo, uint64_t *hi)
+{
+    const uint64_t b = UIDPOOL_LEGACY_BASE, r = UIDPOOL_LEGACY_RANGE;
+    const uint64_t end = b + (uint64_t)UIDPOOL_LEGACY_SLOTS * r;
+    if (first + size <= b || first >= end)
+        return false;
+    uint64_t from = first < b ? b : first, to = first + size > end ? end : first + size;
+    *lo = (from - b) / r;
+    *hi = (to - b + r - 1) / r;
+    return true;
+}
+
+/* Locks (or unlocks) slot s: exactly its uids, and the old slot bytes
+ * that stand for them. Either both locks are taken or neither. */
+static int
+lock_slot(const struct uidpool *p, uint32_t s, short type)
+{
+    uint64_t first = uidpool_first_uid(p, s), lo, hi;
+    int r = lock_bytes(p->fd, first, p->size, type);
+    if (r < 0 || !legacy_span(first, p->size, &lo, &hi))
+        return r;
+    r = lock_bytes(p->fd, lo, hi - lo, type);
+    if (r < 0 && type != F_UNLCK)
+        (void)lock_bytes(p->fd, first, p->size, F_UNLCK);
+    return r;
 }
 
 int
@@ -102,7 +137,7 @@ uidpool_acquire(struct uidpool *p, uint32_t *ret_slot)
         uint32_t s = (p->next + i) % p->nslots;
         if (is_held(p, s))
             continue;
-        int r = lock_range(p, s, F_WRLCK);
+        int r = lock_slot(p, s, F_WRLCK);
         if (r == -EAGAIN || r == -EACCES)
             continue; /* another pool holds some of these uids */
         if (r < 0)
@@ -122,7 +157,7 @@ uidpool_release(struct uidpool *p, uint32_t slot)
 {
     if (slot >= p->nslots || !is_held(p, slot))
         return;
-    (void)lock_range(p, slot, F_UNLCK);
+    (void)lock_slot(p, slot, F_UNLCK);
     p->held[slot / 8] &= (uint8_t) ~(1u << (slot % 8));
     p->used--;
 }

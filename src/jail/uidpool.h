@@ -11,9 +11,11 @@
  * tracks what we hold (our own OFD locks never conflict with us).
  *
  * Every abxd of a host must open the same lock file (ABX_UID_LOCK, default
- * /run/abx/uid-pool.lock) on a file system they all see; daemons older than
- * the range locks locked one byte per slot index (bytes below 65536, which
- * range locks never touch), so old and new daemons do not exclude each other.
+ * /run/abx/uid-pool.lock) on a file system they all see. Daemons older than
+ * the range locks locked byte i for slot i; a range that overlaps the
+ * default pool (UIDPOOL_LEGACY_*) also locks the bytes of the old slots it
+ * overlaps, so such a daemon at the default base and a new one exclude each
+ * other too. Old daemons at other bases are not recognised.
  */
 #pragma once
 
@@ -21,6 +23,12 @@
 #include <sys/types.h>
 
 #include "../util/err.h"
+
+/* The pool of daemons that locked slot indices: their default base, range
+ * size and most slots (the old ABX_UID_SLOTS limit). */
+#define UIDPOOL_LEGACY_BASE  0x40000000u
+#define UIDPOOL_LEGACY_RANGE 65536u
+#define UIDPOOL_LEGACY_SLOTS 60000u
 
 struct uidpool;
 

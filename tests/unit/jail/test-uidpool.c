@@ -5,7 +5,8 @@
  * holding slots makes us skip them, and a dead holder's slots come back.
  * The locks name absolute uid ranges, so pools whose bases differ by any
  * amount (half a range, here) exclude each other exactly where their ranges
- * overlap, and never hand out overlapping ranges, even racing.
+ * overlap, and never hand out overlapping ranges, even racing; and a daemon
+ * of the old slot-index scheme at the default base is excluded as well.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -460,6 +461,61 @@ test_two_processes_never_overlap(void **state)
     assert_int_equal(munmap(rc, sizeof(*rc)), 0);
 }
 
+/* What a daemon of the slot-index scheme did for its slot i. */
+static int
+old_style_lock(int fd, uint32_t i, short type)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = i, .l_len = 1};
+    return fcntl(fd, F_OFD_SETLK, &fl) < 0 ? -errno : 0;
+}
+
+static void
+test_old_daemons_at_default_base(void **state)
+{
+    struct uidpool *p = NULL, *q = NULL, *far = NULL;
+    uint32_t s;
+    const uint32_t LB = UIDPOOL_LEGACY_BASE;
+    (void)state;
+
+    assert_int_equal(uidpool_open(lockfile, LB, SIZE, 3, &p, NULL), 0);
+    int old = open(lockfile, O_RDWR | O_CLOEXEC);
+    assert_true(old >= 0);
+
+    /* an old daemon holds its slots 0 and 2: we get slot 1 only */
+    assert_int_equal(old_style_lock(old, 0, F_WRLCK), 0);
+    assert_int_equal(old_style_lock(old, 2, F_WRLCK), 0);
+    assert_int_equal(uidpool_acquire(p, &s), 0);
+    assert_int_equal(s, 1);
+    assert_int_equal(uidpool_acquire(p, &s), -EAGAIN);
+    /* and it cannot take the slot we hold */
+    assert_int_equal(old_style_lock(old, 1, F_WRLCK), -EAGAIN);
+
+    /* shifted by half a range, each of our ranges spans two old slots */
+    assert_int_equal(uidpool_open(lockfile, LB + HALF, SIZE, 3, &q, NULL), 0);
+    uidpool_release(p, 1);
+    assert_int_equal(uidpool_acquire(q, &s), -EAGAIN); /* 0+1, 1+2, 2+3: 0 and 2 held */
+    assert_int_equal(old_style_lock(old, 2, F_UNLCK), 0);
+    assert_int_equal(uidpool_acquire(q, &s), 0);
+    assert_int_equal(s, 1); /* old slots 1 and 2 */
+    assert_int_equal(old_style_lock(old, 2, F_WRLCK), -EAGAIN);
+    assert_int_equal(old_style_lock(old, 1, F_WRLCK), -EAGAIN);
+    assert_int_equal(old_style_lock(old, 3, F_WRLCK), 0);
+
+    /* a release gives back both locks */
+    uidpool_release(q, 1);
+    assert_int_equal(old_style_lock(old, 1, F_WRLCK), 0);
+    assert_int_equal(old_style_lock(old, 2, F_WRLCK), 0);
+
+    /* a pool below the default one takes no old slot bytes */
+    assert_int_equal(uidpool_open(lockfile, BASE, SIZE, 4, &far, NULL), 0);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_int_equal(uidpool_acquire(far, &s), 0);
+    close(old);
+    uidpool_free(far);
+    uidpool_free(q);
+    uidpool_free(p);
+}
+
 int
 main(void)
 {
@@ -471,6 +527,7 @@ main(void)
             cmocka_unit_test_setup_teardown(test_overlapping_range_blocks, setup, teardown),
             cmocka_unit_test_setup_teardown(test_dead_holder_ranges_return, setup, teardown),
             cmocka_unit_test_setup_teardown(test_two_processes_never_overlap, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_old_daemons_at_default_base, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
