@@ -125,6 +125,12 @@ connect_dec_feed(struct connect_dec *dec, const void *data, size_t len, connect_
     return 0;
 }
 
+bool
+connect_dec_at_boundary(const struct connect_dec *dec)
+{
+    return dec->hdr_len == 0;
+}
+
 int
 connect_dec_finish(struct connect_dec *dec, struct err *err)
 {

@@ -17,6 +17,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,6 +58,10 @@ void connect_dec_done(struct connect_dec *dec);
  * the same error without calling cb. */
 int connect_dec_feed(struct connect_dec *dec, const void *data, size_t len, connect_msg_fn cb,
                      void *ud, struct err *err);
+
+/* No envelope is partly received (none yet, or the last one complete): a
+ * client may pause its stream here, not inside an envelope. */
+bool connect_dec_at_boundary(const struct connect_dec *dec);
 
 /* The body is over: -EPROTO when it ended inside an envelope (truncated
  * header or payload), else 0 (also for an empty body). */

@@ -3,13 +3,14 @@
  * for every way of splitting a sample stream (two and three pieces, one
  * byte at a time), refuses truncated envelopes, lengths past its limit,
  * the compressed flag and unknown flags, stops when the callback says so
- * and stays stopped; the end-stream encoder writes exact bytes, escapes
- * strings into valid JSON (checked with jansson) and leaves the buffer as
- * it was when it does not fit.
+ * and stays stopped, and knows when it sits between envelopes; the end-stream encoder writes exact
+ * bytes, escapes strings into valid JSON (checked with jansson) and leaves the buffer as it was
+ * when it does not fit.
  */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -156,6 +157,39 @@ test_truncated(void **state)
     assert_int_equal(feed_all(64, "", 0, &rec, NULL), 0);
     assert_int_equal(rec.calls, 0);
     buf_done(&rec.log);
+}
+
+/* At a boundary exactly where a whole number of envelopes went in: the
+ * body timeout spares a client stream that waits there. */
+static void
+test_at_boundary(void **state)
+{
+    struct buf in;
+    struct rec rec = {0};
+    struct connect_dec dec;
+    size_t ends[8], n = 0, pos = 0;
+    (void)state;
+    sample(&in);
+    while (pos < in.len) {
+        uint32_t len = (uint32_t)(uint8_t)in.data[pos + 1] << 24 |
+                       (uint32_t)(uint8_t)in.data[pos + 2] << 16 |
+                       (uint32_t)(uint8_t)in.data[pos + 3] << 8 | (uint8_t)in.data[pos + 4];
+        pos += CONNECT_ENV_HEADER + len;
+        ends[n++] = pos;
+    }
+    buf_init(&rec.log, BUF_UNLIMITED);
+    connect_dec_init(&dec, 64);
+    assert_true(connect_dec_at_boundary(&dec));
+    for (size_t i = 0, e = 0; i < in.len; i++) {
+        assert_int_equal(connect_dec_feed(&dec, in.data + i, 1, on_msg, &rec, NULL), 0);
+        bool at_end = e < n && i + 1 == ends[e];
+        if (at_end)
+            e++;
+        assert_int_equal(connect_dec_at_boundary(&dec), at_end);
+    }
+    connect_dec_done(&dec);
+    buf_done(&rec.log);
+    buf_done(&in);
 }
 
 static void
@@ -375,17 +409,12 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_every_split),
-            cmocka_unit_test(test_byte_at_a_time),
-            cmocka_unit_test(test_truncated),
-            cmocka_unit_test(test_lengths),
-            cmocka_unit_test(test_flags),
-            cmocka_unit_test(test_callback_stops),
-            cmocka_unit_test(test_big_message),
-            cmocka_unit_test(test_env_header),
-            cmocka_unit_test(test_end_stream_ok),
-            cmocka_unit_test(test_end_stream_error),
-            cmocka_unit_test(test_end_stream_exact),
+            cmocka_unit_test(test_every_split),      cmocka_unit_test(test_byte_at_a_time),
+            cmocka_unit_test(test_truncated),        cmocka_unit_test(test_at_boundary),
+            cmocka_unit_test(test_lengths),          cmocka_unit_test(test_flags),
+            cmocka_unit_test(test_callback_stops),   cmocka_unit_test(test_big_message),
+            cmocka_unit_test(test_env_header),       cmocka_unit_test(test_end_stream_ok),
+            cmocka_unit_test(test_end_stream_error), cmocka_unit_test(test_end_stream_exact),
             cmocka_unit_test(test_end_stream_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
