@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../http/server.h"
 #include "../util/parse.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:8700"
@@ -46,8 +47,15 @@ config_usage(const char *prog)
            "ABX_LOG_LEVEL (debug|info|warn|error), ABX_KEYS_FILE (scoped keys, docs/templates.md).\n"
            "Workspaces: ABX_STORE (a directory or postgres:// URL, default <state>/store),\n"
            "ABX_STORE_WORKERS, ABX_MIRROR_WINDOW_S, ABX_WS_IDLE_S, ABX_SYNC_IGNORE,\n"
-           "ABX_SYNC_MAX_FILE_MB. See docs/api.md and docs/store.md.\n",
-           prog, DEFAULT_LISTEN, DEFAULT_RESERVE_MB);
+           "ABX_SYNC_MAX_FILE_MB. See docs/api.md and docs/store.md.\n"
+           "HTTP limits (docs/api.md, Limits; 0 turns a timeout or the rate off):\n"
+           "  ABX_HTTP_HEADER_TIMEOUT_S  a request head must arrive within this (default %u)\n"
+           "  ABX_HTTP_BODY_TIMEOUT_S    a request body may pause this long (default %u)\n"
+           "  ABX_HTTP_BODY_MIN_RATE     bytes/s a body averages per such window (default %u)\n"
+           "  ABX_HTTP_MAX_CONNS         connections at once (default %u)\n"
+           "  ABX_HTTP_MAX_CONNS_PER_IP  ... from one IPv4 address or IPv6 /64 (default %u)\n",
+           prog, DEFAULT_LISTEN, DEFAULT_RESERVE_MB, HTTP_HEADER_TIMEOUT_S, HTTP_BODY_TIMEOUT_S,
+           HTTP_BODY_MIN_RATE, HTTP_MAX_CONNECTIONS, HTTP_MAX_PER_CLIENT);
 }
 
 static int
@@ -163,6 +171,11 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     c->ws_idle_s = 1800;
     c->sync_max_file_bytes = 10ull << 20;
     c->reserve_bytes = (uint64_t)DEFAULT_RESERVE_MB << 20;
+    c->http_max_conns = HTTP_MAX_CONNECTIONS;
+    c->http_max_per_client = HTTP_MAX_PER_CLIENT;
+    c->http_header_timeout_s = HTTP_HEADER_TIMEOUT_S;
+    c->http_body_timeout_s = HTTP_BODY_TIMEOUT_S;
+    c->http_body_min_rate = HTTP_BODY_MIN_RATE;
 
     if ((r = set_listen(c, (s = getenv("ABX_LISTEN")) && *s ? s : DEFAULT_LISTEN, err)) < 0)
         return r;
@@ -240,6 +253,17 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
         (r = env_u64("ABX_MIRROR_WINDOW_S", 1, 86400, &c->mirror_window_s, err)) < 0 ||
         (r = env_u64("ABX_WS_IDLE_S", 0, 365 * 86400ull, &c->ws_idle_s, err)) < 0)
         return r;
+    if ((r = env_u32("ABX_HTTP_HEADER_TIMEOUT_S", 0, 3600, &c->http_header_timeout_s, err)) < 0 ||
+        (r = env_u32("ABX_HTTP_BODY_TIMEOUT_S", 0, 3600, &c->http_body_timeout_s, err)) < 0 ||
+        (r = env_u32("ABX_HTTP_BODY_MIN_RATE", 0, 1u << 30, &c->http_body_min_rate, err)) < 0 ||
+        (r = env_u32("ABX_HTTP_MAX_CONNS", 16, 1u << 20, &c->http_max_conns, err)) < 0 ||
+        (r = env_u32("ABX_HTTP_MAX_CONNS_PER_IP", 1, 1u << 20, &c->http_max_per_client, err)) < 0)
+        return r;
+    /* One client must not be able to take every connection. */
+    if (c->http_max_per_client >= c->http_max_conns)
+        return err_set(err, EINVAL,
+                       "ABX_HTTP_MAX_CONNS_PER_IP (%u) must be below ABX_HTTP_MAX_CONNS (%u)",
+                       c->http_max_per_client, c->http_max_conns);
     mb = c->sync_max_file_bytes >> 20;
     if ((r = env_u64("ABX_SYNC_MAX_FILE_MB", 0, 1ull << 30, &mb, err)) < 0)
         return r;

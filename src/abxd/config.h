@@ -40,6 +40,10 @@ struct config {
     char templates_dir[4096]; /* "" = only "base"; else a directory of template directories */
     char domain[256];         /* ports: <port>-<id>.<domain>; "" = no port forwarding */
     uint64_t reserve_bytes;   /* ballast kept in the state directory; 0 = none */
+    /* HTTP limits (ABX_HTTP_*, defaults in http/server.h); 0 turns a timeout off */
+    uint32_t http_max_conns, http_max_per_client;
+    uint32_t http_header_timeout_s, http_body_timeout_s;
+    uint32_t http_body_min_rate; /* bytes/s */
     bool show_help, show_version;
 };
 

@@ -658,9 +658,16 @@ main(int argc, char **argv)
     struct http_server_config hc = {
             .host = d.cfg.listen_host,
             .port = d.cfg.listen_port,
-            .max_connections = fd_connections(nofile),
+            /* what the configuration asks, within what the descriptors allow;
+             * one client never gets all of it */
+            .max_connections = MIN(d.cfg.http_max_conns, fd_connections(nofile)),
+            .max_per_client = MIN(d.cfg.http_max_per_client,
+                                  MAX(1u, MIN(d.cfg.http_max_conns, fd_connections(nofile)) * 3 / 4)),
             .conn_timeout_s = 300,
             .conn_memory = 128 * 1024,
+            .header_timeout_s = d.cfg.http_header_timeout_s,
+            .body_timeout_s = d.cfg.http_body_timeout_s,
+            .body_min_rate = d.cfg.http_body_min_rate,
             .begin = api_begin,
             .ud = d.api,
     };

@@ -789,6 +789,9 @@ sin_chunk(struct http_req *req, const char *data, size_t len)
         sin_answer(req, q); /* and stop reading */
         return -ECANCELED;
     }
+    /* Between envelopes the client may wait for input; inside one it must
+     * keep sending (body timeout). */
+    http_req_body_at_boundary(req, connect_dec_at_boundary(&q->dec));
     return 0;
 }
 
@@ -836,4 +839,5 @@ e2b_stream_input(struct http_req *req, const struct e2b_call *c)
     connect_dec_init(&q->dec, PROC_STDIN_MAX * 2);
     http_req_set_userdata(req, q, sin_close);
     http_req_stream_body(req, sin_chunk, sin_done);
+    http_req_body_at_boundary(req, true);
 }

@@ -12,6 +12,20 @@
  * suspended connection; respond() therefore parks the response and it is
  * queued either on the way out of the handler or right away (then the
  * connection is resumed).
+ *
+ * Slow and hostile clients. MHD's own connection timeout is an idle
+ * timeout that every byte resets, its per-IP limit counts whole IPv6
+ * addresses and closes without a word, and its framing is lenient (it
+ * ignores Content-Length next to Transfer-Encoding, takes the first of two
+ * Content-Lengths, treats "Content-Length : 5" as another header). So each
+ * connection gets a struct http_conn (MHD's socket context) with a timer
+ * on our loop: the request head has a deadline, a request body an idle
+ * timeout and a minimum rate; when one passes we write a 408 ourselves (MHD
+ * has nothing of ours to send then) and shutdown(2) the socket, which MHD
+ * notices on its next run and closes. Connections are counted per client
+ * (IPv4 address, IPv6 /64) and the excess is answered 429 and closed the
+ * same way. The framing rules MHD does not enforce are checked on the
+ * complete head, before the surface sees the request.
  */
 #include "server.h"
 
@@ -21,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,9 +45,12 @@
 #include "../util/cleanup.h"
 #include "../util/log.h"
 #include "../util/parse.h"
+#include "../util/timeutil.h"
 
 #define HTTP_DEFAULT_BODY_MAX 0
 #define HTTP_DRAIN_MAX        (64 * 1024 * 1024) /* body bytes we swallow after an error */
+#define HTTP_LEN_NONE         UINT64_MAX         /* no Content-Length (none, or chunked) */
+#define HTTP_CLIENT_BUCKETS   256                /* hash buckets of the per-client counts */
 
 struct hdr {
     struct hdr *next;
@@ -40,6 +58,39 @@ struct hdr {
 };
 
 enum body_mode { BODY_NONE, BODY_BUFFER, BODY_STREAM, BODY_LATER };
+
+/* Connections at once from one client: an IPv4 address or an IPv6 /64 (one
+ * host usually holds a whole /64). */
+struct client {
+    struct client *next;
+    uint8_t key[9]; /* 4 or 6, then the address or prefix (zero-padded) */
+    unsigned conns;
+};
+
+/* Where a connection is, for its timer. */
+enum conn_phase {
+    PHASE_HEAD,     /* waiting for a complete request head: deadline */
+    PHASE_BODY,     /* reading a request body: idle timeout and minimum rate */
+    PHASE_BUSY,     /* the request is ours (working, answering, streaming): untimed */
+    PHASE_UPGRADED, /* the socket belongs to an upgrade owner: untimed */
+};
+
+/* One client connection (MHD's socket context), from accept to close. */
+struct http_conn {
+    struct http_server *srv;
+    int fd; /* MHD's; borrowed */
+    struct client *client;
+    struct http_req *req; /* the request in progress, or NULL */
+    struct loop_timer *timer;
+    enum conn_phase phase;
+    uint64_t head_deadline; /* monotonic ms, PHASE_HEAD */
+    uint64_t last_byte;     /* monotonic ms, PHASE_BODY: last body byte */
+    uint64_t window_start;  /* monotonic ms, PHASE_BODY: rate window */
+    uint64_t window_bytes;  /* body bytes in the current window */
+    bool body_waits;        /* the body is paused or at a message boundary */
+    bool killed;            /* shut down by us; MHD closes it on its next run */
+    unsigned requests;      /* requests completed on it */
+};
 
 struct http_server {
     struct loop *loop;
@@ -53,6 +104,10 @@ struct http_server {
     void *ud;
     struct http_req *suspended;    /* list of suspended requests, for shutdown */
     struct http_upgrade *upgrades; /* list of upgraded connections, for shutdown */
+    unsigned max_per_client;
+    uint64_t header_timeout_ms, body_timeout_ms; /* 0 = off */
+    unsigned body_min_rate;                      /* bytes/s, 0 = off */
+    struct client *clients[HTTP_CLIENT_BUCKETS];
 };
 
 struct http_req {
@@ -82,6 +137,11 @@ struct http_req {
     bool http11;      /* HTTP/1.1 (upgrades need it) */
     bool body_paused; /* http_req_pause_body() */
     struct http_upgrade *upgrade;
+    struct http_conn *hc;    /* NULL once the request is over */
+    uint64_t content_length; /* as announced, HTTP_LEN_NONE without one */
+    bool has_body;           /* a Content-Length above 0, or chunked */
+    bool answer_now;         /* a response chosen before the body: send it unread */
+    bool relay;              /* http_stream_start_relay() */
 };
 
 struct http_upgrade {
@@ -134,6 +194,255 @@ req_resume(struct http_req *req)
     MHD_resume_connection(req->conn);
     /* In external polling mode MHD only notices on its next run. */
     s->kick = true;
+}
+
+/* --- slow clients: one timer per connection --- */
+
+/* Writes a complete error response straight to the socket: only while MHD
+ * has nothing of ours to send on it (no request yet, or none answered), so
+ * the bytes cannot interleave with MHD's. Best effort: the socket is shut
+ * down right after, whatever the client reads. */
+static void
+send_raw_error(int fd, unsigned status, const char *reason, const char *code, const char *msg)
+{
+    char body[320], b[640];
+    int bn = snprintf(body, sizeof(body), "{\"error\":\"%s\",\"message\":\"%s\"}", code, msg);
+    if (bn < 0 || (size_t)bn >= sizeof(body))
+        return;
+    int n = snprintf(b, sizeof(b),
+                     "HTTP/1.1 %u %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                     "%sContent-Length: %d\r\n\r\n%s",
+                     status, reason, status == 429 ? "Retry-After: 1\r\n" : "", bn, body);
+    if (n < 0 || (size_t)n >= sizeof(b))
+        return;
+    (void)send(fd, b, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* Ends a connection from outside MHD's callbacks: MHD sees the shut-down
+ * socket on its next run (it is in MHD's epoll set, or resumed into it)
+ * and closes it, telling on_completed() and on_connection(). */
+static void
+conn_kill(struct http_conn *hc, unsigned status, const char *reason, const char *code,
+          const char *msg)
+{
+    if (hc->killed)
+        return;
+    hc->killed = true;
+    loop_timer_disarm(hc->timer);
+    struct http_req *req = hc->req;
+    if (status && (!req || !req->queued))
+        send_raw_error(hc->fd, status, reason, code, msg);
+    (void)shutdown(hc->fd, SHUT_RDWR);
+    if (req)
+        req_resume(req);
+    hc->srv->kick = true;
+}
+
+static void
+conn_schedule(struct http_conn *hc)
+{
+    struct http_server *s = hc->srv;
+    if (hc->killed)
+        return;
+    if (hc->phase == PHASE_HEAD && s->header_timeout_ms) {
+        (void)loop_timer_arm(hc->timer, hc->head_deadline);
+    } else if (hc->phase == PHASE_BODY && s->body_timeout_ms && !hc->body_waits) {
+        uint64_t idle = hc->last_byte + s->body_timeout_ms;
+        uint64_t window = hc->window_start + s->body_timeout_ms;
+        (void)loop_timer_arm(hc->timer, s->body_min_rate && window < idle ? window : idle);
+    } else {
+        loop_timer_disarm(hc->timer);
+    }
+}
+
+static void
+conn_set_phase(struct http_conn *hc, enum conn_phase phase)
+{
+    uint64_t now = now_msec();
+    hc->phase = phase;
+    if (phase == PHASE_HEAD)
+        hc->head_deadline = now + hc->srv->header_timeout_ms;
+    hc->last_byte = hc->window_start = now;
+    hc->window_bytes = 0;
+    hc->body_waits = false;
+    conn_schedule(hc);
+}
+
+/* Body bytes arrived (called for every piece MHD hands us). */
+static void
+conn_body_bytes(struct http_conn *hc, size_t n)
+{
+    hc->last_byte = now_msec();
+    hc->window_bytes += n;
+}
+
+/* The body may wait (paused by us, or at a message boundary) or may not:
+ * the clock starts afresh when it may not. */
+static void
+conn_body_waits(struct http_conn *hc, bool waits)
+{
+    if (hc->phase != PHASE_BODY || hc->body_waits == waits)
+        return;
+    hc->body_waits = waits;
+    if (!waits) {
+        hc->last_byte = hc->window_start = now_msec();
+        hc->window_bytes = 0;
+    }
+    conn_schedule(hc);
+}
+
+static void
+conn_timer(struct loop_timer *t, void *ud)
+{
+    struct http_conn *hc = ud;
+    struct http_server *s = hc->srv;
+    uint64_t now = now_msec();
+    char msg[128];
+    (void)t;
+
+    if (hc->phase == PHASE_HEAD && now >= hc->head_deadline) {
+        (void)snprintf(msg, sizeof(msg), "the request head did not arrive within %llu s",
+                       (unsigned long long)(s->header_timeout_ms / 1000));
+        log_debug("http: closing connection fd=%d: %s", hc->fd, msg);
+        /* A kept-alive connection that has not begun another request is
+         * closed without a word: a 408 there could cross a request the
+         * client is just sending and be taken for its answer. */
+        bool idle = hc->requests > 0 && !hc->req;
+        conn_kill(hc, idle ? 0 : 408, "Request Timeout", "timeout", msg);
+        return;
+    }
+    if (hc->phase == PHASE_BODY && !hc->body_waits) {
+        if (now >= hc->last_byte + s->body_timeout_ms) {
+            (void)snprintf(msg, sizeof(msg), "no request body byte arrived for %llu s",
+                           (unsigned long long)(s->body_timeout_ms / 1000));
+            log_debug("http: closing connection fd=%d: %s", hc->fd, msg);
+            conn_kill(hc, 408, "Request Timeout", "timeout", msg);
+            return;
+        }
+        if (s->body_min_rate && now >= hc->window_start + s->body_timeout_ms) {
+            uint64_t need = (uint64_t)s->body_min_rate * (now - hc->window_start) / 1000;
+            if (hc->window_bytes < need) {
+                (void)snprintf(msg, sizeof(msg), "the request body arrived slower than %u bytes/s",
+                               s->body_min_rate);
+                log_debug("http: closing connection fd=%d: %s", hc->fd, msg);
+                conn_kill(hc, 408, "Request Timeout", "timeout", msg);
+                return;
+            }
+            hc->window_start = now;
+            hc->window_bytes = 0;
+        }
+    }
+    conn_schedule(hc);
+}
+
+static void
+client_key(const struct sockaddr *sa, uint8_t key[9])
+{
+    memset(key, 0, 9);
+    if (sa && sa->sa_family == AF_INET) {
+        key[0] = 4;
+        memcpy(key + 1, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            key[0] = 4;
+            memcpy(key + 1, a->s6_addr + 12, 4);
+        } else {
+            key[0] = 6;
+            memcpy(key + 1, a->s6_addr, 8); /* the /64 */
+        }
+    }
+}
+
+static struct client **
+client_slot(struct http_server *s, const uint8_t key[9])
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < 9; i++)
+        h = (h ^ key[i]) * 16777619u;
+    struct client **p = &s->clients[h % HTTP_CLIENT_BUCKETS];
+    while (*p && memcmp((*p)->key, key, 9))
+        p = &(*p)->next;
+    return p;
+}
+
+static void
+client_put(struct http_server *s, struct client *c)
+{
+    if (!c || --c->conns > 0)
+        return;
+    struct client **p = client_slot(s, c->key);
+    *p = c->next;
+    free(c);
+}
+
+static struct http_conn *
+conn_new(struct http_server *s, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *fi =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ai =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    struct http_conn *hc = NULL;
+    struct client **p;
+    uint8_t key[9];
+    if (!fi)
+        return NULL;
+    hc = calloc(1, sizeof(*hc));
+    if (!hc)
+        goto fail;
+    hc->srv = s;
+    hc->fd = fi->connect_fd;
+    if (loop_timer_new(s->loop, conn_timer, hc, &hc->timer) < 0)
+        goto fail;
+    client_key(ai ? ai->client_addr : NULL, key);
+    p = client_slot(s, key);
+    if (!*p) {
+        *p = calloc(1, sizeof(**p));
+        if (!*p)
+            goto fail;
+        memcpy((*p)->key, key, sizeof(key));
+    }
+    hc->client = *p;
+    hc->client->conns++;
+    conn_set_phase(hc, PHASE_HEAD);
+    if (s->max_per_client && hc->client->conns > s->max_per_client) {
+        char msg[128];
+        (void)snprintf(msg, sizeof(msg), "more than %u connections at once from one address",
+                       s->max_per_client);
+        log_debug("http: refusing connection fd=%d: %s", hc->fd, msg);
+        conn_kill(hc, 429, "Too Many Requests", "too_many_connections", msg);
+    }
+    return hc;
+
+fail:
+    /* Out of memory: refuse the connection rather than leave it untimed. */
+    if (hc)
+        loop_timer_free(hc->timer);
+    free(hc);
+    (void)shutdown(fi->connect_fd, SHUT_RDWR);
+    s->kick = true;
+    return NULL;
+}
+
+static void
+conn_free(struct http_conn *hc)
+{
+    if (!hc)
+        return;
+    if (hc->req)
+        hc->req->hc = NULL;
+    loop_timer_free(hc->timer);
+    client_put(hc->srv, hc->client);
+    free(hc);
+}
+
+static struct http_conn *
+conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *i =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
 }
 
 /* --- requests --- */
@@ -257,6 +566,10 @@ http_req_userdata(const struct http_req *req)
     return req->ud;
 }
 
+static void respond_error(struct http_req *req, unsigned status, const char *code, const char *msg);
+static void respond_error_close(struct http_req *req, unsigned status, const char *code,
+                                const char *msg);
+
 void
 http_req_read_body(struct http_req *req, size_t max,
                    void (*done)(struct http_req *, const char *, size_t))
@@ -265,6 +578,15 @@ http_req_read_body(struct http_req *req, size_t max,
     req->body_max = max;
     buf_init(&req->body, max);
     req->read_done = done;
+    if (req->content_length != HTTP_LEN_NONE && req->content_length > max) {
+        /* Refused before a byte of it is stored; the answer goes out
+         * before the body is read when the client waits for 100-continue
+         * or the body is too large to drop (see expects_small_body()). */
+        char msg[128];
+        (void)snprintf(msg, sizeof(msg), "request body is larger than %zu bytes", max);
+        http_req_add_header(req, "Connection", "close");
+        respond_error(req, 413, "too_large", msg);
+    }
 }
 
 void
@@ -317,6 +639,8 @@ http_req_pause_body(struct http_req *req)
     if (req->done_called || req->answered || req->closed || req->mode != BODY_STREAM)
         return;
     req->body_paused = true;
+    if (req->hc)
+        conn_body_waits(req->hc, true); /* we are the slow one */
     req_suspend(req);
 }
 
@@ -326,7 +650,16 @@ http_req_resume_body(struct http_req *req)
     if (!req->body_paused)
         return;
     req->body_paused = false;
+    if (req->hc)
+        conn_body_waits(req->hc, false);
     req_resume(req);
+}
+
+void
+http_req_body_at_boundary(struct http_req *req, bool at_boundary)
+{
+    if (req->hc && !req->body_paused)
+        conn_body_waits(req->hc, at_boundary);
 }
 
 bool
@@ -351,6 +684,16 @@ flush_pending(struct http_req *req)
 static void
 park(struct http_req *req, unsigned status, struct MHD_Response *resp)
 {
+    uint64_t keep = req->srv->header_timeout_ms / 1000;
+    if (keep && status != 101 && !req->relay) {
+        /* How long an idle kept-alive connection lives (the header deadline):
+         * clients that honour the hint retire it first instead of racing
+         * our close with their next request. A relayed answer carries only
+         * the upstream's headers. */
+        char v[32];
+        (void)snprintf(v, sizeof(v), "timeout=%llu", (unsigned long long)keep);
+        (void)MHD_add_response_header(resp, "Keep-Alive", v);
+    }
     for (struct hdr *h = req->headers; h; h = h->next)
         (void)MHD_add_response_header(resp, h->name, h->value);
     free_headers(req->headers);
@@ -364,6 +707,8 @@ park(struct http_req *req, unsigned status, struct MHD_Response *resp)
          * paused body) it is queued when the body is done, in on_access(). */
         if (req->done_called)
             (void)flush_pending(req);
+        if (req->body_paused && req->hc)
+            conn_body_waits(req->hc, false);
         req->body_paused = false;
         req_resume(req);
     }
@@ -491,6 +836,7 @@ stream_start(struct http_req *req, unsigned status, const char *content_type, bo
     if (!relay)
         (void)MHD_add_response_header(resp, "Cache-Control", "no-store");
     req->stream = s;
+    req->relay = relay;
     park(req, status, resp);
     *ret = s;
     return 0;
@@ -568,8 +914,6 @@ http_stream_release(struct http_stream *s)
 
 /* --- protocol upgrades --- */
 
-static void respond_error(struct http_req *req, unsigned status, const char *code, const char *msg);
-
 static void
 upgrade_unlink(struct http_upgrade *u)
 {
@@ -590,8 +934,10 @@ on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *ex
 {
     struct http_upgrade *u = cls;
     struct http_server *s = u->srv;
-    (void)conn;
+    struct http_conn *hc = conn_of(conn);
     (void)con_cls;
+    if (hc)
+        conn_set_phase(hc, PHASE_UPGRADED); /* the owner times its socket */
     u->urh = urh;
     u->started = true;
     u->prev = NULL;
@@ -651,6 +997,18 @@ respond_error(struct http_req *req, unsigned status, const char *code, const cha
     http_respond(req, status, "application/json", b, (size_t)n);
 }
 
+/* An answer to a request whose framing cannot be trusted: sent before the
+ * body is read, and the connection closes after it. */
+static void
+respond_error_close(struct http_req *req, unsigned status, const char *code, const char *msg)
+{
+    if (req->answered || req->closed)
+        return;
+    http_req_add_header(req, "Connection", "close");
+    respond_error(req, status, code, msg);
+    req->answer_now = true;
+}
+
 /* A response chosen before the body was read (an error, usually) is sent
  * only after the body has been read and dropped, if it is small enough:
  * clients that write the whole body before reading (most HTTP libraries
@@ -662,18 +1020,13 @@ respond_error(struct http_req *req, unsigned status, const char *code, const cha
 static bool
 expects_small_body(struct http_req *req)
 {
-    const char *cl =
-            MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    const char *te = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    uint64_t n;
-    if (te)
-        return true; /* chunked: drained up to HTTP_DRAIN_MAX, then cut */
-    if (!cl)
-        return true; /* no body: answering from the next call keeps the connection */
-    if (parse_u64(cl, &n) < 0)
+    /* A client waiting for 100-continue sends no body after our answer. */
+    const char *expect = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Expect");
+    if (expect && req->has_body)
         return false;
-    return n <= HTTP_DRAIN_MAX;
+    /* Chunked: drained up to HTTP_DRAIN_MAX, then cut. No body at all:
+     * answering from the next call keeps the connection. */
+    return req->content_length == HTTP_LEN_NONE || req->content_length <= HTTP_DRAIN_MAX;
 }
 
 static struct http_req *
@@ -685,8 +1038,116 @@ req_new(struct http_server *srv, struct MHD_Connection *conn)
     req->srv = srv;
     req->conn = conn;
     req->refs = 1;
+    req->content_length = HTTP_LEN_NONE;
     buf_init(&req->body, 0);
+    req->hc = conn_of(conn);
+    if (req->hc)
+        req->hc->req = req;
     return req;
+}
+
+/* --- strict framing --- */
+
+struct framing {
+    unsigned cl, te, host; /* how many of each header */
+    const char *cl_value, *te_value;
+    const char *bad; /* the first problem, a constant message */
+    char name[48];   /* the header it is in (token characters only) */
+};
+
+static bool
+is_tchar(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static enum MHD_Result
+framing_one(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    struct framing *f = cls;
+    (void)kind;
+    if (f->bad)
+        return MHD_NO;
+    if (!key || !*key) {
+        f->bad = "a header has an empty name";
+        return MHD_NO;
+    }
+    for (const unsigned char *k = (const unsigned char *)key; *k; k++)
+        if (!is_tchar(*k)) {
+            /* "Content-Length : 5" would be another header to MHD. */
+            f->bad = "a header name holds a character that is not allowed there";
+            return MHD_NO;
+        }
+    for (const unsigned char *v = (const unsigned char *)(value ? value : ""); *v; v++)
+        if ((*v < 0x20 && *v != '\t') || *v == 0x7f) {
+            (void)strscpy(f->name, key, sizeof(f->name));
+            f->bad = "a header value holds a control character";
+            return MHD_NO;
+        }
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        f->cl++;
+        f->cl_value = value ? value : "";
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        f->te++;
+        f->te_value = value ? value : "";
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) {
+        f->host++;
+    }
+    return MHD_YES;
+}
+
+/* What MHD 0.9.75 lets through and a stricter peer (a proxy in front of
+ * us) may read differently: a request target with spaces or control
+ * characters, header names outside the token set, control characters in
+ * values, two Content-Lengths, Content-Length next to Transfer-Encoding
+ * (MHD silently prefers the latter), a coding other than chunked (MHD would
+ * read the body until the connection ends), chunked in HTTP/1.0, and Host
+ * missing or repeated. Malformed chunk lines, oversized chunk sizes (over
+ * 64 bits), non-numeric Content-Lengths and oversized heads MHD refuses
+ * itself. Fills req->content_length and has_body. */
+static int
+check_framing(struct http_req *req, const char *version, char *msg, size_t n)
+{
+    struct framing f = {0};
+    bool v10 = !strcmp(version, MHD_HTTP_VERSION_1_0);
+    (void)MHD_get_connection_values(req->conn, MHD_HEADER_KIND, framing_one, &f);
+    if (f.bad) {
+        if (f.name[0])
+            (void)snprintf(msg, n, "%s (%s)", f.bad, f.name);
+        else
+            (void)snprintf(msg, n, "%s", f.bad);
+        return -EINVAL;
+    }
+    for (const unsigned char *u = (const unsigned char *)(req->uri ? req->uri : ""); *u; u++)
+        if (*u <= 0x20 || *u == 0x7f) {
+            (void)snprintf(msg, n, "the request target holds a space or a control character");
+            return -EINVAL;
+        }
+    const char *why = NULL;
+    uint64_t len = 0;
+    if (f.cl > 1)
+        why = "more than one Content-Length header";
+    else if (f.te > 1)
+        why = "more than one Transfer-Encoding header";
+    else if (f.cl && f.te)
+        why = "Content-Length and Transfer-Encoding together";
+    else if (f.te && strcasecmp(f.te_value, "chunked"))
+        why = "the only Transfer-Encoding accepted is 'chunked'";
+    else if (f.te && v10)
+        why = "Transfer-Encoding in an HTTP/1.0 request";
+    else if (f.host > 1 || (!v10 && f.host == 0))
+        why = "the request needs exactly one Host header";
+    else if (f.cl && parse_u64(f.cl_value, &len) < 0)
+        why = "Content-Length is not a number";
+    if (why) {
+        (void)snprintf(msg, n, "%s", why);
+        return -EINVAL;
+    }
+    if (f.cl)
+        req->content_length = len;
+    req->has_body = f.te || len > 0;
+    return 0;
 }
 
 /* MHD's URI logger sees the request target before it is split and
@@ -712,12 +1173,16 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *m
     struct http_server *srv = cls;
     struct http_req *req = *con_cls;
 
+    if (req && (!req->hc || req->hc->killed))
+        return MHD_NO; /* refused, timed out or untracked: MHD closes it */
     if (!req || !req->begun) {
         if (!req) {
             req = req_new(srv, conn);
             if (!req)
                 return MHD_NO;
             *con_cls = req; /* on_completed() frees it */
+            if (!req->hc || req->hc->killed)
+                return MHD_NO;
         }
         req->begun = true;
         req->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
@@ -725,10 +1190,19 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *m
         req->path = strdup(url);
         if (!req->method || !req->path)
             return MHD_NO;
+        char why[160];
+        if (check_framing(req, version ? version : "", why, sizeof(why)) < 0) {
+            log_debug("http: refusing a request on fd=%d: %s", req->hc->fd, why);
+            conn_set_phase(req->hc, PHASE_BUSY);
+            respond_error_close(req, 400, "bad_request", why);
+            return flush_pending(req);
+        }
+        /* The head is in; a body, if any, is timed from now on. */
+        conn_set_phase(req->hc, req->has_body ? PHASE_BODY : PHASE_BUSY);
         req->in_handler = true;
         srv->begin(req, srv->ud);
         req->in_handler = false;
-        if (req->pending && expects_small_body(req))
+        if (req->pending && !req->answer_now && expects_small_body(req))
             return MHD_YES; /* read (and drop) the body first: see below */
         return flush_pending(req);
     }
@@ -736,6 +1210,7 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *m
     if (*upload_data_size) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
+        conn_body_bytes(req->hc, n);
         if (req->answered || req->too_large || req->failed) {
             req->drained += n;
             return req->drained > HTTP_DRAIN_MAX ? MHD_NO : MHD_YES;
@@ -760,6 +1235,7 @@ on_access(void *cls, struct MHD_Connection *conn, const char *url, const char *m
 
     if (!req->done_called) {
         req->done_called = true;
+        conn_set_phase(req->hc, PHASE_BUSY);
         req->in_handler = true;
         if (req->answered) {
             /* answered while the body was arriving */
@@ -794,11 +1270,19 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
              enum MHD_RequestTerminationCode toe)
 {
     struct http_req *req = *con_cls;
+    struct http_conn *hc = conn_of(conn);
     (void)cls;
-    (void)conn;
     (void)toe;
+    /* A connection kept alive waits for its next request head from now. */
+    if (hc) {
+        hc->req = NULL;
+        hc->requests++;
+        if (hc->phase != PHASE_UPGRADED)
+            conn_set_phase(hc, PHASE_HEAD);
+    }
     if (!req)
         return;
+    req->hc = NULL;
     *con_cls = NULL;
     req_resume(req);
     req->closed = true;
@@ -812,12 +1296,15 @@ on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
               enum MHD_ConnectionNotificationCode toe)
 {
     struct http_server *srv = cls;
-    (void)conn;
-    (void)socket_context;
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         srv->connections++;
-    else if (srv->connections > 0)
-        srv->connections--;
+        *socket_context = conn_new(srv, conn);
+    } else {
+        if (srv->connections > 0)
+            srv->connections--;
+        conn_free(*socket_context);
+        *socket_context = NULL;
+    }
 }
 
 __attribute__((format(printf, 2, 0))) static void
@@ -944,6 +1431,10 @@ http_server_new(struct loop *loop, const struct http_server_config *c, struct ht
     s->loop = loop;
     s->begin = c->begin;
     s->ud = c->ud;
+    s->max_per_client = c->max_per_client;
+    s->header_timeout_ms = (uint64_t)c->header_timeout_s * 1000;
+    s->body_timeout_ms = (uint64_t)c->body_timeout_s * 1000;
+    s->body_min_rate = c->body_min_rate;
     int fd = make_listener(c->host, c->port, &s->port, err);
     if (fd < 0) {
         free(s);

@@ -24,6 +24,18 @@
 
 #define HTTP_STREAM_BUF (256 * 1024) /* bytes a stream buffers ahead of the socket */
 
+/* Limits that keep one client from holding the server (docs/api.md,
+ * "Limits"); abxd takes each from an ABX_HTTP_* variable. */
+#define HTTP_MAX_CONNECTIONS 4096 /* connections at once, all clients */
+#define HTTP_MAX_PER_CLIENT  512  /* connections at once from one IPv4 address or IPv6 /64 */
+#define HTTP_HEADER_TIMEOUT_S                                                         \
+    10                         /* a request head must be complete this long after the \
+                                * connection opened or the previous request ended */
+#define HTTP_BODY_TIMEOUT_S 30 /* a request body may go this long without a byte */
+#define HTTP_BODY_MIN_RATE                               \
+    500 /* bytes/s a request body must average over each \
+         * HTTP_BODY_TIMEOUT_S window */
+
 struct http_server;
 struct http_req;
 struct http_stream;
@@ -33,8 +45,18 @@ struct http_server_config {
     const char *host; /* numeric IPv4 or IPv6 address */
     uint16_t port;    /* 0 = any free port */
     unsigned max_connections;
+    unsigned max_per_client; /* connections from one IPv4 address or IPv6 /64; 0 = no cap */
     unsigned conn_timeout_s; /* idle connections are closed after this */
     size_t conn_memory;      /* per-connection buffer; bounds request headers */
+    /* Slow clients: a request head that is not complete header_timeout_s
+     * after the connection opened (or its previous request ended), a body
+     * that goes body_timeout_s without a byte or averages less than
+     * body_min_rate bytes/s over a body_timeout_s window, is answered 408
+     * and the connection closed. 0 turns each off. Response streams and
+     * upgraded connections are never timed. */
+    unsigned header_timeout_s;
+    unsigned body_timeout_s;
+    unsigned body_min_rate; /* bytes/s */
     void (*begin)(struct http_req *req, void *ud);
     void *ud;
 };
@@ -70,7 +92,8 @@ void http_req_set_userdata(struct http_req *req, void *ud,
                            void (*on_close)(struct http_req *req, void *ud));
 void *http_req_userdata(const struct http_req *req);
 
-/* Buffers the body (413 when larger than max) and calls done when it is
+/* Buffers the body (413 when larger than max; at once, before any of it is
+ * read, when its Content-Length says so) and calls done when it is
  * complete. Without a call to either body function the body must be
  * empty (else 413). */
 void http_req_read_body(struct http_req *req, size_t max,
@@ -99,6 +122,12 @@ const char *http_req_uri(const struct http_req *req);
  * it from the client until resumed. Answering resumes it too. */
 void http_req_pause_body(struct http_req *req);
 void http_req_resume_body(struct http_req *req);
+
+/* For a streamed body made of messages (Connect envelopes): at_boundary
+ * says no message is partly received, so the client may wait there as long
+ * as it likes (a long-lived client stream); inside a message the body
+ * timeout and minimum rate apply again, counted afresh. */
+void http_req_body_at_boundary(struct http_req *req, bool at_boundary);
 
 /* Answers; valid once, at any time (a suspended request resumes). Bodies
  * are copied; fd is taken over. */
