@@ -14,14 +14,20 @@
  * GC deletes unreferenced, unpinned blobs' rows and files inside one BEGIN
  * IMMEDIATE transaction too, so a writer and the collector never
  * interleave on one blob.
+ *
+ * One process at a time: the directory's "lock" file is locked (flock)
+ * while any handle of this process has the store open, and holds that
+ * process's pid for the error message another process gets.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,12 +35,16 @@
 
 #include "../util/cleanup.h"
 #include "../util/fd.h"
+#include "../util/parse.h"
 #include "store-internal.h"
+
+struct dirlock;
 
 struct sq {
     struct store base;
     sqlite3 *db;
     int dirfd, blobs_fd;
+    struct dirlock *lock;
 };
 
 static const char schema[] =
@@ -1166,6 +1176,122 @@ sq_check(struct store *s, struct store_check_report *rep, struct err *err)
     return 0;
 }
 
+/* --- the store directory's lock ---
+ *
+ * SQLite lets several processes share a database, but two abxd on one store
+ * would each take the other's blob files for orphans, and each restore and
+ * mirror the same workspaces. So a store directory belongs to one process:
+ * its "lock" file is flock()ed by the first handle a process opens on it
+ * and unlocked when the last one closes (one abxd opens a handle per
+ * worker thread). flock locks belong to the open file description, so the
+ * process keeps one, shared by its handles and counted. */
+
+struct dirlock {
+    struct dirlock *next;
+    dev_t dev;
+    ino_t ino;
+    pid_t pid; /* the process that took it: a forked child must take its own */
+    int fd;
+    unsigned refs;
+};
+
+static pthread_mutex_t dirlocks_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dirlock *dirlocks;
+
+static int
+dirlock_take(int dirfd, const char *dir, struct dirlock **ret, struct err *err)
+{
+    struct stat st;
+    struct dirlock *l, **pp;
+    pid_t self = getpid();
+    char line[24];
+    int r = 0, fd, k;
+
+    if (fstat(dirfd, &st) < 0)
+        return err_setx(err, errno, "cannot stat '%s'", dir);
+    pthread_mutex_lock(&dirlocks_mu);
+    for (pp = &dirlocks; (l = *pp);) {
+        if (l->pid != self) {
+            /* Inherited over fork(): the descriptor is the parent's lock,
+             * not ours. Closing our copy leaves the parent's lock alone. */
+            *pp = l->next;
+            safe_close(l->fd);
+            free(l);
+            continue;
+        }
+        if (l->dev == st.st_dev && l->ino == st.st_ino) {
+            l->refs++;
+            *ret = l;
+            goto out;
+        }
+        pp = &l->next;
+    }
+    fd = openat(dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        r = err_setx(err, errno, "cannot open '%s/lock'", dir);
+        goto out;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno == EWOULDBLOCK) {
+            char b[24] = "";
+            uint64_t pid = 0;
+            ssize_t n = pread(fd, b, sizeof(b) - 1, 0);
+            b[n > 0 ? n : 0] = '\0';
+            b[strcspn(b, "\n")] = '\0';
+            if (parse_u64(b, &pid) == 0 && pid > 0)
+                r = err_set(err, EBUSY,
+                            "store directory '%s' is in use by another process (pid %llu)", dir,
+                            (unsigned long long)pid);
+            else
+                r = err_set(err, EBUSY, "store directory '%s' is in use by another process", dir);
+        } else {
+            r = err_setx(err, errno, "cannot lock '%s/lock'", dir);
+        }
+        safe_close(fd);
+        goto out;
+    }
+    /* For the message the next process gets; the lock is what counts, so
+     * a failure here only makes that message vaguer. */
+    k = snprintf(line, sizeof(line), "%ld\n", (long)self);
+    if (ftruncate(fd, 0) == 0)
+        (void)write_full(fd, line, (size_t)k);
+    l = calloc(1, sizeof(*l));
+    if (!l) {
+        safe_close(fd);
+        r = -ENOMEM;
+        goto out;
+    }
+    l->dev = st.st_dev;
+    l->ino = st.st_ino;
+    l->pid = self;
+    l->fd = fd;
+    l->refs = 1;
+    l->next = dirlocks;
+    dirlocks = l;
+    *ret = l;
+out:
+    pthread_mutex_unlock(&dirlocks_mu);
+    return r;
+}
+
+static void
+dirlock_drop(struct dirlock *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&dirlocks_mu);
+    if (--l->refs == 0) {
+        for (struct dirlock **pp = &dirlocks; *pp; pp = &(*pp)->next)
+            if (*pp == l) {
+                *pp = l->next;
+                break;
+            }
+        safe_close(l->fd); /* unlocks */
+        free(l);
+    }
+    pthread_mutex_unlock(&dirlocks_mu);
+}
+
 /* --- open / close --- */
 
 static void
@@ -1177,6 +1303,7 @@ sq_close(struct store *s)
     safe_close(q->base.tmp_fd);
     safe_close(q->blobs_fd);
     safe_close(q->dirfd);
+    dirlock_drop(q->lock);
     free(q);
 }
 
@@ -1222,6 +1349,9 @@ store_sqlite_open(const char *dir, struct store **ret, struct err *err)
         r = err_setx(err, errno, "cannot open '%s'", dir);
         goto fail;
     }
+    r = dirlock_take(q->dirfd, dir, &q->lock, err);
+    if (r < 0)
+        goto fail;
     (void)mkdirat(q->dirfd, "blobs", 0755);
     (void)mkdirat(q->dirfd, "tmp", 0700);
     q->blobs_fd = openat(q->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -26,7 +26,10 @@
  *
  * Functions return 0 (or a count) or -errno and fill err; -ESTALE means an
  * If-Match precondition failed. None log. A store handle is used by one
- * thread at a time; several processes may share the same database.
+ * thread at a time; one process may open many handles on a store. A SQLite
+ * store belongs to one process at a time (store_open() in a second process
+ * fails with -EBUSY); a PostgreSQL store is shared by any number of
+ * processes and hosts.
  */
 #pragma once
 
@@ -73,7 +76,9 @@ struct store;
 /* Opens (creating when needed) the store at where: a postgres:// or
  * postgresql:// URL, or a directory for the SQLite store. tmp_dir is where
  * writes stage their data (on the blob directory's file system for SQLite,
- * which ignores tmp_dir; any local directory for PostgreSQL). */
+ * which ignores tmp_dir; any local directory for PostgreSQL). -EBUSY when
+ * another process has the SQLite store open (err names the directory and
+ * that process). */
 int store_open(const char *where, const char *tmp_dir, struct store **ret, struct err *err);
 void store_close(struct store *s);
 /* "sqlite" or "postgres". */

@@ -6,9 +6,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -461,41 +463,56 @@ test_gc(void **state)
     assert_int_equal(rep.orphan_entries, 0);
 }
 
+struct handle_job {
+    struct fixture *f;
+    int k;
+    int result; /* 0 ok, else the step that failed */
+    char msg[ERR_MSG_MAX];
+};
+
+/* One handle per thread, as abxd's store workers have. */
+static void *
+handle_job_run(void *ud)
+{
+    struct handle_job *j = ud;
+    struct store *s2;
+    struct store_entry e;
+    struct err e2 = {0};
+    if (store_open(j->f->where, j->f->dir, &s2, &e2) < 0) {
+        j->result = 10;
+        (void)snprintf(j->msg, sizeof(j->msg), "%s", e2.msg);
+        return NULL;
+    }
+    for (int i = 0; i < 20 && !j->result; i++) {
+        char path[64], data[64];
+        (void)snprintf(path, sizeof(path), "c/k%d/f%d", j->k, i);
+        (void)snprintf(data, sizeof(data), "kid %d file %d", j->k, i);
+        if (put(s2, j->f->ws, path, data, NULL, &e) < 0)
+            j->result = 11;
+        else if (put(s2, j->f->ws, "c/shared", data, NULL, &e) < 0)
+            j->result = 12;
+    }
+    store_close(s2);
+    return NULL;
+}
+
 static void
 test_concurrent_handles(void **state)
 {
     struct fixture *f = *state;
     struct err err = {0};
-    struct store_entry e;
     struct store_usage u;
-    pid_t kids[3];
+    struct handle_job jobs[3];
+    pthread_t th[3];
 
     for (int k = 0; k < 3; k++) {
-        kids[k] = fork();
-        assert_true(kids[k] >= 0);
-        if (kids[k] == 0) {
-            struct store *s2;
-            struct err e2 = {0};
-            if (store_open(f->where, f->dir, &s2, &e2) < 0)
-                _exit(10);
-            for (int i = 0; i < 20; i++) {
-                char path[64], data[64];
-                (void)snprintf(path, sizeof(path), "c/k%d/f%d", k, i);
-                (void)snprintf(data, sizeof(data), "kid %d file %d", k, i);
-                if (put(s2, f->ws, path, data, NULL, &e) < 0)
-                    _exit(11);
-                if (put(s2, f->ws, "c/shared", data, NULL, &e) < 0)
-                    _exit(12);
-            }
-            store_close(s2);
-            _exit(0);
-        }
+        jobs[k] = (struct handle_job){.f = f, .k = k};
+        assert_int_equal(pthread_create(&th[k], NULL, handle_job_run, &jobs[k]), 0);
     }
     for (int k = 0; k < 3; k++) {
-        int status;
-        assert_int_equal(waitpid(kids[k], &status, 0), kids[k]);
-        assert_true(WIFEXITED(status));
-        assert_int_equal(WEXITSTATUS(status), 0);
+        assert_int_equal(pthread_join(th[k], NULL), 0);
+        if (jobs[k].result)
+            fail_msg("handle %d: step %d: %s", k, jobs[k].result, jobs[k].msg);
     }
     assert_int_equal(store_usage(f->s, f->ws, &u, &err), 0);
     assert_int_equal(u.files, 61);
@@ -511,7 +528,13 @@ test_crash_after_ack(void **state)
     struct err err = {0};
     struct store_entry e;
     /* A child acknowledges a write and dies at once, without closing
-     * anything: the write must be there for the next opener. */
+     * anything: the write must be there for the next opener. A SQLite
+     * store belongs to one process at a time: ours lets go first. */
+    bool sqlite = strcmp(backend, "postgres") != 0;
+    if (sqlite) {
+        store_close(f->s);
+        f->s = NULL;
+    }
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -533,7 +556,10 @@ test_crash_after_ack(void **state)
     assert_non_null(got);
     assert_string_equal(got, "durable");
     free(got);
-    store_close(s3);
+    if (sqlite)
+        f->s = s3; /* the kernel dropped the dead child's lock */
+    else
+        store_close(s3);
 }
 
 /* --- tests that matter most for a shared database, valid for both --- */
@@ -933,6 +959,55 @@ test_many_entries(void **state)
 /* A writer keeps writing content X while another handle deletes X's last
  * reference, writes it again and collects garbage, over and over: GC must
  * never take the blob from under a write, and every write must land whole. */
+struct race_writer {
+    struct fixture *f;
+    const unsigned char *x;
+    size_t size;
+    int result;
+    char msg[ERR_MSG_MAX];
+    atomic_bool done;
+};
+
+static void *
+race_writer_run(void *ud)
+{
+    struct race_writer *w = ud;
+    struct store *s2;
+    struct err e2 = {0};
+    if (store_open(w->f->where, w->f->dir, &s2, &e2) < 0) {
+        w->result = 10;
+        goto out;
+    }
+    for (int i = 0; i < 150 && !w->result; i++) {
+        int fd = mkfile(w->x, w->size), rfd = -1;
+        struct store_entry we, re;
+        err_clear(&e2);
+        if (store_write(s2, w->f->ws, "race/child", fd, 0644, 0, NULL, &we, &e2) < 0)
+            w->result = 11;
+        close(fd);
+        if (w->result)
+            break;
+        if (store_read(s2, w->f->ws, "race/child", &rfd, &re, &e2) < 0) {
+            w->result = 12;
+            break;
+        }
+        unsigned char *b = malloc(w->size + 1);
+        if (!b || read_full(rfd, b, w->size + 1) != (ssize_t)w->size ||
+            memcmp(b, w->x, w->size) != 0)
+            w->result = 13;
+        free(b);
+        close(rfd);
+        if (!w->result && store_delete(s2, w->f->ws, "race/child", NULL, &e2) < 0)
+            w->result = 14;
+    }
+    store_close(s2);
+out:
+    if (w->result)
+        (void)snprintf(w->msg, sizeof(w->msg), "%s", e2.msg);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
 static void
 test_gc_races_writer(void **state)
 {
@@ -945,49 +1020,14 @@ test_gc_races_writer(void **state)
     unsigned char *x = malloc(size);
     uint64_t deleted_later = 0;
     int rounds = 0;
+    pthread_t th;
 
     assert_non_null(x);
     fill_pattern(x, size, 4242);
     (void)snprintf((char *)x, 80, "race content for %s", f->ws);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        struct store *s2;
-        struct err e2 = {0};
-        if (store_open(f->where, f->dir, &s2, &e2) < 0)
-            _exit(10);
-        for (int i = 0; i < 150; i++) {
-            int fd = mkfile(x, size), rfd = -1;
-            struct store_entry we, re;
-            if (store_write(s2, f->ws, "race/child", fd, 0644, 0, NULL, &we, &e2) < 0) {
-                fprintf(stderr, "child write %d: %s\n", i, e2.msg);
-                _exit(11);
-            }
-            close(fd);
-            if (store_read(s2, f->ws, "race/child", &rfd, &re, &e2) < 0) {
-                fprintf(stderr, "child read %d: %s\n", i, e2.msg);
-                _exit(12);
-            }
-            unsigned char *b = malloc(size + 1);
-            if (!b || read_full(rfd, b, size + 1) != (ssize_t)size || memcmp(b, x, size) != 0)
-                _exit(13);
-            free(b);
-            close(rfd);
-            if (store_delete(s2, f->ws, "race/child", NULL, &e2) < 0)
-                _exit(14);
-        }
-        store_close(s2);
-        _exit(0);
-    }
-    for (;;) {
-        int status;
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        assert_true(w >= 0);
-        if (w == pid) {
-            assert_true(WIFEXITED(status));
-            assert_int_equal(WEXITSTATUS(status), 0);
-            break;
-        }
+    struct race_writer w = {.f = f, .x = x, .size = size};
+    assert_int_equal(pthread_create(&th, NULL, race_writer_run, &w), 0);
+    while (!atomic_load(&w.done)) {
         int fd = mkfile(x, size);
         assert_int_equal(store_write(f->s, f->ws, "race/parent", fd, 0644, 0, NULL, &e, &err), 0);
         close(fd);
@@ -998,6 +1038,9 @@ test_gc_races_writer(void **state)
         if (rounds++ > 0 && st.held_lease)
             deleted_later += st.blobs_deleted;
     }
+    assert_int_equal(pthread_join(th, NULL), 0);
+    if (w.result)
+        fail_msg("writer: step %d: %s", w.result, w.msg);
     assert_true(rounds > 1);
     assert_true(deleted_later > 0); /* X was collected while the writer wrote */
     int fd = mkfile(x, size);
@@ -1041,15 +1084,55 @@ pg_ident_sql(struct fixture *f, const char *prefix, const char *ident, const cha
     PQfinish(c);
 }
 
-/* Several processes opening a store that does not exist yet all succeed
- * (PostgreSQL: a fresh database, so they race to create the schema). */
+/* Several handles opening a store that does not exist yet all succeed
+ * (PostgreSQL: a fresh database, so they race to create the schema). Each
+ * on its own thread, as abxd's store workers open theirs. */
+struct first_open {
+    const char *where, *tmp;
+    int k;
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+    bool *go;
+    int result;
+    char msg[ERR_MSG_MAX];
+};
+
+static void *
+first_open_run(void *ud)
+{
+    struct first_open *o = ud;
+    struct store *s2;
+    struct err e2 = {0};
+    struct store_ws w = {0};
+
+    pthread_mutex_lock(o->mu);
+    while (!*o->go) /* everyone starts at once */
+        pthread_cond_wait(o->cv, o->mu);
+    pthread_mutex_unlock(o->mu);
+    if (store_open(o->where, o->tmp, &s2, &e2) < 0) {
+        o->result = 10;
+        goto out;
+    }
+    (void)snprintf(w.id, sizeof(w.id), "first-%d", o->k);
+    if (store_ws_create(s2, &w, &e2) < 0)
+        o->result = 11;
+    store_close(s2);
+out:
+    if (o->result)
+        (void)snprintf(o->msg, sizeof(o->msg), "%s", e2.msg);
+    return NULL;
+}
+
 static void
 test_concurrent_first_open(void **state)
 {
     struct fixture *f = *state;
     char where[600], db[40], rnd[13];
-    int go[2];
-    pid_t kids[6];
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    bool go = false;
+    struct first_open kids[6];
+    pthread_t th[6];
     bool pg = !strcmp(backend, "postgres");
 
     /* SQLite: racing openers of a new store get "PRAGMA journal_mode = WAL:
@@ -1070,39 +1153,21 @@ test_concurrent_first_open(void **state)
     } else {
         (void)snprintf(where, sizeof(where), "%s/fresh", f->dir);
     }
-    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
     for (int k = 0; k < 6; k++) {
-        kids[k] = fork();
-        assert_true(kids[k] >= 0);
-        if (kids[k] == 0) {
-            struct store *s2;
-            struct err e2 = {0};
-            struct store_ws w = {0};
-            char c;
-            close(go[1]);
-            if (read(go[0], &c, 1) != 0) /* everyone starts when the pipe closes */
-                _exit(9);
-            if (store_open(where, f->dir, &s2, &e2) < 0) {
-                fprintf(stderr, "kid %d: %s\n", k, e2.msg);
-                _exit(10);
-            }
-            (void)snprintf(w.id, sizeof(w.id), "first-%d", k);
-            if (store_ws_create(s2, &w, &e2) < 0) {
-                fprintf(stderr, "kid %d: %s\n", k, e2.msg);
-                _exit(11);
-            }
-            store_close(s2);
-            _exit(0);
-        }
+        kids[k] = (struct first_open){where, f->dir, k, &mu, &cv, &go, 0, ""};
+        assert_int_equal(pthread_create(&th[k], NULL, first_open_run, &kids[k]), 0);
     }
-    close(go[0]);
-    close(go[1]);
+    pthread_mutex_lock(&mu);
+    go = true;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
     int failed = 0;
     for (int k = 0; k < 6; k++) {
-        int status;
-        assert_int_equal(waitpid(kids[k], &status, 0), kids[k]);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        assert_int_equal(pthread_join(th[k], NULL), 0);
+        if (kids[k].result) {
+            fprintf(stderr, "kid %d: step %d: %s\n", k, kids[k].result, kids[k].msg);
             failed++;
+        }
     }
     struct store *s3;
     struct err err = {0};
@@ -1117,7 +1182,6 @@ test_concurrent_first_open(void **state)
     assert_int_equal(n, 6);
 }
 
-/* A raw connection to the test database, for playing the other party. */
 static PGconn *
 pg_raw(struct fixture *f)
 {
@@ -1325,6 +1389,67 @@ test_reconnect(void **state)
     free(got);
 }
 
+/* --- the store belongs to one process (SQLite) --- */
+
+/* Tries to open where in a child process; returns the child's errno (0 =
+ * opened) and its message in msg. */
+static int
+open_in_child(struct fixture *f, char *msg, size_t n)
+{
+    int p[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct store *s2;
+        struct err e2 = {0};
+        close(p[0]);
+        int r = store_open(f->where, f->dir, &s2, &e2);
+        if (r == 0)
+            store_close(s2);
+        (void)write_full(p[1], e2.msg, strlen(e2.msg));
+        _exit(-r);
+    }
+    close(p[1]);
+    ssize_t k = read_full(p[0], msg, n - 1);
+    msg[k > 0 ? k : 0] = '\0';
+    close(p[0]);
+    return wait_child(pid);
+}
+
+static void
+test_store_lock(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store *s2, *s3;
+    struct store_entry e;
+    char msg[ERR_MSG_MAX], want[64];
+
+    if (!strcmp(backend, "postgres"))
+        skip(); /* shared by design */
+    /* Many handles in one process share the store ... */
+    assert_int_equal(store_open(f->where, f->dir, &s2, &err), 0);
+    assert_int_equal(put(s2, f->ws, "lock/one", "1", NULL, &e), 0);
+    /* ... another process is refused, and told who has it ... */
+    assert_int_equal(open_in_child(f, msg, sizeof(msg)), EBUSY);
+    assert_non_null(strstr(msg, f->where));
+    (void)snprintf(want, sizeof(want), "(pid %ld)", (long)getpid());
+    assert_non_null(strstr(msg, want));
+    /* ... also while only one of our handles is left ... */
+    store_close(f->s);
+    f->s = NULL;
+    assert_int_equal(open_in_child(f, msg, sizeof(msg)), EBUSY);
+    /* ... and gets it once the last one is closed. */
+    store_close(s2);
+    assert_int_equal(open_in_child(f, msg, sizeof(msg)), 0);
+    assert_int_equal(store_open(f->where, f->dir, &s3, &err), 0);
+    f->s = s3;
+    char *got = get(f->s, f->ws, "lock/one");
+    assert_string_equal(got, "1");
+    free(got);
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_workspaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_list_and_delete, setup, teardown),
@@ -1350,6 +1475,7 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_writer_outlives_gc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_first_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_lock, setup, teardown),
 };
 
 int

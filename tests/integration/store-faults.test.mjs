@@ -1,0 +1,161 @@
+// store-faults.test.mjs - the store's own faults, through a real abxd:
+//   - one store directory, two abxd: the second refuses to start.
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  mkdtempSync,
+  rmSync,
+  readdirSync,
+  mkdirSync,
+  writeFileSync,
+  utimesSync,
+  chmodSync,
+  openSync,
+  readSync,
+  writeSync,
+  closeSync,
+  truncateSync,
+  readFileSync,
+  statSync,
+} from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { tmpdir, hostname } from 'node:os';
+import { join } from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { startAbxd, api, isRoot, sleep } from './lib.mjs';
+
+const skip = !isRoot && 'needs root';
+const sha = (b) => createHash('sha256').update(b).digest('hex');
+const ROUNDS = Number(process.env.ABX_STORE_FAULT_ROUNDS ?? 4);
+const ORPHANS = Number(process.env.ABX_STORE_FAULT_ORPHANS ?? 400);
+const CLIENTS = 8;
+
+const pgUrl = process.env.ABX_TEST_PG_URL;
+const pgRequired = process.env.ABX_TEST_PG_REQUIRED === '1';
+
+function psql(url, sql) {
+  const r = spawnSync('psql', ['-v', 'ON_ERROR_STOP=1', '-qAt', url, '-c', sql], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`psql: ${r.stderr}`);
+  return r.stdout;
+}
+
+function freshPgDatabase() {
+  const name = 'abx_it_' + randomBytes(6).toString('hex');
+  psql(pgUrl, `CREATE DATABASE ${name}`);
+  return pgUrl.replace(/\/[^/?]*(\?|$)/, `/${name}$1`);
+}
+
+// One statement on a SQLite store's database behind abxd's back (Python's
+// sqlite3 module: node 20 has none).
+function sqlite(storeDir, sql, params = []) {
+  const py =
+    'import sqlite3, sys, json\n' +
+    'db = sqlite3.connect(sys.argv[1], timeout=30)\n' +
+    'db.execute(sys.argv[2], json.loads(sys.argv[3]))\n' +
+    'db.commit()\n';
+  const r = spawnSync('python3', ['-c', py, join(storeDir, 'store.db'), sql, JSON.stringify(params)], {
+    encoding: 'utf8',
+  });
+  if (r.status !== 0) throw new Error(`sqlite: ${r.stderr}`);
+}
+
+async function mkws(d, id) {
+  const r = await api(d, 'POST', '/v1/workspaces', { id });
+  assert.equal(r.status, 201, r.text);
+  return r.json.id;
+}
+
+// A counter from /metrics, or undefined when there is none.
+async function metric(d, name) {
+  const r = await api(d, 'GET', '/metrics');
+  const m = r.text.match(new RegExp(`^abx_${name} (\\d+)$`, 'm'));
+  return m ? Number(m[1]) : undefined;
+}
+
+async function gc(d) {
+  const r = await api(d, 'POST', '/v1/store/gc', '');
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+}
+
+async function checkClean(d, label) {
+  const c = await api(d, 'GET', '/v1/store/check');
+  assert.equal(c.status, 200, `${label}: ${c.text}`);
+  assert.equal(c.json.ok, true, `${label}: ${c.text}`);
+}
+
+// PUT that resolves to the status, or 0 when the connection failed.
+async function put(d, path, data) {
+  try {
+    const res = await fetch(d.url + path, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${d.key}` },
+      body: data,
+    });
+    await res.arrayBuffer();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+// A GET that must neither complete with damaged content nor hang: what
+// happened, as 'ok' (200 and the whole body), 'error <status> <code>' (a
+// clean error answer) or 'cut' (the connection ended before the body did).
+async function download(d, path, want) {
+  const res = await fetch(d.url + path, {
+    headers: { authorization: `Bearer ${d.key}` },
+    signal: AbortSignal.timeout(15000),
+  });
+  let body;
+  try {
+    body = Buffer.from(await res.arrayBuffer());
+  } catch (e) {
+    if (e.name === 'TimeoutError') throw new Error(`GET ${path} hung`);
+    return 'cut';
+  }
+  if (res.status !== 200) return `error ${res.status} ${JSON.parse(body.toString()).error}`;
+  assert.equal(sha(body), want, `GET ${path} answered 200 with bytes that are not the file's`);
+  return 'ok';
+}
+
+// The names in a directory in the order readdir() gives them: the order
+// the orphan sweep walks them.
+function sweepOrder(blobs) {
+  const out = [];
+  for (const sub of readdirSync(blobs)) {
+    if (!/^[0-9a-f]{2}$/.test(sub)) continue;
+    for (const name of readdirSync(join(blobs, sub))) if (/^[0-9a-f]{64}$/.test(name)) out.push(name);
+  }
+  return out;
+}
+
+describe('store: one SQLite store, one abxd', { skip }, () => {
+  test('a second abxd with another state directory on the same store refuses to start', { timeout: 120000 }, async () => {
+    const store = mkdtempSync(join(tmpdir(), 'abx-shared-store-'));
+    const env = { ABX_POOL: '0', ABX_STORE: store };
+    const d1 = await startAbxd({ env });
+    let d2;
+    try {
+      let log = '';
+      try {
+        d2 = await startAbxd({ env });
+      } catch (e) {
+        log = e.message;
+      }
+      assert.equal(d2, undefined, 'the second abxd started on a store in use');
+      assert.ok(
+        log.includes(`store directory '${store}' is in use by another process (pid ${d1.proc.pid})`),
+        `unclear refusal:\n${log}`,
+      );
+      // The first one is unharmed.
+      await mkws(d1, 'still-fine');
+      await checkClean(d1, 'first abxd');
+      assert.ok(statSync(join(store, 'lock')).isFile());
+    } finally {
+      await d2?.stop().catch(() => {});
+      await d1.stop();
+      rmSync(store, { recursive: true, force: true });
+    }
+  });
+});
