@@ -59,7 +59,7 @@ struct daemon {
     struct tools_registry *tools;
     struct template_set *templates;
     char tools_real[PATH_MAX];
-    char holder[128];
+    char holder[STORE_HOLDER_MAX + 1];
     struct http_server *http;
     struct loop_io *sig_io;
     int sig_fd;
@@ -615,7 +615,14 @@ main(int argc, char **argv)
     struct sysinfo si;
     (void)sysinfo(&si);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    (void)snprintf(d.holder, sizeof(d.holder), "abxd-%.64s-%d", hostname_or(""), (int)getpid());
+    /* Names this process of this boot of this host, so that after a crash
+     * the next abxd here may take the GC lease over at once. */
+    r = store_holder_name("abxd", d.holder, sizeof(d.holder));
+    if (r < 0) {
+        log_warn_errno(r, "cannot name this process for the GC lease; a restart waits for the "
+                          "lease to expire");
+        (void)snprintf(d.holder, sizeof(d.holder), "abxd-%.64s-%d", hostname_or(""), (int)getpid());
+    }
     struct api_config ac = {
             .gc_holder = d.holder,
             .gc_lease_ms = GC_LEASE_MS,

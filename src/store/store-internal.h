@@ -38,6 +38,15 @@ struct store_ops {
     int (*rmdir)(struct store *s, const char *ws, const char *path, struct err *err);
     int (*rename)(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
                   struct err *err);
+    /* Takes (or renews) the GC lease until now + lease_ms if it is free,
+     * expired or holder's already; with from, only if from holds it. */
+    int (*lease)(struct store *s, const char *holder, uint64_t lease_ms, const char *from,
+                 bool *ret_held, struct err *err);
+    /* The lease's current holder ("" when none), whether expired or not. */
+    int (*lease_holder)(struct store *s, char *buf, size_t n, struct err *err);
+    /* Frees the lease if holder has it. */
+    int (*lease_release)(struct store *s, const char *holder, struct err *err);
+    /* Collects, having taken the lease with store_lease_take(). */
     int (*gc)(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
               struct err *err);
     int (*check)(struct store *s, struct store_check_report *ret, struct err *err);
@@ -62,3 +71,8 @@ bool store_ws_ok(const char *ws);
 
 /* Wall-clock milliseconds (mtimes, created_ms). */
 uint64_t store_now_ms(void);
+
+/* Takes or renews the GC lease for holder (ops->lease), taking it over from
+ * a holder that store_holder_dead() says is gone. */
+int store_lease_take(struct store *s, const char *holder, uint64_t lease_ms, bool *ret_held,
+                     struct err *err);

@@ -1356,24 +1356,55 @@ pg_rename(struct store *s, const char *ws, const char *from, const char *to, boo
 
 /* --- GC --- */
 
-/* Takes or renews the lease: compare and swap, creating the row if needed. */
+/* Takes or renews the lease: compare and swap, creating the row if needed;
+ * with from, only while from holds it (taking over from a dead holder). */
 static int
-take_lease(struct pg *q, const char *holder, uint64_t lease_ms, bool *ret_held, struct err *err)
+pg_lease(struct store *s, const char *holder, uint64_t lease_ms, const char *from, bool *ret_held,
+         struct err *err)
 {
+    struct pg *q = PG(s);
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, holder);
     p_int(&p, (int64_t)MIN(lease_ms, (uint64_t)INT32_MAX * 1000));
+    if (from)
+        p_text(&p, from);
     int r = run(q, "lease",
-                "INSERT INTO gc_lease AS l (id, holder, expires_ms) VALUES (1, $1, " NOW_MS " + $2)"
-                " ON CONFLICT (id) DO UPDATE SET holder = excluded.holder,"
-                " expires_ms = excluded.expires_ms"
-                " WHERE l.expires_ms < " NOW_MS " OR l.holder = excluded.holder",
+                from ? "UPDATE gc_lease SET holder = $1, expires_ms = " NOW_MS " + $2"
+                       " WHERE id = 1 AND holder = $3"
+                     : "INSERT INTO gc_lease AS l (id, holder, expires_ms)"
+                       " VALUES (1, $1, " NOW_MS " + $2)"
+                       " ON CONFLICT (id) DO UPDATE SET holder = excluded.holder,"
+                       " expires_ms = excluded.expires_ms"
+                       " WHERE l.expires_ms < " NOW_MS " OR l.holder = excluded.holder",
                 &p, &res, err);
     if (r < 0)
         return r;
     *ret_held = affected(res) == 1;
     return 0;
+}
+
+static int
+pg_lease_holder(struct store *s, char *buf, size_t n, struct err *err)
+{
+    _cleanup_res_ PGresult *res = NULL;
+    int r = run(PG(s), "lease", "SELECT holder FROM gc_lease WHERE id = 1", NULL, &res, err);
+    if (r < 0)
+        return r;
+    buf[0] = '\0';
+    if (PQntuples(res) == 1)
+        (void)r_str(res, 0, 0, buf, n);
+    return 0;
+}
+
+static int
+pg_lease_release(struct store *s, const char *holder, struct err *err)
+{
+    struct pgp p = {0};
+    p_text(&p, holder);
+    return run(PG(s), "release the lease",
+               "UPDATE gc_lease SET holder = '', expires_ms = 0 WHERE id = 1 AND holder = $1", &p,
+               NULL, err);
 }
 
 /* Deletes one candidate if it is still garbage: 1 deleted (and its size),
@@ -1413,7 +1444,7 @@ pg_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_st
     struct pg *q = PG(s);
     char after[STORE_HASH_LEN + 1] = "";
     bool held = false;
-    int r = take_lease(q, holder, lease_ms, &held, err);
+    int r = store_lease_take(s, holder, lease_ms, &held, err);
     if (r < 0)
         return r;
     ret->held_lease = held;
@@ -1421,7 +1452,7 @@ pg_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_st
         return 0;
     for (bool first = true;; first = false) {
         /* Still ours? A collection that outlives its lease stops. */
-        if (!first && ((r = take_lease(q, holder, lease_ms, &held, err)) < 0 || !held))
+        if (!first && ((r = pg_lease(s, holder, lease_ms, NULL, &held, err)) < 0 || !held))
             return r < 0 ? r : 0;
         _cleanup_res_ PGresult *res = NULL;
         struct pgp p = {0};
@@ -1732,6 +1763,9 @@ static const struct store_ops pg_ops = {
         .mkdir = pg_mkdir,
         .rmdir = pg_rmdir,
         .rename = pg_rename,
+        .lease = pg_lease,
+        .lease_holder = pg_lease_holder,
+        .lease_release = pg_lease_release,
         .gc = pg_gc,
         .check = pg_check,
 };

@@ -924,32 +924,72 @@ fail:
 /* --- GC --- */
 
 static int
-take_lease(struct sq *q, const char *holder, uint64_t lease_ms, bool *ret_held, struct err *err)
+sq_lease(struct store *s, const char *holder, uint64_t lease_ms, const char *from, bool *ret_held,
+         struct err *err)
 {
+    struct sq *q = SQ(s);
     uint64_t now = store_now_ms();
     _cleanup_stmt_ sqlite3_stmt *ins = NULL;
     int r = prep(q, "INSERT OR IGNORE INTO gc_lease (id, holder, expires_ms) VALUES (1, '', 0)",
                  &ins, err);
     if (r < 0)
         return r;
-    if (sqlite3_step(ins) != SQLITE_DONE)
-        return sq_fail(q, SQLITE_ERROR, err, "lease");
-    /* Compare and swap: free (expired) or already ours. */
+    int rc = sqlite3_step(ins);
+    if (rc != SQLITE_DONE)
+        return sq_fail(q, rc, err, "lease");
+    /* Compare and swap: free (expired) or already ours; or, taking over
+     * from a dead holder, still that holder's. */
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     r = prep(q,
-             "UPDATE gc_lease SET holder = ?1, expires_ms = ?2"
-             " WHERE id = 1 AND (expires_ms < ?3 OR holder = ?1)",
+             from ? "UPDATE gc_lease SET holder = ?1, expires_ms = ?2 WHERE id = 1 AND holder = ?4"
+                  : "UPDATE gc_lease SET holder = ?1, expires_ms = ?2"
+                    " WHERE id = 1 AND (expires_ms < ?3 OR holder = ?1)",
              &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, holder);
-    (void)sqlite3_bind_int64(st, 2, (sqlite3_int64)(now + lease_ms));
-    (void)sqlite3_bind_int64(st, 3, (sqlite3_int64)now);
-    int rc = sqlite3_step(st);
+    (void)sqlite3_bind_int64(st, 2, (sqlite3_int64)(now + MIN(lease_ms, (uint64_t)INT64_MAX / 2)));
+    if (from)
+        bind_text(st, 4, from);
+    else
+        (void)sqlite3_bind_int64(st, 3, (sqlite3_int64)now);
+    rc = sqlite3_step(st);
     if (rc != SQLITE_DONE)
         return sq_fail(q, rc, err, "lease");
     *ret_held = sqlite3_changes(q->db) == 1;
     return 0;
+}
+
+static int
+sq_lease_holder(struct store *s, char *buf, size_t n, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "SELECT holder FROM gc_lease WHERE id = 1", &st, err);
+    if (r < 0)
+        return r;
+    int rc = sqlite3_step(st);
+    buf[0] = '\0';
+    if (rc == SQLITE_ROW) {
+        const char *h = (const char *)sqlite3_column_text(st, 0);
+        (void)snprintf(buf, n, "%s", h ? h : "");
+        return 0;
+    }
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "lease");
+}
+
+static int
+sq_lease_release(struct store *s, const char *holder, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "UPDATE gc_lease SET holder = '', expires_ms = 0 WHERE id = 1 AND holder = ?1",
+                 &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, holder);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "release the lease");
 }
 
 #define GC_BATCH 256
@@ -1081,7 +1121,7 @@ sq_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_st
 {
     struct sq *q = SQ(s);
     bool held = false, more = true;
-    int r = take_lease(q, holder, lease_ms, &held, err);
+    int r = store_lease_take(s, holder, lease_ms, &held, err);
     if (r < 0)
         return r;
     ret->held_lease = held;
@@ -1324,6 +1364,9 @@ static const struct store_ops sqlite_ops = {
         .mkdir = sq_mkdir,
         .rmdir = sq_rmdir,
         .rename = sq_rename,
+        .lease = sq_lease,
+        .lease_holder = sq_lease_holder,
+        .lease_release = sq_lease_release,
         .gc = sq_gc,
         .check = sq_check,
 };

@@ -21,8 +21,10 @@
  * all-or-nothing: a failed or interrupted one leaves the previous content.
  *
  * GC deletes blobs no file references, under a one-row lease (compare and
- * swap with expiry) so one process collects per window, and never a blob a
- * write in flight is about to reference (writes pin their blob first).
+ * swap with expiry) so one process collects at a time, and never a blob a
+ * write in flight is about to reference (writes pin their blob first). A
+ * run releases the lease when it ends; a lease whose holder is a dead
+ * process of this host may be taken over at once (store_holder_name()).
  *
  * Functions return 0 (or a count) or -errno and fill err; -ESTALE means an
  * If-Match precondition failed. None log. A store handle is used by one
@@ -153,9 +155,26 @@ struct store_gc_stats {
 };
 
 /* Deletes unreferenced blobs if this holder can take the lease for
- * lease_ms. */
+ * lease_ms: it is free, expired, already this holder's, or its holder is a
+ * dead process of this host (store_holder_dead()). The lease is released
+ * when the run ends. */
 int store_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
              struct err *err);
+/* Gives the lease up if holder has it (at shutdown). */
+int store_gc_release(struct store *s, const char *holder, struct err *err);
+
+/* This process's name as a lease holder:
+ * "<prefix>-<host>-<pid>-<start>-<boot>", where start is the process's start
+ * time in clock ticks since boot (/proc/<pid>/stat) and boot the host's
+ * boot id without dashes (/proc/sys/kernel/random/boot_id). Together they
+ * name one process of one boot of one host, even after its pid is reused.
+ * -ENAMETOOLONG when n is too small. */
+#define STORE_HOLDER_MAX 200 /* bytes of a holder name */
+int store_holder_name(const char *prefix, char *buf, size_t n);
+/* Whether holder, in that form, names a process of this host (same host
+ * name) that is gone: another boot, no such pid, or a pid that started at
+ * another time. Any other name (another host, another form) is not. */
+bool store_holder_dead(const char *holder);
 
 struct store_check_report {
     uint64_t files, blobs;

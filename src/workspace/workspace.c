@@ -905,6 +905,9 @@ workspaces_free(struct workspaces *w)
     }
     for (unsigned i = 0; i < w->nhandles; i++)
         store_close(w->handles[i]);
+    /* No GC runs now (the workers are done): let the next collector in. */
+    if (w->loop_store)
+        (void)store_gc_release(w->loop_store, w->holder, NULL);
     store_close(w->loop_store);
     hashmap_free(w->map);
     free(w->handles);

@@ -1,4 +1,6 @@
 // store-faults.test.mjs - the store's own faults, through a real abxd:
+//   - the GC lease after a restart (clean, kill -9, a dead holder's lease
+//     left behind): the new abxd collects at once;
 //   - one store directory, two abxd: the second refuses to start.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
@@ -129,6 +131,67 @@ function sweepOrder(blobs) {
   }
   return out;
 }
+
+const backends = [{ kind: 'sqlite' }];
+if (pgUrl || pgRequired) backends.push({ kind: 'postgres' });
+
+// Fields of /proc/<pid>/stat after the command name; [19] is the start time.
+function startTime(pid) {
+  const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return st.slice(st.lastIndexOf(')') + 2).split(' ')[19];
+}
+
+function holderOf(pid) {
+  const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim().replace(/-/g, '');
+  return `abxd-${hostname()}-${pid}-${startTime(pid)}-${boot}`;
+}
+
+for (const backend of backends)
+  describe(`store: the GC lease after a restart (${backend.kind})`, { skip }, () => {
+    test('a restarted abxd collects at once: clean stop, kill -9, a dead holder left behind', { timeout: 180000 }, async () => {
+      if (backend.kind === 'postgres') assert.ok(pgUrl, 'ABX_TEST_PG_REQUIRED=1 but no ABX_TEST_PG_URL');
+      const storeUrl = backend.kind === 'postgres' ? freshPgDatabase() : undefined;
+      const stateDir = mkdtempSync(join(tmpdir(), 'abx-lease-'));
+      const env = { ABX_POOL: '0' };
+      if (storeUrl) env.ABX_STORE = storeUrl;
+      const setLease = (holder, expiresMs) => {
+        if (storeUrl)
+          psql(storeUrl, `UPDATE gc_lease SET holder = '${holder}', expires_ms = ${expiresMs} WHERE id = 1`);
+        else
+          sqlite(join(stateDir, 'store'), 'INSERT OR REPLACE INTO gc_lease (id, holder, expires_ms) VALUES (1, ?, ?)', [
+            holder,
+            expiresMs,
+          ]);
+      };
+      let d = await startAbxd({ stateDir, env });
+      try {
+        assert.equal((await gc(d)).held_lease, true, 'first run');
+        await d.stop({ keepState: true });
+        d = await startAbxd({ stateDir, env });
+        assert.equal((await gc(d)).held_lease, true, 'after a clean restart');
+        d.proc.kill('SIGKILL');
+        await d.exited;
+        d = await startAbxd({ stateDir, env });
+        assert.equal((await gc(d)).held_lease, true, 'after kill -9');
+        // A live holder on this host keeps its lease ...
+        setLease(holderOf(process.pid), Date.now() + 10 * 60 * 1000);
+        assert.equal((await gc(d)).held_lease, false, 'a live holder lost its lease');
+        // ... one that died holding it (kill -9 during a GC) does not.
+        const pid = d.proc.pid;
+        const dead = holderOf(pid);
+        d.proc.kill('SIGKILL');
+        await d.exited;
+        setLease(dead, Date.now() + 10 * 60 * 1000);
+        d = await startAbxd({ stateDir, env });
+        assert.equal((await gc(d)).held_lease, true, `after kill -9 of holder ${dead}`);
+        assert.equal((await gc(d)).held_lease, true, 'the lease is given back after each run');
+      } finally {
+        await d.stop({ keepState: true }).catch(() => {});
+        rmSync(stateDir, { recursive: true, force: true });
+        if (storeUrl) psql(pgUrl, `DROP DATABASE ${new URL(storeUrl).pathname.slice(1)} WITH (FORCE)`);
+      }
+    });
+  });
 
 describe('store: one SQLite store, one abxd', { skip }, () => {
   test('a second abxd with another state directory on the same store refuses to start', { timeout: 120000 }, async () => {

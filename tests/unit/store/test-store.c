@@ -24,10 +24,12 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "store/store-internal.h"
 #include "store/store.h"
 #include "util/fd.h"
 #include "util/path.h"
 #include "util/rand.h"
+#include "util/timeutil.h"
 
 struct fixture {
     char dir[256];
@@ -444,13 +446,33 @@ test_gc(void **state)
     char *got = get(f->s, f->ws, "g/kept");
     assert_string_equal(got, "kept content");
     free(got);
-    /* Another holder cannot collect while the lease runs. */
+    /* A run gives the lease up when it ends: the next collector need not
+     * wait for it to expire. */
+    assert_int_equal(store_gc(f->s, "other-holder", 60000, &st, &err), 0);
+    assert_true(st.held_lease);
+    /* While a holder has it, another cannot collect; the holder can. */
+    bool held = false;
+    assert_int_equal(store_lease_take(f->s, "test-holder", 60000, &held, &err), 0);
+    assert_true(held);
     assert_int_equal(store_gc(f->s, "other-holder", 60000, &st, &err), 0);
     assert_false(st.held_lease);
-    assert_int_equal(store_gc(f->s, "test-holder", 1, &st, &err), 0);
+    assert_int_equal(store_gc(f->s, "test-holder", 60000, &st, &err), 0);
     assert_true(st.held_lease);
+    assert_int_equal(store_gc(f->s, "other-holder", 60000, &st, &err), 0);
+    assert_true(st.held_lease);
+    /* An expired lease is free; store_gc_release() frees one at once. */
+    assert_int_equal(store_lease_take(f->s, "test-holder", 1, &held, &err), 0);
+    assert_true(held);
     usleep(5000); /* the 1 ms lease expires */
     assert_int_equal(store_gc(f->s, "other-holder", 1, &st, &err), 0);
+    assert_true(st.held_lease);
+    assert_int_equal(store_lease_take(f->s, "test-holder", 60000, &held, &err), 0);
+    assert_true(held);
+    assert_int_equal(store_gc_release(f->s, "other-holder", &err), 0); /* not its to give */
+    assert_int_equal(store_gc(f->s, "other-holder", 60000, &st, &err), 0);
+    assert_false(st.held_lease);
+    assert_int_equal(store_gc_release(f->s, "test-holder", &err), 0);
+    assert_int_equal(store_gc(f->s, "other-holder", 60000, &st, &err), 0);
     assert_true(st.held_lease);
     /* Writing the same content again after its blob was collected works. */
     assert_int_equal(put(f->s, f->ws, "g/again", unique, NULL, &e), 0);
@@ -1450,6 +1472,117 @@ test_store_lock(void **state)
     free(got);
 }
 
+/* --- the lease's holders --- */
+
+/* Sets the lease row behind the store's back. */
+static void
+plant_lease(struct fixture *f, const char *holder, uint64_t expires_ms)
+{
+    char exp[32];
+    (void)snprintf(exp, sizeof(exp), "%llu", (unsigned long long)expires_ms);
+    const char *params[] = {holder, exp};
+    raw_sql(f, "INSERT OR REPLACE INTO gc_lease (id, holder, expires_ms) VALUES (1, ?1, ?2)",
+            "INSERT INTO gc_lease (id, holder, expires_ms) VALUES (1, $1, $2::bigint)"
+            " ON CONFLICT (id) DO UPDATE SET holder = excluded.holder,"
+            " expires_ms = excluded.expires_ms",
+            2, params);
+}
+
+/* A child process's holder name; the child waits for a byte on *ret_go
+ * (or its closing) before it exits. */
+static pid_t
+child_holder(char *name, size_t n, int *ret_go)
+{
+    int p[2], go[2];
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char b[STORE_HOLDER_MAX + 1], c;
+        close(p[0]);
+        close(go[1]);
+        if (store_holder_name("abxd", b, sizeof(b)) < 0)
+            _exit(1);
+        (void)write_full(p[1], b, strlen(b));
+        close(p[1]);
+        _exit(read(go[0], &c, 1) < 0 ? 2 : 0);
+    }
+    close(p[1]);
+    close(go[0]);
+    ssize_t k = read_full(p[0], name, n - 1);
+    assert_true(k > 0);
+    name[k] = '\0';
+    close(p[0]);
+    *ret_go = go[1];
+    return pid;
+}
+
+static void
+test_lease_holders(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_gc_stats st;
+    char me[STORE_HOLDER_MAX + 1], kid[STORE_HOLDER_MAX + 1], other[STORE_HOLDER_MAX + 64];
+    char host[65] = "", boot[40];
+    uint64_t later = wall_msec() + 10 * 60 * 1000;
+    int go;
+
+    assert_int_equal(store_holder_name("abxd", me, sizeof(me)), 0);
+    assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+    /* "abxd-<host>-<pid>-<start>-<boot>" */
+    char head[128];
+    (void)snprintf(head, sizeof(head), "abxd-%s-%ld-", host, (long)getpid());
+    assert_int_equal(strncmp(me, head, strlen(head)), 0);
+    const char *tail = strrchr(me, '-');
+    assert_int_equal(strlen(tail + 1), 32);
+    (void)snprintf(boot, sizeof(boot), "%s", tail + 1);
+    assert_false(store_holder_dead(me));
+    assert_int_equal(store_holder_name("abxd", me, 20), -ENAMETOOLONG);
+    assert_int_equal(store_holder_name("abxd", me, sizeof(me)), 0);
+
+    /* A live process of this host keeps its lease. */
+    pid_t pid = child_holder(kid, sizeof(kid), &go);
+    assert_false(store_holder_dead(kid));
+    plant_lease(f, kid, later);
+    assert_int_equal(store_gc(f->s, me, 60000, &st, &err), 0);
+    assert_false(st.held_lease);
+    /* Once it is gone, the lease is ours at once. */
+    close(go);
+    assert_int_equal(wait_child(pid), 0);
+    assert_true(store_holder_dead(kid));
+    assert_int_equal(store_gc(f->s, me, 60000, &st, &err), 0);
+    assert_true(st.held_lease);
+
+    /* A pid that lives but started at another time was reused. */
+    (void)snprintf(other, sizeof(other), "abxd-%s-%ld-1-%s", host, (long)getpid(), boot);
+    assert_true(store_holder_dead(other));
+    plant_lease(f, other, later);
+    assert_int_equal(store_gc(f->s, me, 60000, &st, &err), 0);
+    assert_true(st.held_lease);
+    /* Another boot of this host: everything of the old one is gone. */
+    (void)snprintf(other, sizeof(other), "%.*s%s", (int)(tail + 1 - me), me,
+                   "0123456789abcdef0123456789abcdef");
+    assert_true(store_holder_dead(other) ==
+                (strcmp(boot, "0123456789abcdef0123456789abcdef") != 0));
+    /* Other hosts, and names of another form, are never taken for dead. */
+    const char *alive[] = {
+            "test-holder",
+            "abxd-some-other-host-1-1-0123456789abcdef0123456789abcdef",
+            "abxd--1-1-x",
+            "",
+    };
+    for (size_t i = 0; i < sizeof(alive) / sizeof(alive[0]); i++)
+        assert_false(store_holder_dead(alive[i]));
+    (void)snprintf(other, sizeof(other), "abxd-x%s-999999999-1-%s", host, boot);
+    assert_false(store_holder_dead(other)); /* a longer host name ending in ours */
+    plant_lease(f, "abxd-some-other-host-1-1-0123456789abcdef0123456789abcdef", later);
+    assert_int_equal(store_gc(f->s, me, 60000, &st, &err), 0);
+    assert_false(st.held_lease);
+    plant_lease(f, "", 0);
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_workspaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_list_and_delete, setup, teardown),
@@ -1476,6 +1609,7 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_concurrent_first_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_holders, setup, teardown),
 };
 
 int
