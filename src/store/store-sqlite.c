@@ -9,11 +9,13 @@
  *
  * A write stages and fsyncs its data, pins the hash (so GC leaves the blob
  * alone), then in one BEGIN IMMEDIATE transaction links the staging file
- * into blobs/ if the blob's file is missing (fsyncing the directory),
- * upserts the rows and drops the pin; COMMIT is durable (synchronous=FULL).
- * GC deletes unreferenced, unpinned blobs' rows and files inside one BEGIN
- * IMMEDIATE transaction too, so a writer and the collector never
- * interleave on one blob.
+ * into blobs/ unless the blob has a row and a file (replacing a file that
+ * has no row, see blob_place()), fsyncs the directory, upserts the rows and
+ * drops the pin; COMMIT is durable (synchronous=FULL). GC deletes
+ * unreferenced, unpinned blobs' rows in one BEGIN IMMEDIATE transaction,
+ * then their files, and blob files without rows, in others: every "this
+ * file has no row, so it goes" is decided under the write lock, so a
+ * writer and the collector never interleave on one blob.
  *
  * One process at a time: the directory's "lock" file is locked (flock)
  * while any handle of this process has the store open, and holds that
@@ -323,17 +325,42 @@ blob_open(struct sq *q, const char *hash, struct err *err)
     return fd;
 }
 
-/* Links staged data in as the blob, durable on return. */
+/*
+ * Links the staged data in as the blob, durable on return. Called under
+ * the write lock by a writer that found no usable file for hash. If a file
+ * of that name exists all the same, it has no row (a crash between placing
+ * a blob and committing its row, or between GC's steps, left it): nobody
+ * ever checked its bytes, and adopting them would acknowledge a write
+ * whose content may be anything. Our own staged data (hashed as it came
+ * in, fsynced) replaces it instead: linked to "<hash>.tmp" and renamed
+ * over it, so the name never goes missing. A crash anywhere in between
+ * leaves the old file or ours under the name, maybe a temporary (GC
+ * deletes it), and no row: the write was not acknowledged.
+ */
 static int
 blob_place(struct sq *q, int fd, const char *hash, struct err *err)
 {
-    char proc[64];
+    char proc[64], tmp[STORE_HASH_LEN + 5];
     _cleanup_close_ int d = blob_dir(q, hash, true, err);
     if (d < 0)
         return d;
     (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, proc, d, hash, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
-        return err_setx(err, errno == ENOSPC ? ENOSPC : errno, "cannot store blob %.16s...", hash);
+    if (linkat(AT_FDCWD, proc, d, hash, AT_SYMLINK_FOLLOW) < 0) {
+        if (errno != EEXIST)
+            return err_setx(err, errno == ENOSPC ? ENOSPC : errno, "cannot store blob %.16s...",
+                            hash);
+        (void)snprintf(tmp, sizeof(tmp), "%s.tmp", hash);
+        if (unlinkat(d, tmp, 0) < 0 && errno != ENOENT)
+            return err_setx(err, errno, "cannot remove '%.16s....tmp'", hash);
+        if (linkat(AT_FDCWD, proc, d, tmp, AT_SYMLINK_FOLLOW) < 0)
+            return err_setx(err, errno == ENOSPC ? ENOSPC : errno, "cannot store blob %.16s...",
+                            hash);
+        if (renameat(d, tmp, d, hash) < 0) {
+            int r = err_setx(err, errno, "cannot store blob %.16s...", hash);
+            (void)unlinkat(d, tmp, 0);
+            return r;
+        }
+    }
     if (fsync(d) < 0)
         return err_setx(err, errno, "cannot sync the blob directory");
     return 0;
@@ -507,9 +534,9 @@ ensure_blob(struct sq *q, int fd, const char *hash, uint64_t size, struct err *e
         return sq_fail(q, rc, err, "lookup blob");
     bool have_row = rc == SQLITE_ROW;
     if (have_row) {
-        /* The row is not proof of the file: a crash inside a GC
-         * transaction can bring back a row whose file was unlinked. We hold
-         * the write lock, so what we see now stays true until commit. */
+        /* The row is not proof of the file (a file deleted by hand, a
+         * store restored from an incomplete backup). We hold the write
+         * lock, so what we see now stays true until commit. */
         _cleanup_close_ int d = blob_dir(q, hash, false, NULL);
         if (d >= 0 && faccessat(d, hash, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
             return 0;
@@ -994,12 +1021,106 @@ sq_lease_release(struct store *s, const char *holder, struct err *err)
 
 #define GC_BATCH 256
 
+/* A name in blobs/ab/: a blob ("<hash>"), or a writer's temporary
+ * ("<hash>.tmp", see blob_place()). 0 for anything else. */
+enum { NAME_OTHER, NAME_BLOB, NAME_TMP };
+
+static bool
+is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+static int
+blob_name_kind(const char *name)
+{
+    size_t n = strlen(name);
+    if (n != STORE_HASH_LEN && !(n == STORE_HASH_LEN + 4 && !strcmp(name + STORE_HASH_LEN, ".tmp")))
+        return NAME_OTHER;
+    for (size_t i = 0; i < STORE_HASH_LEN; i++)
+        if (!is_hex(name[i]))
+            return NAME_OTHER;
+    return n == STORE_HASH_LEN ? NAME_BLOB : NAME_TMP;
+}
+
+struct sweep_item {
+    char name[STORE_HASH_LEN + 5];
+};
+
+/*
+ * Deletes the files among names that have no blobs row, inside one BEGIN
+ * IMMEDIATE transaction. Deciding "no row" and unlinking must not be split
+ * by a writer: a writer decides "no row, so I place the file and insert
+ * the row" under the same lock, so with the lock held here a file without
+ * a row is one nobody is writing, and a writer that comes after sees no
+ * file. (Checking outside the lock, a writer's uncommitted row is
+ * invisible and its freshly placed file gets deleted under it.)
+ *
+ * min_age_ms: files changed more recently are kept (0 = any age). A
+ * writer's temporary ("<hash>.tmp") only exists inside the writer's own
+ * transaction, so one seen under the lock was left by a crash: it goes
+ * whatever its age. count: whether a deleted blob counts in blobs_deleted
+ * (orphans do; blobs whose rows this GC just deleted were counted then).
+ */
+static int
+unlink_unreferenced(struct sq *q, const struct sweep_item *items, int n, uint64_t min_age_ms,
+                    bool count, struct store_gc_stats *st_out, struct err *err)
+{
+    _cleanup_stmt_ sqlite3_stmt *sel = NULL;
+    uint64_t now = store_now_ms();
+    int r = begin(q, err);
+    if (r < 0)
+        return r;
+    r = prep(q, "SELECT 1 FROM blobs WHERE hash = ?1", &sel, err);
+    if (r < 0)
+        goto fail;
+    for (int i = 0; i < n; i++) {
+        const char *name = items[i].name;
+        int kind = blob_name_kind(name);
+        struct stat sb;
+        _cleanup_close_ int d = blob_dir(q, name, false, NULL);
+        if (d < 0 || kind == NAME_OTHER || fstatat(d, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(sb.st_mode))
+            continue;
+        if (kind == NAME_BLOB) {
+            uint64_t mtime =
+                    (uint64_t)sb.st_mtim.tv_sec * 1000u + (uint64_t)sb.st_mtim.tv_nsec / 1000000u;
+            if (min_age_ms && (mtime > now || now - mtime < min_age_ms))
+                continue;
+            char hash[STORE_HASH_LEN + 1];
+            memcpy(hash, name, STORE_HASH_LEN);
+            hash[STORE_HASH_LEN] = '\0';
+            (void)sqlite3_reset(sel);
+            bind_text(sel, 1, hash);
+            int rc = sqlite3_step(sel);
+            if (rc == SQLITE_ROW)
+                continue; /* referenced again (a writer stored it meanwhile) */
+            if (rc != SQLITE_DONE) {
+                r = sq_fail(q, rc, err, "gc lookup");
+                goto fail;
+            }
+        }
+        if (unlinkat(d, name, 0) < 0)
+            continue;
+        st_out->bytes_freed += (uint64_t)sb.st_size;
+        if (kind == NAME_BLOB && count)
+            st_out->blobs_deleted++;
+    }
+    (void)sqlite3_reset(sel);
+    return commit(q, err);
+fail:
+    rollback(q);
+    return r;
+}
+
 static int
 gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err *err)
 {
     uint64_t now = store_now_ms();
-    char hashes[GC_BATCH][STORE_HASH_LEN + 1];
+    _cleanup_free_ struct sweep_item *items = calloc(GC_BATCH, sizeof(*items));
     int n = 0;
+    if (!items)
+        return err_set(err, ENOMEM, "store: out of memory");
     int r = begin(q, err);
     if (r < 0)
         return r;
@@ -1020,32 +1141,24 @@ gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err
         while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < GC_BATCH) {
             const char *h = (const char *)sqlite3_column_text(st, 0);
             if (h && strlen(h) == STORE_HASH_LEN)
-                memcpy(hashes[n++], h, STORE_HASH_LEN + 1);
+                memcpy(items[n++].name, h, STORE_HASH_LEN + 1);
         }
         if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
             r = sq_fail(q, rc, err, "gc scan");
             goto fail;
         }
     }
-    /* We hold the write lock: nobody can reference these meanwhile, and no
-     * writer can look for the file until we commit, so files go before the
-     * commit. A crash in between brings rows back without files; writers
-     * check for the file (see ensure_blob) and a later run deletes them. */
     for (int i = 0; i < n; i++) {
         _cleanup_stmt_ sqlite3_stmt *del = NULL;
         r = prep(q, "DELETE FROM blobs WHERE hash = ?1", &del, err);
         if (r < 0)
             goto fail;
-        bind_text(del, 1, hashes[i]);
-        if (sqlite3_step(del) != SQLITE_DONE) {
-            r = sq_fail(q, SQLITE_ERROR, err, "gc delete");
+        bind_text(del, 1, items[i].name);
+        int rc = sqlite3_step(del);
+        if (rc != SQLITE_DONE) {
+            r = sq_fail(q, rc, err, "gc delete");
             goto fail;
         }
-        _cleanup_close_ int d = blob_dir(q, hashes[i], false, NULL);
-        struct stat sb;
-        if (d >= 0 && fstatat(d, hashes[i], &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-            unlinkat(d, hashes[i], 0) == 0)
-            st_out->bytes_freed += (uint64_t)sb.st_size;
         st_out->blobs_deleted++;
     }
     {
@@ -1061,28 +1174,43 @@ gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err
         goto fail;
     st_out->blobs_seen += (uint64_t)n;
     *ret_more = n == GC_BATCH;
-    return 0;
+    if (n == 0)
+        return 0;
+    /* Rows first, files after: a crash in between leaves files without
+     * rows (orphans, which a later sweep deletes), never a row without its
+     * file. The files go under the write lock again, and only if no writer
+     * stored the same content meanwhile. */
+    return unlink_unreferenced(q, items, n, 0, false, st_out, err);
 fail:
     rollback(q);
     return r;
 }
 
 /* Blob files with no row (a crash between placing a blob and committing
- * its row) are deleted once they are old enough that no write can still be
- * on its way to them. */
+ * its row, or between GC's two steps) and writers' temporaries left by a
+ * crash, GC_BATCH at a time (see unlink_unreferenced()). A blob file
+ * changed within STORE_ORPHAN_MS is left for a later run. */
 static int
 gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
 {
+    _cleanup_free_ struct sweep_item *items = calloc(GC_BATCH, sizeof(*items));
     uint64_t now = store_now_ms();
-    int dfd = fcntl(q->blobs_fd, F_DUPFD_CLOEXEC, 3);
+    int n = 0, r = 0;
+
+    if (!items)
+        return err_set(err, ENOMEM, "store: out of memory");
+    /* A directory stream of its own every time: a dup of blobs_fd would
+     * share blobs_fd's file offset, left at the end by the first sweep. */
+    int dfd = openat(q->blobs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *top = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!top) {
+        r = err_setx(err, errno, "cannot scan the blob directory");
         safe_close(dfd);
-        return err_setx(err, errno, "cannot scan the blob directory");
+        return r;
     }
     struct dirent *de;
-    while ((de = readdir(top))) {
-        if (strlen(de->d_name) != 2)
+    while (r >= 0 && (de = readdir(top))) {
+        if (strlen(de->d_name) != 2 || !is_hex(de->d_name[0]) || !is_hex(de->d_name[1]))
             continue;
         int sfd = openat(q->blobs_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *sub = sfd >= 0 ? fdopendir(sfd) : NULL;
@@ -1091,28 +1219,32 @@ gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
             continue;
         }
         struct dirent *b;
-        while ((b = readdir(sub))) {
-            if (strlen(b->d_name) != STORE_HASH_LEN)
+        while (r >= 0 && (b = readdir(sub))) {
+            int kind = blob_name_kind(b->d_name);
+            if (kind == NAME_OTHER || memcmp(b->d_name, de->d_name, 2) != 0)
                 continue;
             struct stat sb;
-            if (fstatat(sfd, b->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
-                continue;
-            uint64_t age = now - ((uint64_t)sb.st_mtim.tv_sec * 1000u);
-            if (age < STORE_ORPHAN_MS)
-                continue;
-            _cleanup_stmt_ sqlite3_stmt *q1 = NULL;
-            if (prep(q, "SELECT 1 FROM blobs WHERE hash = ?1", &q1, NULL) < 0)
-                continue;
-            bind_text(q1, 1, b->d_name);
-            if (sqlite3_step(q1) == SQLITE_DONE && unlinkat(sfd, b->d_name, 0) == 0) {
-                st->blobs_deleted++;
-                st->bytes_freed += (uint64_t)sb.st_size;
+            /* A first look without the lock keeps young files from costing
+             * a transaction; the decision is made under it. */
+            if (kind == NAME_BLOB) {
+                if (fstatat(dirfd(sub), b->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+                    continue;
+                uint64_t mtime = (uint64_t)sb.st_mtim.tv_sec * 1000u;
+                if (mtime > now || now - mtime < STORE_ORPHAN_MS)
+                    continue;
+            }
+            memcpy(items[n++].name, b->d_name, strlen(b->d_name) + 1);
+            if (n == GC_BATCH) {
+                r = unlink_unreferenced(q, items, n, STORE_ORPHAN_MS, true, st, err);
+                n = 0;
             }
         }
         closedir(sub);
     }
     closedir(top);
-    return 0;
+    if (r >= 0 && n > 0)
+        r = unlink_unreferenced(q, items, n, STORE_ORPHAN_MS, true, st, err);
+    return r;
 }
 
 static int

@@ -1472,6 +1472,410 @@ test_store_lock(void **state)
     free(got);
 }
 
+/* --- the orphan sweep (SQLite) --- */
+
+static void
+blob_path(struct fixture *f, const char *name, char *out, size_t n)
+{
+    (void)snprintf(out, n, "%s/blobs/%.2s/%s", f->where, name, name);
+}
+
+static void
+hash_of(const void *data, size_t n, char hash[STORE_HASH_LEN + 1])
+{
+    int fd = mkfile(data, n);
+    assert_int_equal(store_hash_fd(fd, hash, NULL), 0);
+    close(fd);
+}
+
+/* Puts a file named name into blobs/ behind the store's back, as a crash
+ * between placing a blob and committing its row leaves one, changed
+ * age_ms ago. */
+static void
+plant_blob_file(struct fixture *f, const char *name, const void *data, size_t n, uint64_t age_ms)
+{
+    char path[700], dir[700];
+    (void)snprintf(dir, sizeof(dir), "%s/blobs/%.2s", f->where, name);
+    (void)mkdir(dir, 0755);
+    blob_path(f, name, path, sizeof(path));
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+    assert_true(fd >= 0);
+    assert_int_equal(write_full(fd, data, n), 0);
+    uint64_t t = wall_msec() - age_ms;
+    struct timespec ts[2] = {{(time_t)(t / 1000), (long)(t % 1000) * 1000000},
+                             {(time_t)(t / 1000), (long)(t % 1000) * 1000000}};
+    assert_int_equal(futimens(fd, ts), 0);
+    close(fd);
+}
+
+static bool
+blob_file_exists(struct fixture *f, const char *name)
+{
+    char path[700];
+    blob_path(f, name, path, sizeof(path));
+    return access(path, F_OK) == 0;
+}
+
+#define TWO_HOURS_MS (2 * 3600 * 1000ull)
+
+/* Every sweep on a handle sees the whole directory, not only the first. */
+static void
+test_orphan_sweep_repeats(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_gc_stats st;
+    struct store_entry e;
+    char a[STORE_HASH_LEN + 1], b[STORE_HASH_LEN + 1], young[STORE_HASH_LEN + 1];
+    char used[STORE_HASH_LEN + 1], tmp[STORE_HASH_LEN + 5], ca[80], cb[80], cy[80];
+
+    if (!strcmp(backend, "postgres"))
+        skip(); /* no blob files */
+    (void)snprintf(ca, sizeof(ca), "orphan a of %s", f->ws);
+    (void)snprintf(cb, sizeof(cb), "orphan b of %s", f->ws);
+    (void)snprintf(cy, sizeof(cy), "young orphan of %s", f->ws);
+    hash_of(ca, strlen(ca), a);
+    hash_of(cb, strlen(cb), b);
+    hash_of(cy, strlen(cy), young);
+    assert_int_equal(put(f->s, f->ws, "sweep/used", "in use, and old", NULL, &e), 0);
+    memcpy(used, e.hash, sizeof(used));
+
+    plant_blob_file(f, a, ca, strlen(ca), TWO_HOURS_MS);
+    plant_blob_file(f, young, cy, strlen(cy), 0);
+    plant_blob_file(f, used, "in use, and old", 15, TWO_HOURS_MS); /* ages the live blob */
+    assert_int_equal(store_gc(f->s, "test-holder", 60000, &st, &err), 0);
+    assert_true(st.held_lease);
+    assert_false(blob_file_exists(f, a));
+    assert_true(blob_file_exists(f, young)); /* a write may still be on its way */
+    assert_true(blob_file_exists(f, used));
+
+    /* The second sweep on the same handle finds the next orphan, and a
+     * writer's temporary left by a crash. */
+    plant_blob_file(f, b, cb, strlen(cb), TWO_HOURS_MS);
+    (void)snprintf(tmp, sizeof(tmp), "%s.tmp", b);
+    plant_blob_file(f, tmp, cb, strlen(cb), 0);
+    assert_int_equal(store_gc(f->s, "test-holder", 60000, &st, &err), 0);
+    assert_true(st.held_lease);
+    assert_false(blob_file_exists(f, b));
+    assert_false(blob_file_exists(f, tmp));
+    assert_true(blob_file_exists(f, young));
+    char *got = get(f->s, f->ws, "sweep/used");
+    assert_string_equal(got, "in use, and old");
+    free(got);
+}
+
+/* A file named like the blob but without a row holds bytes nobody
+ * checked: a write of that content puts its own bytes in place. */
+static void
+test_writer_replaces_orphan(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_check_report rep;
+    char content[80], h[STORE_HASH_LEN + 1], tmp[STORE_HASH_LEN + 5];
+
+    if (!strcmp(backend, "postgres"))
+        skip(); /* no blob files */
+    (void)snprintf(content, sizeof(content), "the real content for %s", f->ws);
+    hash_of(content, strlen(content), h);
+    /* What a crash may leave: a damaged file under the name, and a
+     * temporary of an earlier writer. */
+    plant_blob_file(f, h, "garbage of the same length....", 30, TWO_HOURS_MS);
+    (void)snprintf(tmp, sizeof(tmp), "%s.tmp", h);
+    plant_blob_file(f, tmp, "older temporary", 15, 0);
+    assert_int_equal(put(f->s, f->ws, "adopt/x", content, NULL, &e), 0);
+    assert_string_equal(e.hash, h);
+    char *got = get(f->s, f->ws, "adopt/x");
+    assert_non_null(got);
+    assert_string_equal(got, content);
+    free(got);
+    assert_false(blob_file_exists(f, tmp));
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    assert_int_equal(rep.missing_blobs + rep.corrupt_blobs + rep.orphan_entries, 0);
+}
+
+/*
+ * The race of issue 10 item 1, played deterministically: the orphan sweep
+ * has decided an old orphan has no row and is about to unlink it when a
+ * writer of the same content finds no row and stores the blob. The binary
+ * is linked with --wrap=linkat,--wrap=unlinkat (meson.build): the store's
+ * calls come through here, and an armed trap pauses the sweep at its
+ * unlinkat() of the orphan until the writer's linkat() of that name (or a
+ * second), then the writer until the sweep is over (or a second).
+ */
+int __real_linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags);
+int __real_unlinkat(int dirfd, const char *path, int flags);
+int __wrap_linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags);
+int __wrap_unlinkat(int dirfd, const char *path, int flags);
+
+enum trap_state { TRAP_OFF, TRAP_ARMED, TRAP_GC_PAUSED, TRAP_WRITER_IN, TRAP_GC_DONE };
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    enum trap_state state;
+    char name[STORE_HASH_LEN + 1];
+} trap = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, TRAP_OFF, ""};
+
+static void
+trap_set(enum trap_state s)
+{
+    pthread_mutex_lock(&trap.mu);
+    trap.state = s;
+    pthread_cond_broadcast(&trap.cv);
+    pthread_mutex_unlock(&trap.mu);
+}
+
+/* Moves the trap from one state to the next if path is its name. */
+static bool
+trap_take(const char *path, enum trap_state from, enum trap_state to)
+{
+    bool hit;
+    pthread_mutex_lock(&trap.mu);
+    hit = trap.state == from && path && !strcmp(path, trap.name);
+    if (hit) {
+        trap.state = to;
+        pthread_cond_broadcast(&trap.cv);
+    }
+    pthread_mutex_unlock(&trap.mu);
+    return hit;
+}
+
+static bool
+trap_wait(enum trap_state want, int ms)
+{
+    struct timespec dl;
+    bool ok;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += ms / 1000;
+    dl.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (dl.tv_nsec >= 1000000000) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&trap.mu);
+    while (trap.state < want && pthread_cond_timedwait(&trap.cv, &trap.mu, &dl) == 0) {
+    }
+    ok = trap.state >= want;
+    pthread_mutex_unlock(&trap.mu);
+    return ok;
+}
+
+int
+__wrap_unlinkat(int dirfd, const char *path, int flags)
+{
+    if (trap_take(path, TRAP_ARMED, TRAP_GC_PAUSED))
+        (void)trap_wait(TRAP_WRITER_IN, 1000);
+    return __real_unlinkat(dirfd, path, flags);
+}
+
+int
+__wrap_linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags)
+{
+    int r = __real_linkat(olddirfd, oldpath, newdirfd, newpath, flags);
+    int e = errno;
+    if (trap_take(newpath, TRAP_GC_PAUSED, TRAP_WRITER_IN))
+        (void)trap_wait(TRAP_GC_DONE, 1000);
+    errno = e;
+    return r;
+}
+
+struct gc_job {
+    struct store *s;
+    int r;
+    struct store_gc_stats st;
+    char msg[ERR_MSG_MAX];
+};
+
+static void *
+gc_job_run(void *ud)
+{
+    struct gc_job *g = ud;
+    struct err e2 = {0};
+    g->r = store_gc(g->s, "test-holder", 60000, &g->st, &e2);
+    (void)snprintf(g->msg, sizeof(g->msg), "%s", e2.msg);
+    trap_set(TRAP_GC_DONE);
+    return NULL;
+}
+
+static void
+test_gc_sweep_vs_identical_write(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_check_report rep;
+    struct store *s2;
+    char content[80], h[STORE_HASH_LEN + 1];
+    pthread_t th;
+
+    if (!strcmp(backend, "postgres"))
+        skip(); /* no blob files; test_gc_waits_for_writer and test_writer_outlives_gc */
+    (void)snprintf(content, sizeof(content), "left behind by a crash in %s", f->ws);
+    hash_of(content, strlen(content), h);
+    plant_blob_file(f, h, content, strlen(content), TWO_HOURS_MS);
+    assert_int_equal(store_open(f->where, f->dir, &s2, &err), 0);
+    memcpy(trap.name, h, sizeof(trap.name));
+    trap_set(TRAP_ARMED);
+    struct gc_job g = {.s = f->s};
+    assert_int_equal(pthread_create(&th, NULL, gc_job_run, &g), 0);
+    bool paused = trap_wait(TRAP_GC_PAUSED, 10000);
+    int r = put(s2, f->ws, "orphan/x", content, NULL, &e); /* acknowledged ... */
+    assert_int_equal(pthread_join(th, NULL), 0);
+    trap_set(TRAP_OFF);
+    assert_true(paused); /* the sweep went for the orphan */
+    assert_int_equal(g.r, 0);
+    assert_true(g.st.held_lease);
+    assert_int_equal(r, 0);
+    char *got = get(s2, f->ws, "orphan/x"); /* ... so it must be there */
+    if (!got)
+        fail_msg("an acknowledged write of content the sweep deleted is lost");
+    assert_string_equal(got, content);
+    free(got);
+    assert_int_equal(store_check(s2, &rep, &err), 0);
+    assert_int_equal(rep.missing_blobs + rep.corrupt_blobs + rep.orphan_entries, 0);
+    store_close(s2);
+}
+
+/*
+ * The same race, undirected: contents that a crash left behind (SQLite:
+ * blob files without rows, two hours old; both: unreferenced blobs) are
+ * written again by four threads in the order GC walks them, while GC runs
+ * over and over. Every acknowledged write must read back, and the store
+ * must check clean.
+ */
+#define RACE_CONTENTS 32
+#define RACE_WRITERS  4
+
+struct ident_writer {
+    struct fixture *f;
+    int k;
+    char (*contents)[96];
+    int order[RACE_CONTENTS];
+    int acked;
+    int result;
+    char msg[ERR_MSG_MAX];
+    atomic_bool done;
+};
+
+static void *
+ident_writer_run(void *ud)
+{
+    struct ident_writer *w = ud;
+    struct store *s2;
+    struct err e2 = {0};
+    if (store_open(w->f->where, w->f->dir, &s2, &e2) < 0) {
+        w->result = 10;
+        goto out;
+    }
+    for (int i = 0; i < RACE_CONTENTS && !w->result; i++) {
+        int c = w->order[i];
+        char path[64];
+        struct store_entry e;
+        (void)snprintf(path, sizeof(path), "ident/w%d/%d", w->k, c);
+        err_clear(&e2);
+        int fd = mkfile(w->contents[c], strlen(w->contents[c]));
+        int r = store_write(s2, w->f->ws, path, fd, 0644, 0, NULL, &e, &e2);
+        close(fd);
+        if (r < 0) {
+            w->result = 11;
+            break;
+        }
+        w->acked++;
+        /* Deleting it makes the content garbage again for GC to race on
+         * (unless another writer holds it), and writing it again races. */
+        if (i % 4 == 1 && (store_delete(s2, w->f->ws, path, NULL, &e2) < 0 ||
+                           put(s2, w->f->ws, path, w->contents[c], NULL, &e) < 0))
+            w->result = 12;
+    }
+    store_close(s2);
+out:
+    if (w->result)
+        (void)snprintf(w->msg, sizeof(w->msg), "%s", e2.msg);
+    atomic_store(&w->done, true);
+    return NULL;
+}
+
+static int
+cmp_hash_idx(const void *a, const void *b, void *ud)
+{
+    char(*hashes)[STORE_HASH_LEN + 1] = ud;
+    return strcmp(hashes[*(const int *)a], hashes[*(const int *)b]);
+}
+
+static void
+test_gc_races_identical_writers(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    struct store_check_report rep;
+    struct store_gc_stats st;
+    static char contents[RACE_CONTENTS][96];
+    static char hashes[RACE_CONTENTS][STORE_HASH_LEN + 1];
+    struct ident_writer w[RACE_WRITERS];
+    pthread_t th[RACE_WRITERS];
+    int order[RACE_CONTENTS], runs = 0;
+    bool sqlite = strcmp(backend, "postgres") != 0;
+
+    for (int i = 0; i < RACE_CONTENTS; i++) {
+        (void)snprintf(contents[i], sizeof(contents[i]), "identical content %d of %s", i, f->ws);
+        hash_of(contents[i], strlen(contents[i]), hashes[i]);
+        order[i] = i;
+        if (sqlite && i % 2 == 0) {
+            plant_blob_file(f, hashes[i], contents[i], strlen(contents[i]), TWO_HOURS_MS);
+        } else {
+            char path[64];
+            (void)snprintf(path, sizeof(path), "ident/garbage%d", i);
+            assert_int_equal(put(f->s, f->ws, path, contents[i], NULL, &e), 0);
+            assert_int_equal(store_delete(f->s, f->ws, path, NULL, &err), 0);
+        }
+    }
+    /* GC walks blobs by hash (PostgreSQL, and SQLite's rows) or by
+     * directory, which also starts with the hash. */
+    qsort_r(order, RACE_CONTENTS, sizeof(order[0]), cmp_hash_idx, hashes);
+    for (int k = 0; k < RACE_WRITERS; k++) {
+        w[k] = (struct ident_writer){.f = f, .k = k, .contents = contents};
+        memcpy(w[k].order, order, sizeof(order));
+        assert_int_equal(pthread_create(&th[k], NULL, ident_writer_run, &w[k]), 0);
+    }
+    /* GC as often as it can without starving the writers (SQLite's busy
+     * handler backs off), and not forever. */
+    bool busy = true;
+    while (busy && runs < 1000) {
+        assert_int_equal(store_gc(f->s, "test-holder", 60000, &st, &err), 0);
+        runs++;
+        usleep(2000);
+        busy = false;
+        for (int k = 0; k < RACE_WRITERS; k++)
+            busy |= !atomic_load(&w[k].done);
+    }
+    for (int k = 0; k < RACE_WRITERS; k++) {
+        assert_int_equal(pthread_join(th[k], NULL), 0);
+        if (w[k].result)
+            fail_msg("writer %d: step %d: %s", k, w[k].result, w[k].msg);
+        assert_int_equal(w[k].acked, RACE_CONTENTS);
+    }
+    assert_int_equal(store_gc(f->s, "test-holder", 60000, &st, &err), 0);
+    int lost = 0;
+    for (int k = 0; k < RACE_WRITERS; k++)
+        for (int c = 0; c < RACE_CONTENTS; c++) {
+            char path[64];
+            (void)snprintf(path, sizeof(path), "ident/w%d/%d", k, c);
+            char *got = get(f->s, f->ws, path);
+            if (!got || strcmp(got, contents[c]) != 0)
+                lost++;
+            free(got);
+        }
+    assert_int_equal(store_check(f->s, &rep, &err), 0);
+    if (lost || rep.missing_blobs || rep.corrupt_blobs)
+        fail_msg("%d acknowledged writes lost, %llu missing blobs (%s) after %d GC runs", lost,
+                 (unsigned long long)rep.missing_blobs, rep.first_problem, runs);
+    assert_int_equal(rep.orphan_entries, 0);
+    assert_true(runs > 1);
+}
+
 /* --- the lease's holders --- */
 
 /* Sets the lease row behind the store's back. */
@@ -1609,6 +2013,10 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_concurrent_first_open, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_orphan_sweep_repeats, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_replaces_orphan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gc_sweep_vs_identical_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gc_races_identical_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_holders, setup, teardown),
 };
 
