@@ -1023,33 +1023,50 @@ struct read_ctx {
     int fd;
 };
 
-/* Copies the chunks of a blob of size bytes into fd, in order. */
+/* Copies the chunks of e's blob into fd, in order, hashing them on the
+ * way: damaged content (a chunk missing, of the wrong length, or bytes that
+ * do not hash to the blob's name) is -EBADMSG before anyone sees a byte. */
 static int
-copy_chunks(struct pg *q, const char *hash, uint64_t size, int fd, struct err *err)
+copy_chunks(struct pg *q, const struct store_entry *e, int fd, struct err *err)
 {
+    struct store_verify v;
     uint64_t off = 0;
-    for (int64_t seq = 0; off < size; seq++) {
+    int r = store_verify_begin(&v, e);
+    if (r < 0)
+        return err_set(err, -r, "store: out of memory");
+    for (int64_t seq = 0; off < e->size; seq++) {
         _cleanup_res_ PGresult *res = NULL;
         struct pgp p = {0};
-        p_text(&p, hash);
+        p_text(&p, e->hash);
         p_int(&p, seq);
-        int r = run(q, "read blob chunk",
-                    "SELECT data FROM blob_chunks WHERE hash = $1 AND seq = $2::integer", &p, &res,
-                    err);
+        r = run(q, "read blob chunk",
+                "SELECT data FROM blob_chunks WHERE hash = $1 AND seq = $2::integer", &p, &res,
+                err);
         if (r < 0)
-            return r;
-        size_t want = (size_t)MIN((uint64_t)STORE_CHUNK, size - off);
-        if (PQntuples(res) != 1 || (size_t)PQgetlength(res, 0, 0) != want)
-            return err_set(err, EIO, "blob %.16s... is damaged in the database (chunk %lld)", hash,
-                           (long long)seq);
+            goto out;
+        size_t want = (size_t)MIN((uint64_t)STORE_CHUNK, e->size - off);
+        if (PQntuples(res) != 1 || (size_t)PQgetlength(res, 0, 0) != want) {
+            store_note_damaged();
+            r = err_set(err, EBADMSG, "blob %.16s... is damaged in the database (chunk %lld)",
+                        e->hash, (long long)seq);
+            goto out;
+        }
+        store_verify_update(&v, PQgetvalue(res, 0, 0), want);
         r = write_full(fd, PQgetvalue(res, 0, 0), want);
-        if (r == -ENOSPC || r == -EDQUOT)
-            return err_set(err, ENOSPC, "no space left to stage the file for reading");
-        if (r < 0)
-            return err_setx(err, -r, "cannot write the staging file");
+        if (r == -ENOSPC || r == -EDQUOT) {
+            r = err_set(err, ENOSPC, "no space left to stage the file for reading");
+            goto out;
+        }
+        if (r < 0) {
+            r = err_setx(err, -r, "cannot write the staging file");
+            goto out;
+        }
         off += want;
     }
-    return 0;
+    r = store_verify_end(&v, err);
+out:
+    store_verify_done(&v);
+    return r;
 }
 
 static int
@@ -1070,7 +1087,7 @@ read_tx(struct pg *q, void *ctx, struct err *err)
     c->fd = openat(q->base.tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (c->fd < 0)
         return err_setx(err, errno, "cannot create a staging file");
-    r = copy_chunks(q, c->e->hash, c->e->size, c->fd, err);
+    r = copy_chunks(q, c->e, c->fd, err);
     if (r < 0)
         return r;
     if (lseek(c->fd, 0, SEEK_SET) < 0)

@@ -647,10 +647,21 @@ sq_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct s
         return err_set(err, ENOENT, "no such file: '/%s'", path);
     if (ret->type == STORE_DIR)
         return err_set(err, EISDIR, "'/%s' is a directory", path);
-    int fd = blob_open(q, ret->hash, err);
+    _cleanup_close_ int fd = blob_open(q, ret->hash, err);
     if (fd < 0)
         return fd;
-    *ret_fd = fd;
+    /* A short or long file is damaged whatever it holds; say so before the
+     * caller has sent anything. The content itself is the caller's to
+     * check on the way (store_verify_*): reading it twice costs too much. */
+    struct stat sb;
+    if (fstat(fd, &sb) < 0)
+        return err_setx(err, errno, "cannot stat blob %.16s...", ret->hash);
+    if ((uint64_t)sb.st_size != ret->size) {
+        store_note_damaged();
+        return err_set(err, EBADMSG, "blob %.16s... is damaged: %llu bytes where %llu are recorded",
+                       ret->hash, (unsigned long long)sb.st_size, (unsigned long long)ret->size);
+    }
+    *ret_fd = TAKE_FD(fd);
     return 0;
 }
 
@@ -1305,23 +1316,25 @@ sq_check(struct store *s, struct store_check_report *rep, struct err *err)
     sqlite3_finalize(st);
     st = NULL;
 
-    /* Every blob hashes to its name. */
-    r = prep(q, "SELECT hash FROM blobs", &st, err);
+    /* Every blob hashes to its name and has its recorded size. */
+    r = prep(q, "SELECT hash, size FROM blobs", &st, err);
     if (r < 0)
         return r;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *hash = (const char *)sqlite3_column_text(st, 0);
+        uint64_t want = (uint64_t)sqlite3_column_int64(st, 1), size = 0;
         rep->blobs++;
         _cleanup_close_ int fd = hash ? blob_open(q, hash, NULL) : -EBADF;
-        char got[STORE_HASH_LEN + 1];
+        char got[STORE_HASH_LEN + 1] = "";
         if (fd < 0)
             continue; /* counted above if a file uses it */
-        if (store_hash_fd(fd, got, NULL) < 0 || strcmp(got, hash) != 0) {
+        if (store_hash_fd(fd, got, &size) < 0 || strcmp(got, hash) != 0 || size != want) {
             rep->corrupt_blobs++;
             if (!rep->first_problem[0])
                 (void)snprintf(rep->first_problem, sizeof(rep->first_problem),
-                               "blob %.16s... does not match its content (it hashes to %.16s...)",
-                               hash, got);
+                               "blob %.16s... does not match its content (%llu bytes, recorded "
+                               "%llu; it hashes to %.16s...)",
+                               hash, (unsigned long long)size, (unsigned long long)want, got);
         }
     }
     if (rc != SQLITE_DONE)

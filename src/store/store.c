@@ -1,13 +1,14 @@
 /*
  * store.c - what both backends share: argument checks, the dispatch, the
- * staging writer that hashes data on its way to the store, and the GC
- * lease's holder names.
+ * staging writer that hashes data on its way to the store, the verifier
+ * that hashes it on its way out, and the GC lease's holder names.
  */
 #include "store.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,81 @@ int
 store_hash_fd(int fd, char hash[STORE_HASH_LEN + 1], uint64_t *ret_size)
 {
     return store_hash_copy(fd, NULL, NULL, hash, ret_size);
+}
+
+/* --- verifying content on its way out --- */
+
+static atomic_uint_fast64_t damaged_reads;
+
+uint64_t
+store_damaged_reads(void)
+{
+    return atomic_load(&damaged_reads);
+}
+
+void
+store_note_damaged(void)
+{
+    atomic_fetch_add(&damaged_reads, 1);
+}
+
+int
+store_verify_begin(struct store_verify *v, const struct store_entry *e)
+{
+    memset(v, 0, sizeof(*v));
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(md);
+        return -ENOMEM;
+    }
+    v->md = md;
+    memcpy(v->hash, e->hash, sizeof(v->hash));
+    v->size = e->size;
+    return 0;
+}
+
+void
+store_verify_update(struct store_verify *v, const void *data, size_t n)
+{
+    /* A failed update leaves the digest wrong, which end() reports. */
+    if (v->md && EVP_DigestUpdate(v->md, data, n) != 1) {
+        EVP_MD_CTX_free(v->md);
+        v->md = NULL;
+    }
+    v->seen += n;
+}
+
+int
+store_verify_end(struct store_verify *v, struct err *err)
+{
+    unsigned char dg[EVP_MAX_MD_SIZE];
+    unsigned dl = 0;
+    char got[STORE_HASH_LEN + 1];
+    int r = 0;
+
+    if (v->seen != v->size) {
+        r = err_set(err, EBADMSG, "blob %.16s... is damaged: %llu bytes where %llu are recorded",
+                    v->hash, (unsigned long long)v->seen, (unsigned long long)v->size);
+    } else if (!v->md || EVP_DigestFinal_ex(v->md, dg, &dl) != 1) {
+        store_verify_done(v);
+        return err_set(err, ENOMEM, "cannot hash the content of blob %.16s...", v->hash);
+    } else {
+        to_hex(dg, dl, got);
+        if (strcmp(got, v->hash) != 0)
+            r = err_set(err, EBADMSG, "blob %.16s... is damaged: its content hashes to %.16s...",
+                        v->hash, got);
+    }
+    store_verify_done(v);
+    if (r < 0)
+        store_note_damaged();
+    return r;
+}
+
+void
+store_verify_done(struct store_verify *v)
+{
+    EVP_MD_CTX_free(v->md);
+    v->md = NULL;
 }
 
 /* --- GC lease holders --- */

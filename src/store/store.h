@@ -26,12 +26,17 @@
  * run releases the lease when it ends; a lease whose holder is a dead
  * process of this host may be taken over at once (store_holder_name()).
  *
+ * Reads are verified on the way out: store_read() checks what it can
+ * before handing out the content (PostgreSQL: everything; SQLite: the
+ * length), and whoever passes the bytes on hashes them as they go
+ * (store_verify_*) and holds back the last of them until the hash matched.
+ *
  * Functions return 0 (or a count) or -errno and fill err; -ESTALE means an
- * If-Match precondition failed. None log. A store handle is used by one
- * thread at a time; one process may open many handles on a store. A SQLite
- * store belongs to one process at a time (store_open() in a second process
- * fails with -EBUSY); a PostgreSQL store is shared by any number of
- * processes and hosts.
+ * If-Match precondition failed, -EBADMSG that stored content is damaged.
+ * None log. A store handle is used by one thread at a time; one process may
+ * open many handles on a store. A SQLite store belongs to one process at a
+ * time (store_open() in a second process fails with -EBUSY); a PostgreSQL
+ * store is shared by any number of processes and hosts.
  */
 #pragma once
 
@@ -119,9 +124,32 @@ void store_writer_abort(struct store_writer *w); /* NULL is ok */
 int store_write(struct store *s, const char *ws, const char *path, int fd, uint32_t mode,
                 uint64_t max_bytes, const char *if_match, struct store_entry *ret, struct err *err);
 
-/* Opens path's content for reading from the start; the caller closes it. */
+/* Opens path's content for reading from the start; the caller closes it.
+ * -EBADMSG when the content is known to be damaged already (PostgreSQL
+ * checks the hash, SQLite the length). SQLite hands out the blob file
+ * itself, unverified: pass what is read from it through store_verify_*. */
 int store_read(struct store *s, const char *ws, const char *path, int *ret_fd,
                struct store_entry *ret, struct err *err);
+
+/* Checking content on its way out of the store, piece by piece in order:
+ * end() says whether exactly the recorded bytes went through (0) or not
+ * (-EBADMSG, counted by store_damaged_reads(), err says how). Deliver the
+ * last piece only after end() returned 0, so a reader never gets a complete
+ * copy of damaged content. done() frees; begin() may fail with -ENOMEM. */
+struct store_verify {
+    void *md; /* EVP_MD_CTX */
+    char hash[STORE_HASH_LEN + 1];
+    uint64_t size, seen; /* bytes: recorded, passed through */
+};
+int store_verify_begin(struct store_verify *v, const struct store_entry *e);
+void store_verify_update(struct store_verify *v, const void *data, size_t n);
+int store_verify_end(struct store_verify *v, struct err *err);
+void store_verify_done(struct store_verify *v);
+/* Reads that found stored content damaged, in this process (all handles and
+ * backends, store_verify_end() included); store_note_damaged() adds one for
+ * a check made elsewhere. Thread-safe. */
+uint64_t store_damaged_reads(void);
+void store_note_damaged(void);
 
 int store_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret,
                struct err *err);

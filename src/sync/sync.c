@@ -327,6 +327,7 @@ restore_file(struct restore_ctx *c, const struct store_entry *e)
     r = sync_copy_in(c->sb, e->path, fd, e->hash, hex, &total, &fs, NULL, &e2);
     if (r == -EIO || r == -EBADMSG || (r == 0 && total != e->size)) {
         /* The bytes are not what the store says they are: never hand them out. */
+        store_note_damaged();
         note_bad(c, e->path, r < 0 ? e2.msg : "size differs from the record");
         return 0;
     }

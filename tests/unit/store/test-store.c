@@ -1987,6 +1987,111 @@ test_lease_holders(void **state)
     plant_lease(f, "", 0);
 }
 
+/* --- damaged content is never handed out whole --- */
+
+/* Reads path through store_verify; returns what store_verify_end() said
+ * (or store_read()'s error). */
+static int
+verified_read(struct store *s, const char *ws, const char *path)
+{
+    struct err err = {0};
+    struct store_entry e;
+    struct store_verify v;
+    char b[65536];
+    int fd = -1, r = store_read(s, ws, path, &fd, &e, &err);
+    if (r < 0)
+        return r;
+    assert_int_equal(store_verify_begin(&v, &e), 0);
+    ssize_t k;
+    while ((k = read(fd, b, sizeof(b))) > 0)
+        store_verify_update(&v, b, (size_t)k);
+    close(fd);
+    r = store_verify_end(&v, &err);
+    store_verify_done(&v);
+    return r;
+}
+
+/* Cuts the last byte off a blob's content. */
+static void
+truncate_blob(struct fixture *f, const char *hash, uint64_t size)
+{
+    if (!strcmp(backend, "postgres")) {
+        char seq[32];
+        (void)snprintf(seq, sizeof(seq), "%llu", (unsigned long long)((size - 1) / CHUNK));
+        const char *params[] = {hash, seq};
+        raw_sql(f, NULL,
+                "UPDATE blob_chunks SET data = substring(data FROM 1 FOR length(data) - 1)"
+                " WHERE hash = $1 AND seq = $2::integer",
+                2, params);
+        return;
+    }
+    char path[700];
+    blob_path(f, hash, path, sizeof(path));
+    assert_int_equal(chmod(path, 0644), 0);
+    assert_int_equal(truncate(path, (off_t)size - 1), 0);
+}
+
+static void
+test_damaged_reads(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_entry e;
+    const size_t size = CHUNK + 4096;
+    unsigned char *x = malloc(size);
+    int fd;
+
+    assert_non_null(x);
+    fill_pattern(x, size, 777);
+    (void)snprintf((char *)x, 80, "damaged later in %s", f->ws);
+    fd = mkfile(x, size);
+    assert_int_equal(store_write(f->s, f->ws, "rot/x", fd, 0644, 0, NULL, &e, &err), 0);
+    close(fd);
+    assert_int_equal(verified_read(f->s, f->ws, "rot/x"), 0);
+
+    /* A flipped byte: PostgreSQL refuses the read, SQLite's verifier
+     * refuses the content. Both count it. */
+    uint64_t before = store_damaged_reads();
+    flip_first_byte(f, e.hash);
+    assert_int_equal(verified_read(f->s, f->ws, "rot/x"), -EBADMSG);
+    assert_int_equal(store_damaged_reads(), before + 1);
+    flip_first_byte(f, e.hash);
+    assert_int_equal(verified_read(f->s, f->ws, "rot/x"), 0);
+    assert_int_equal(store_damaged_reads(), before + 1);
+
+    /* A cut-off blob: refused before anything is read. */
+    truncate_blob(f, e.hash, size);
+    fd = -1;
+    err_clear(&err);
+    assert_int_equal(store_read(f->s, f->ws, "rot/x", &fd, &e, &err), -EBADMSG);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(err.msg, "damaged"));
+    assert_int_equal(store_damaged_reads(), before + 2);
+
+    /* The verifier on its own: too few bytes, too many, wrong ones. */
+    struct store_verify v;
+    const char *data = "abc";
+    struct store_entry ab = {.size = 3};
+    hash_of(data, 3, ab.hash);
+    assert_int_equal(store_verify_begin(&v, &ab), 0);
+    store_verify_update(&v, data, 2);
+    assert_int_equal(store_verify_end(&v, NULL), -EBADMSG);
+    store_verify_done(&v);
+    assert_int_equal(store_verify_begin(&v, &ab), 0);
+    store_verify_update(&v, "abcd", 4);
+    assert_int_equal(store_verify_end(&v, NULL), -EBADMSG);
+    assert_int_equal(store_verify_begin(&v, &ab), 0);
+    store_verify_update(&v, "abd", 3);
+    assert_int_equal(store_verify_end(&v, NULL), -EBADMSG);
+    assert_int_equal(store_verify_begin(&v, &ab), 0);
+    store_verify_update(&v, "a", 1);
+    store_verify_update(&v, "bc", 2);
+    assert_int_equal(store_verify_end(&v, NULL), 0);
+    store_verify_done(&v); /* twice is fine */
+    assert_int_equal(store_damaged_reads(), before + 5);
+    free(x);
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_workspaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_list_and_delete, setup, teardown),
@@ -2018,6 +2123,7 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gc_sweep_vs_identical_write, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc_races_identical_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_holders, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_damaged_reads, setup, teardown),
 };
 
 int
