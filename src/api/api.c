@@ -647,6 +647,8 @@ metrics(struct api *a, struct http_req *req)
     M("responses_4xx_total", "counter", "Requests refused as bad input.", a->m.errors_4xx);
     M("bytes_uploaded_total", "counter", "File bytes written through the API.",
       a->m.bytes_uploaded);
+    M("store_damaged_reads_total", "counter",
+      "Reads that found stored content damaged (and did not hand it out).", store_damaged_reads());
     M("draining", "gauge", "1 while draining.", a->draining ? 1 : 0);
     M("ready", "gauge", "1 when the configured isolation is available.", a->missing[0] ? 0 : 1);
 #undef M

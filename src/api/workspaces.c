@@ -204,6 +204,67 @@ wjob_run(struct store *s, void *ud)
     j->run(s, j);
 }
 
+/* A cold download: the store's bytes are hashed on their way out, and the
+ * last of them go only once they are known to be the recorded content (see
+ * http_respond_fd_checked()). Damage ends the download as an error, is
+ * logged and counted (store_damaged_reads(), in /metrics). */
+struct blob_out {
+    struct store_verify v;
+    char ws[WS_ID_MAX + 1];
+};
+
+static int
+blob_out_piece(void *ud, const void *data, size_t n)
+{
+    struct blob_out *b = ud;
+    store_verify_update(&b->v, data, n);
+    return 0;
+}
+
+static int
+blob_out_end(void *ud, int r)
+{
+    struct blob_out *b = ud;
+    struct err err = {0};
+    if (r < 0 && r != -ENODATA) {
+        store_note_damaged();
+        log_err_errno(r, "workspace '%s': cannot read blob %.16s...: the download was cut off",
+                      b->ws, b->v.hash);
+        return r;
+    }
+    /* -ENODATA (the file ended early) is a short count for the verifier. */
+    r = store_verify_end(&b->v, &err);
+    if (r < 0)
+        log_err("workspace '%s': %s: the download was cut off", b->ws, err.msg);
+    return r;
+}
+
+static void
+blob_out_free(void *ud)
+{
+    struct blob_out *b = ud;
+    store_verify_done(&b->v);
+    free(b);
+}
+
+static const struct http_body_check blob_out_check = {blob_out_piece, blob_out_end, blob_out_free};
+
+static void
+respond_blob(struct wjob *j)
+{
+    struct blob_out *b = calloc(1, sizeof(*b));
+    int fd = TAKE_FD(j->fd);
+    if (!b || store_verify_begin(&b->v, &j->e) < 0) {
+        free(b);
+        safe_close(fd);
+        api_error(j->req, -ENOMEM, NULL);
+        return;
+    }
+    (void)snprintf(b->ws, sizeof(b->ws), "%s", j->ws);
+    http_respond_fd_checked(j->req, 200, "application/octet-stream", fd, j->e.size, &blob_out_check,
+                            b);
+}
+
 static void
 wjob_done(void *ud)
 {
@@ -218,8 +279,7 @@ wjob_done(void *ud)
         http_req_add_header(j->req, "X-Abx-Hash", j->e.hash);
         http_req_add_header(j->req, "X-Abx-Type", "file");
         http_req_add_header(j->req, "X-Abx-State", "cold");
-        http_respond_fd(j->req, 200, "application/octet-stream", j->fd, j->e.size);
-        j->fd = -EBADF;
+        respond_blob(j);
     } else if (j->status == 204) {
         api_no_content(j->req);
     } else {

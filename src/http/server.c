@@ -752,6 +752,84 @@ http_respond_fd(struct http_req *req, unsigned status, const char *content_type,
     park(req, status, resp);
 }
 
+static void respond_error(struct http_req *req, unsigned status, const char *code, const char *msg);
+
+/* A file body whose pieces a checker sees before they go out. */
+struct checked_fd {
+    int fd;
+    uint64_t size, off;
+    const struct http_body_check *chk;
+    void *ud;
+    bool failed;
+};
+
+static ssize_t
+checked_fd_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    struct checked_fd *c = cls;
+    if (c->failed || pos != c->off || c->off >= c->size)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    size_t want = (size_t)MIN((uint64_t)max, c->size - c->off);
+    ssize_t k;
+    do
+        k = pread(c->fd, out, want, (off_t)c->off);
+    while (k < 0 && errno == EINTR);
+    if (k <= 0) {
+        /* Short or unreadable: MHD would wait forever for the rest. */
+        c->failed = true;
+        (void)c->chk->end(c->ud, k < 0 ? -errno : -ENODATA);
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (c->chk->piece(c->ud, out, (size_t)k) < 0 ||
+        (c->off + (uint64_t)k == c->size && c->chk->end(c->ud, 0) < 0)) {
+        c->failed = true; /* this piece, the last one at least, never goes out */
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    c->off += (uint64_t)k;
+    return k;
+}
+
+static void
+checked_fd_free(void *cls)
+{
+    struct checked_fd *c = cls;
+    safe_close(c->fd);
+    c->chk->free(c->ud);
+    free(c);
+}
+
+void
+http_respond_fd_checked(struct http_req *req, unsigned status, const char *content_type, int fd,
+                        uint64_t size, const struct http_body_check *chk, void *ud)
+{
+    struct checked_fd *c = NULL;
+    struct MHD_Response *resp = NULL;
+
+    if (req->answered || req->closed)
+        goto gone;
+    if (size == 0 && chk->end(ud, 0) < 0) {
+        respond_error(req, 500, "integrity_error", "the content is damaged");
+        goto gone;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c)
+        resp = MHD_create_response_from_callback(size, 64 * 1024, checked_fd_read, c,
+                                                 checked_fd_free);
+    if (!resp) {
+        free(c);
+        respond_error(req, 500, "internal", "cannot stream the file");
+        goto gone;
+    }
+    *c = (struct checked_fd){.fd = fd, .size = size, .chk = chk, .ud = ud};
+    if (content_type)
+        (void)MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    park(req, status, resp);
+    return;
+gone:
+    safe_close(fd);
+    chk->free(ud);
+}
+
 /* --- streams --- */
 
 static void

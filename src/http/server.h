@@ -135,6 +135,22 @@ void http_respond(struct http_req *req, unsigned status, const char *content_typ
                   size_t len);
 void http_respond_fd(struct http_req *req, unsigned status, const char *content_type, int fd,
                      uint64_t size);
+/* Like http_respond_fd() for size bytes of fd from offset 0, with a checker
+ * that sees every piece before it goes out: piece() in order, then, once
+ * all size bytes are read, end(ud, 0). The piece that completes the body
+ * goes out only after end() returned 0; a negative return from either, a
+ * read error or a file shorter than size (end(ud, -errno or -ENODATA))
+ * cuts the connection before the last byte, so the client never sees a
+ * complete body. An empty body is checked (end(ud, 0)) before the headers
+ * go out, and answered 500 if it fails. free(ud) runs once, when the
+ * response is over or could not be made. */
+struct http_body_check {
+    int (*piece)(void *ud, const void *data, size_t n);
+    int (*end)(void *ud, int r);
+    void (*free)(void *ud);
+};
+void http_respond_fd_checked(struct http_req *req, unsigned status, const char *content_type,
+                             int fd, uint64_t size, const struct http_body_check *chk, void *ud);
 bool http_req_answered(const struct http_req *req);
 
 /* Keeps a reference to the request beyond begin()/done() for asynchronous

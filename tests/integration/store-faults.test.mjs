@@ -2,6 +2,8 @@
 //   - GC racing uploads of content that a crash left behind (blob files
 //     without rows), with and without a kill -9 in the middle: every
 //     acknowledged upload must read back and the store must check clean;
+//   - damaged blobs (a flipped byte, a cut-off blob, on both backends): a
+//     download must never complete, never hang, and is counted;
 //   - the GC lease after a restart (clean, kill -9, a dead holder's lease
 //     left behind): the new abxd collects at once;
 //   - one store directory, two abxd: the second refuses to start.
@@ -240,6 +242,75 @@ describe('store: GC racing identical content (SQLite)', { skip }, () => {
 
 const backends = [{ kind: 'sqlite' }];
 if (pgUrl || pgRequired) backends.push({ kind: 'postgres' });
+
+for (const backend of backends)
+  describe(`store: damaged blobs (${backend.kind})`, { skip }, () => {
+    test('a damaged blob is never served whole, never hangs, and is counted', { timeout: 120000 }, async () => {
+      if (backend.kind === 'postgres') assert.ok(pgUrl, 'ABX_TEST_PG_REQUIRED=1 but no ABX_TEST_PG_URL');
+      const storeUrl = backend.kind === 'postgres' ? freshPgDatabase() : undefined;
+      const env = { ABX_POOL: '0' };
+      if (storeUrl) env.ABX_STORE = storeUrl;
+      const d = await startAbxd({ env });
+      try {
+        const ws = await mkws(d, 'rot');
+        const files = {
+          small: Buffer.from('a small file\n'),
+          big: randomBytes(3 * 1024 * 1024 + 77), // several HTTP pieces, several chunks
+          cut: randomBytes(200000),
+        };
+        const hash = {};
+        for (const [name, data] of Object.entries(files)) {
+          const r = await api(d, 'PUT', `/v1/workspaces/${ws}/files/${name}`, data);
+          assert.equal(r.status, 201, r.text);
+          hash[name] = r.json.hash;
+          assert.equal(await download(d, `/v1/workspaces/${ws}/files/${name}`, hash[name]), 'ok');
+        }
+        const blob = (h) => join(d.stateDir, 'store', 'blobs', h.slice(0, 2), h);
+        const flip = (h, off) => {
+          if (storeUrl) {
+            const seq = Math.floor(off / (1 << 20));
+            const at = off % (1 << 20);
+            psql(storeUrl, `UPDATE blob_chunks SET data = set_byte(data, ${at}, 255 - get_byte(data, ${at})) WHERE hash = '${h}' AND seq = ${seq}`);
+            return;
+          }
+          chmodSync(blob(h), 0o644);
+          const fd = openSync(blob(h), 'r+');
+          const b = Buffer.alloc(1);
+          readSync(fd, b, 0, 1, off);
+          b[0] = 255 - b[0];
+          writeSync(fd, b, 0, 1, off);
+          closeSync(fd);
+        };
+        const before = await metric(d, 'store_damaged_reads_total');
+        // A flipped byte in the middle of a large file, and in a small one.
+        flip(hash.big, 2 * 1024 * 1024 + 5);
+        flip(hash.small, 3);
+        // A blob cut short.
+        if (storeUrl)
+          psql(storeUrl, `UPDATE blob_chunks SET data = substring(data FROM 1 FOR 1000) WHERE hash = '${hash.cut}'`);
+        else truncateSync(blob(hash.cut), 1000);
+        const outcome = {};
+        for (const name of Object.keys(files))
+          outcome[name] = await download(d, `/v1/workspaces/${ws}/files/${name}`, hash[name]);
+        // SQLite streams the blob file and can only cut the connection when
+        // the hash fails at the end; PostgreSQL copies (and checks) first.
+        const flipped = storeUrl ? 'error 500 integrity_error' : 'cut';
+        assert.deepEqual(outcome, { small: flipped, big: flipped, cut: 'error 500 integrity_error' });
+        assert.notEqual(before, undefined, 'no abx_store_damaged_reads_total in /metrics');
+        assert.equal(await metric(d, 'store_damaged_reads_total'), before + 3);
+        assert.match(d.log, /is damaged/);
+        const c = await api(d, 'GET', '/v1/store/check');
+        assert.equal(c.json.ok, false);
+        assert.equal(c.json.corrupt_blobs, 3, c.text);
+        // The server is fine afterwards, and a repaired blob is served.
+        flip(hash.small, 3);
+        assert.equal(await download(d, `/v1/workspaces/${ws}/files/small`, hash.small), 'ok');
+      } finally {
+        await d.stop();
+        if (storeUrl) psql(pgUrl, `DROP DATABASE ${new URL(storeUrl).pathname.slice(1)} WITH (FORCE)`);
+      }
+    });
+  });
 
 // Fields of /proc/<pid>/stat after the command name; [19] is the start time.
 function startTime(pid) {
