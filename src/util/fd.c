@@ -148,97 +148,294 @@ mkdir_p(const char *path, mode_t mode)
     return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-/* Empties the directory open at fd (which we own) without recursion: walk
- * down into the first subdirectory found, come back up via "..", and stop
- * once back at the start. Nothing else may modify the tree meanwhile. */
-static int
-empty_dir(int topfd)
-{
-    struct stat top;
-    if (fstat(topfd, &top) < 0)
-        return -errno;
-    _cleanup_close_ int cur = fcntl(topfd, F_DUPFD_CLOEXEC, 3);
-    if (cur < 0)
-        return -errno;
+/* --- removing trees --- */
 
+/* One directory on the way down. Only the deepest levels keep a stream
+ * open; the others are known by identity and reached again by "..". */
+struct rm_level {
+    dev_t dev;
+    ino_t ino;
+    DIR *dir;    /* open, or NULL once out of the window */
+    char *child; /* while dir is open: the subdirectory being emptied */
+};
+
+struct rm_walk {
+    struct rm_level *v;
+    size_t n, cap;
+    size_t open;   /* levels with a stream */
+    size_t window; /* streams to keep at most: RM_TREE_FDS, less after EMFILE */
+    struct rm_tree *t;
+};
+
+static void
+rm_close_level(struct rm_walk *w, struct rm_level *l)
+{
+    if (l->dir) {
+        (void)closedir(l->dir);
+        l->dir = NULL;
+        w->open--;
+    }
+    free(l->child);
+    l->child = NULL;
+}
+
+/* Closes the stream of the shallowest level that has one, except the
+ * deepest (the one being read). false when nothing could be closed. */
+static bool
+rm_shrink(struct rm_walk *w)
+{
+    for (size_t i = 0; i + 1 < w->n; i++)
+        if (w->v[i].dir) {
+            rm_close_level(w, &w->v[i]);
+            return true;
+        }
+    return false;
+}
+
+/* openat() that makes room when the process is out of descriptors. */
+static int
+rm_openat(struct rm_walk *w, int dfd, const char *name)
+{
     for (;;) {
-        int dupfd = fcntl(cur, F_DUPFD_CLOEXEC, 3);
-        if (dupfd < 0)
+        int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+        if ((errno != EMFILE && errno != ENFILE) || !rm_shrink(w))
             return -errno;
-        DIR *d = fdopendir(dupfd);
-        if (!d) {
+        if (w->window > 1)
+            w->window--;
+    }
+}
+
+/* Pushes the directory open at fd (taken) as a new deepest level. */
+static int
+rm_push(struct rm_walk *w, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int r = -errno;
+        safe_close(fd);
+        return r;
+    }
+    if (w->n == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 64;
+        struct rm_level *v = realloc(w->v, cap * sizeof(*v));
+        if (!v) {
+            safe_close(fd);
+            return -ENOMEM;
+        }
+        w->v = v;
+        w->cap = cap;
+    }
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int r = -errno;
+        safe_close(fd);
+        return r;
+    }
+    w->v[w->n++] = (struct rm_level){.dev = st.st_dev, .ino = st.st_ino, .dir = d};
+    w->open++;
+    while (w->open > w->window && rm_shrink(w))
+        ;
+    return 0;
+}
+
+/* Counts one more entry looked at: -E2BIG past the limit. */
+static int
+rm_count(struct rm_walk *w)
+{
+    if (!w->t)
+        return 0;
+    w->t->seen++;
+    return w->t->max && w->t->seen > w->t->max ? -E2BIG : 0;
+}
+
+static int
+rm_fail(struct rm_walk *w, int r, const char *name)
+{
+    if (w->t) {
+        w->t->depth = (unsigned)w->n; /* the entry is in level n - 1 */
+        (void)snprintf(w->t->failed, sizeof(w->t->failed), "%s", name);
+    }
+    return r;
+}
+
+/* Removes name in dfd if it is a file, a link or an empty directory: 0
+ * when gone, 1 when it is a directory with something in it. */
+static int
+rm_entry(int dfd, const char *name)
+{
+    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    int e = errno;
+    if (e != EISDIR && e != EPERM)
+        return -e;
+    if (unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+        return 0;
+    if (errno == ENOTEMPTY || errno == EEXIST)
+        return 1;
+    /* EPERM from unlink on a file that is no directory: that is the cause. */
+    return errno == ENOTDIR ? -e : -errno;
+}
+
+/* Enters the subdirectory name of the deepest level. */
+static int
+rm_descend(struct rm_walk *w, const char *name)
+{
+    struct rm_level *l = &w->v[w->n - 1];
+    int fd = rm_openat(w, dirfd(l->dir), name);
+    if (fd == -ENOENT)
+        return 0; /* gone meanwhile */
+    if (fd == -ENOTDIR || fd == -ELOOP) {
+        /* Swapped for a file or a link: that is removed as it is (and a
+         * directory swapped back in keeps the parent from going, which
+         * the parent's removal notices). */
+        int r = rm_entry(dirfd(l->dir), name);
+        return r < 0 ? rm_fail(w, r, name) : 0;
+    }
+    if (fd < 0)
+        return rm_fail(w, fd, name);
+    l->child = strdup(name);
+    if (!l->child) {
+        safe_close(fd);
+        return -ENOMEM;
+    }
+    int r = rm_push(w, fd);
+    if (r < 0) {
+        free(l->child);
+        l->child = NULL;
+        return rm_fail(w, r, name);
+    }
+    return 0;
+}
+
+/* The deepest level is empty: back to its parent, removing it there when
+ * the parent's stream is still open (else the parent's new stream finds it
+ * again). -ESTALE when ".." is not the directory we came down from. */
+static int
+rm_ascend(struct rm_walk *w)
+{
+    struct rm_level *cur = &w->v[w->n - 1], *up = &w->v[w->n - 2];
+    if (!up->dir) {
+        struct stat st;
+        int fd = rm_openat(w, dirfd(cur->dir), "..");
+        if (fd < 0)
+            return rm_fail(w, fd, "..");
+        if (fstat(fd, &st) < 0 || st.st_dev != up->dev || st.st_ino != up->ino) {
+            safe_close(fd);
+            return -ESTALE; /* moved: ".." is somebody else's directory now */
+        }
+        rm_close_level(w, cur);
+        w->n--;
+        up->dir = fdopendir(fd);
+        if (!up->dir) {
             int r = -errno;
-            safe_close(dupfd);
+            safe_close(fd);
             return r;
         }
-        rewinddir(d);
-        char sub[NAME_MAX + 1] = "";
-        struct dirent *de;
-        int r = 0;
-        while ((errno = 0, de = readdir(d))) {
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                continue;
-            if (unlinkat(cur, de->d_name, 0) == 0 || errno == ENOENT)
-                continue;
-            if (errno == EISDIR || errno == EPERM) {
-                if (unlinkat(cur, de->d_name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-                    continue;
-                if (errno == ENOTEMPTY || errno == EEXIST) {
-                    (void)snprintf(sub, sizeof(sub), "%s", de->d_name);
-                    break;
-                }
-            }
+        w->open++;
+        return 0;
+    }
+    rm_close_level(w, cur);
+    w->n--;
+    char *name = TAKE_PTR(up->child);
+    int r = rm_entry(dirfd(up->dir), name);
+    if (r > 0 && (r = rm_count(w)) == 0) /* filled again meanwhile: go down once more */
+        r = rm_descend(w, name);
+    else if (r < 0)
+        r = rm_fail(w, r, name);
+    free(name);
+    return r;
+}
+
+/* Empties the directory topfd (borrowed). */
+static int
+rm_empty(int topfd, struct rm_tree *t)
+{
+    struct rm_walk w = {.window = RM_TREE_FDS, .t = t};
+    int r = 0;
+
+    for (unsigned restarts = 0;; restarts++) {
+        int fd = fcntl(topfd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0) {
             r = -errno;
             break;
         }
-        if (!de && errno)
-            r = -errno;
-        closedir(d);
+        /* fdopendir() shares the offset with topfd: start from the top. */
+        (void)lseek(fd, 0, SEEK_SET);
+        if ((r = rm_push(&w, fd)) < 0)
+            break;
+        while (r == 0) {
+            struct rm_level *l = &w.v[w.n - 1];
+            errno = 0;
+            struct dirent *de = readdir(l->dir);
+            if (!de) {
+                if (errno)
+                    r = rm_fail(&w, -errno, "");
+                else if (w.n == 1)
+                    break; /* the top is empty */
+                else
+                    r = rm_ascend(&w);
+                continue;
+            }
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                continue;
+            if ((r = rm_count(&w)) < 0)
+                break;
+            int k = rm_entry(dirfd(l->dir), de->d_name);
+            if (k < 0)
+                r = rm_fail(&w, k, de->d_name);
+            else if (k > 0)
+                r = rm_descend(&w, de->d_name);
+        }
+        while (w.n > 0)
+            rm_close_level(&w, &w.v[--w.n]);
+        if (r != -ESTALE || restarts + 1 >= RM_TREE_RESTARTS)
+            break;
+        r = 0; /* the tree changed under us: start over from the top */
+    }
+    free(w.v);
+    return r;
+}
+
+int
+rm_tree_at(int dirfd, const char *name, struct rm_tree *t)
+{
+    int r;
+
+    if (t) {
+        t->seen = 0;
+        t->depth = 0;
+        t->failed[0] = '\0';
+    }
+    for (unsigned tries = 0; tries < RM_TREE_RESTARTS; tries++) {
+        r = rm_entry(dirfd, name);
+        if (r <= 0)
+            return r;
+        _cleanup_close_ int fd =
+                openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+            return 0;
+        if (fd < 0 && (errno == ENOTDIR || errno == ELOOP))
+            continue; /* swapped for a file or a link: remove that */
+        if (fd < 0)
+            return -errno;
+        r = rm_empty(fd, t);
         if (r < 0)
             return r;
-        if (sub[0]) {
-            int nfd = openat(cur, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (nfd < 0)
-                return -errno;
-            safe_close(cur);
-            cur = nfd;
-            continue;
-        }
-        /* cur is empty now */
-        struct stat st;
-        if (fstat(cur, &st) < 0)
-            return -errno;
-        if (st.st_dev == top.st_dev && st.st_ino == top.st_ino)
+        if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
             return 0;
-        int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (up < 0)
+        if (errno != ENOTEMPTY && errno != EEXIST)
             return -errno;
-        safe_close(cur);
-        cur = up;
-        /* the loop rescans the parent and removes the emptied child */
+        /* Something was added while we emptied it: go again. */
     }
+    return -ESTALE;
 }
 
 int
 rm_rf_at(int dirfd, const char *name)
 {
-    if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return -errno;
-    if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != ENOTEMPTY && errno != EEXIST)
-        return -errno;
-    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -errno;
-    int r = empty_dir(fd);
-    if (r < 0)
-        return r;
-    if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        return -errno;
-    return 0;
+    return rm_tree_at(dirfd, name, NULL);
 }
 
 int

@@ -2,13 +2,17 @@
  * fd.h - descriptor and small-file helpers for host-side paths we own.
  *
  * These operate on trusted directories (the state directory, cgroupfs,
- * /proc). Paths inside a sandbox go through path.h instead. All descriptors
- * are opened O_CLOEXEC. Functions return 0 (or a count) or -errno.
+ * /proc). Paths inside a sandbox go through path.h instead; rm_tree_at()
+ * is the exception, made to work on what a sandbox controls (given a
+ * directory already reached safely). All descriptors are opened O_CLOEXEC.
+ * Functions return 0 (or a count) or -errno.
  */
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "buf.h"
@@ -30,9 +34,31 @@ int read_file_at(int dirfd, const char *name, size_t max, struct buf *b);
 /* mkdir -p of an absolute or relative path; existing directories are fine. */
 int mkdir_p(const char *path, mode_t mode);
 
+#define RM_TREE_FDS      16 /* directory streams rm_tree_at() keeps open at most */
+#define RM_TREE_RESTARTS 16 /* times it starts over on a tree changed under it */
+
+/* What rm_tree_at() may do, and where it stopped. */
+struct rm_tree {
+    uint64_t max;              /* entries it may look at; 0 = no limit */
+    uint64_t seen;             /* entries looked at (out) */
+    unsigned depth;            /* on failure: levels below name of the entry that failed */
+    char failed[NAME_MAX + 1]; /* on failure: that entry's name, "" for name itself */
+};
+
 /* Removes dirfd/name and, if it is a directory, everything below it, never
- * following symlinks and using O(1) descriptors whatever the depth. For
- * trees nobody is writing to any more (a dead sandbox's). -ENOENT is 0. */
+ * following symlinks, at any depth, with at most RM_TREE_FDS + 2
+ * descriptors (fewer when the process runs out) and 16 bytes of memory
+ * per level. Safe on a tree that someone (a sandbox) changes meanwhile: it
+ * descends only into directories it opened with O_NOFOLLOW and climbs back
+ * with "..", checked to be the directory it came from (device and inode),
+ * so a directory moved meanwhile can make it start over, never lead it
+ * elsewhere. A missing name is 0. -E2BIG past t->max entries; -ESTALE when
+ * the tree kept changing (RM_TREE_RESTARTS); else the errno of the entry
+ * t->failed names (-EBUSY for a mount point, -EPERM for an immutable
+ * file). t may be NULL (no limit, no report). Blocks; no state. */
+int rm_tree_at(int dirfd, const char *name, struct rm_tree *t);
+
+/* rm_tree_at() without a limit: for trees we own (a dead sandbox's). */
 int rm_rf_at(int dirfd, const char *name);
 
 /* The names in the directory dirfd (without "." and ".."), sorted bytewise
