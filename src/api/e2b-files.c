@@ -148,14 +148,34 @@ msg_path(struct http_req *req, const struct fsctx *f, json_t *msg, const char *k
     return 0;
 }
 
+/* The Connect code of a file operation's errno: the surface's table, with
+ * what only file operations meet (a socket or device, a read-only or busy
+ * mount) named for what it is rather than "internal". */
+static const char *
+fs_code(int r)
+{
+    switch (-r) {
+    case ENXIO:
+    case ENODEV:
+        return "invalid_argument";
+    case EROFS:
+    case ETXTBSY:
+        return "permission_denied";
+    case EBUSY:
+    case ENOTEMPTY:
+        return "failed_precondition";
+    default:
+        return e2b_code_for_errno(r);
+    }
+}
+
 static void
 fs_fail(struct http_req *req, int r, const struct err *err, const char *path)
 {
     if (r == -ENOENT)
         e2b_rpc_error(req, "not_found", "path '%s' does not exist", path);
     else
-        e2b_rpc_error(req, e2b_code_for_errno(r), "%s",
-                      err && err->msg[0] ? err->msg : strerror(-r));
+        e2b_rpc_error(req, fs_code(r), "%s", err && err->msg[0] ? err->msg : strerror(-r));
 }
 
 struct list_acc {
@@ -383,11 +403,12 @@ files_get(struct http_req *req, const struct fsctx *f, const char *path)
         return;
     }
     if (r < 0) {
-        e2b_error(req,
-                  r == -EACCES || r == -EPERM ? 403
-                  : r == -EINVAL              ? 400
-                                              : 500,
-                  "%s", err.msg[0] ? err.msg : strerror(-r));
+        unsigned status = r == -EACCES || r == -EPERM ? 403
+                          : r == -EINVAL || r == -ENXIO || r == -ENODEV || r == -ELOOP ||
+                                          r == -ENOTDIR || r == -ENAMETOOLONG
+                                  ? 400
+                                  : 500;
+        e2b_error(req, status, "%s", err.msg[0] ? err.msg : strerror(-r));
         return;
     }
     const char *base = strrchr(path, '/');

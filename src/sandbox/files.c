@@ -119,28 +119,40 @@ files_stat(int root, const char *rel, struct files_stat *ret, struct err *err)
     return 0;
 }
 
+/* Names what rel is when it is not a regular file. */
+static int
+not_regular(struct err *err, const char *rel, mode_t mode)
+{
+    char p[PATH_MAX_LEN + 2];
+    show(rel, p, sizeof(p));
+    return err_set(err, EINVAL, "'%.512s' is a %s, not a regular file", p, fd_type_name(mode));
+}
+
 int
 files_open_read(int root, const char *rel, int *ret_fd, struct files_stat *ret, struct err *err)
 {
-    /* O_NONBLOCK: a FIFO planted by the sandbox must not block our loop. */
-    _cleanup_close_ int fd = path_open(root, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-    if (fd < 0)
-        return fail(err, fd, rel, "open");
+    char proc[64];
     struct stat st;
-    if (fstat(fd, &st) < 0)
+
+    /* O_PATH first: a FIFO, socket or device planted by the sandbox is
+     * named and refused without ever being opened (a FIFO would block, a
+     * socket fails with ENXIO, a device runs its driver). The reopen goes
+     * through the O_PATH descriptor, so it is the inode we checked. */
+    _cleanup_close_ int pfd = path_open(root, rel, O_PATH, 0);
+    if (pfd < 0)
+        return fail(err, pfd, rel, "open");
+    if (fstat(pfd, &st) < 0)
         return fail(err, -errno, rel, "stat");
     if (S_ISDIR(st.st_mode))
         return fail(err, -EISDIR, rel, "read");
-    if (!S_ISREG(st.st_mode)) {
-        char p[PATH_MAX_LEN + 2];
-        show(rel, p, sizeof(p));
-        return err_set(err, EINVAL, "'%.512s' is not a regular file", p);
-    }
-    int r = fd_set_nonblock(fd, false);
-    if (r < 0)
-        return fail(err, r, rel, "open");
+    if (!S_ISREG(st.st_mode))
+        return not_regular(err, rel, st.st_mode);
+    (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+    int fd = open(proc, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, -errno, rel, "open");
     fill_stat(&st, ret);
-    *ret_fd = TAKE_FD(fd);
+    *ret_fd = fd;
     return 0;
 }
 
@@ -332,58 +344,12 @@ files_mkdir(int root, const char *rel, uid_t uid, gid_t gid, bool *ret_created, 
     return 0;
 }
 
-/* Empties the directory d, descending only through directories opened with
- * O_NOFOLLOW and returning by popping descriptors (never ".."), so a tree
- * rearranged by the sandbox while we work cannot lead us anywhere we did
- * not descend into. */
-static int
-empty_tree(int d, int depth)
-{
-    if (depth > FILES_MAX_DEPTH)
-        return -ELOOP;
-    int dup = fcntl(d, F_DUPFD_CLOEXEC, 3);
-    if (dup < 0)
-        return -errno;
-    DIR *dir = fdopendir(dup);
-    if (!dir) {
-        safe_close(dup);
-        return -ENOMEM;
-    }
-    struct dirent *de;
-    int r = 0;
-    while ((de = readdir(dir))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (unlinkat(d, de->d_name, 0) == 0 || errno == ENOENT)
-            continue;
-        if (errno != EISDIR && errno != EPERM) {
-            r = -errno;
-            break;
-        }
-        int sub = openat(d, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub < 0) {
-            if (errno == ENOENT)
-                continue;
-            r = -errno;
-            break;
-        }
-        r = empty_tree(sub, depth + 1);
-        safe_close(sub);
-        if (r < 0)
-            break;
-        if (unlinkat(d, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
-            r = -errno;
-            break;
-        }
-    }
-    closedir(dir);
-    return r;
-}
-
 int
 files_rmdir(int root, const char *rel, struct err *err)
 {
-    char name[PATH_NAME_MAX + 1];
+    char name[PATH_NAME_MAX + 1], p[PATH_MAX_LEN + 2];
+    struct rm_tree t = {.max = FILES_REMOVE_MAX};
+    struct stat st;
 
     if (path_is_root(rel))
         return err_set(err, EINVAL, "the workspace root cannot be removed");
@@ -391,15 +357,25 @@ files_rmdir(int root, const char *rel, struct err *err)
     if (dfd < 0)
         return dfd;
     _cleanup_close_ int parent = dfd;
-    _cleanup_close_ int d = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (d < 0)
-        return fail(err, errno == ELOOP ? -ENOTDIR : -errno, rel, "open directory");
-    int r = empty_tree(d, 0);
-    if (r < 0)
-        return fail(err, r, rel, "remove");
-    if (unlinkat(parent, name, AT_REMOVEDIR) < 0)
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return fail(err, -errno, rel, "remove");
-    return 0;
+    if (!S_ISDIR(st.st_mode))
+        return err_set(err, ENOTDIR, "'/%.512s' is a %s, not a directory: use delete", rel,
+                       fd_type_name(st.st_mode));
+    /* Iterative, with a bounded number of descriptors: any depth the
+     * kernel lets the sandbox make can be removed. */
+    int r = rm_tree_at(parent, name, &t);
+    if (r == 0)
+        return 0;
+    show(rel, p, sizeof(p));
+    if (r == -E2BIG)
+        return err_set(err, E2BIG, "more than %d entries below '%.512s'", FILES_REMOVE_MAX, p);
+    if (r == -ESTALE)
+        return err_set(err, EBUSY, "'%.512s' kept changing while it was being removed", p);
+    if (!t.failed[0])
+        return fail(err, r, rel, "remove");
+    return err_setx(err, -r, "cannot remove '%.128s' (%u levels below '%.512s')", t.failed, t.depth,
+                    p);
 }
 
 int

@@ -26,8 +26,9 @@
 #include "../util/err.h"
 
 #define FILES_VERSION_LEN 16
-#define FILES_WALK_MAX    100000 /* entries one walk may return */
-#define FILES_MAX_DEPTH   256    /* directory levels walk and rmdir descend */
+#define FILES_WALK_MAX    100000  /* entries one walk may return */
+#define FILES_MAX_DEPTH   256     /* directory levels walk descends */
+#define FILES_REMOVE_MAX  1000000 /* entries one files_rmdir() may look at */
 
 enum files_type {
     FILES_FILE,
@@ -49,7 +50,9 @@ struct files_stat {
 /* Stats path (symlinks inside the workspace are followed). */
 int files_stat(int root, const char *rel, struct files_stat *ret, struct err *err);
 
-/* Opens a regular file for reading; ret_fd is O_RDONLY|O_CLOEXEC. */
+/* Opens a regular file for reading; ret_fd is O_RDONLY|O_CLOEXEC. A
+ * directory is -EISDIR; another type (fifo, socket, device) is -EINVAL
+ * with a message naming it, and is never opened. */
 int files_open_read(int root, const char *rel, int *ret_fd, struct files_stat *ret,
                     struct err *err);
 
@@ -72,7 +75,10 @@ int files_delete(int root, const char *rel, struct err *err);
 /* mkdir -p; ret_created is false when it already existed as a directory. */
 int files_mkdir(int root, const char *rel, uid_t uid, gid_t gid, bool *ret_created,
                 struct err *err);
-/* Removes a directory and everything below it; never the root. */
+/* Removes a directory and everything below it, at any depth; never the
+ * root. -ENOTDIR for a file, -E2BIG past FILES_REMOVE_MAX entries, -EBUSY
+ * when the tree keeps changing; else the errno of the entry that could not
+ * go, which the message names. */
 int files_rmdir(int root, const char *rel, struct err *err);
 /* Renames from to (creating to's parents). -EEXIST unless overwrite. */
 int files_rename(int root, const char *from, const char *to, bool overwrite, uid_t uid, gid_t gid,

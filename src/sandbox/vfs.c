@@ -119,6 +119,14 @@ open_parent(int rootfd, const char *path, char *name)
     return xopen(rootfd, parent, O_PATH | O_DIRECTORY, 0);
 }
 
+/* Names what path is when it is not a regular file (never opened: a fifo
+ * would block, a socket fails, a device runs its driver). */
+static int
+not_regular(struct err *err, const char *path, mode_t mode)
+{
+    return err_set(err, EINVAL, "'%.512s' is a %s, not a regular file", path, fd_type_name(mode));
+}
+
 static bool
 on_pseudo_fs(int fd)
 {
@@ -668,53 +676,11 @@ vfs_rename(int rootfd, const struct vfs_ids *ids, const char *src, const char *d
 
 /* --- removing --- */
 
-/* Empties d, descending only through directories opened O_NOFOLLOW and
- * returning by closing descriptors (never ".."). */
-static int
-empty_tree(int d, int depth, size_t *budget)
-{
-    if (depth > VFS_MAX_DEPTH)
-        return -ELOOP;
-    int dup = fcntl(d, F_DUPFD_CLOEXEC, 3);
-    if (dup < 0)
-        return -errno;
-    DIR *dir = fdopendir(dup);
-    if (!dir) {
-        safe_close(dup);
-        return -ENOMEM;
-    }
-    int r = 0;
-    for (struct dirent *de; r == 0 && (de = readdir(dir));) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if ((*budget)-- == 0) {
-            r = -E2BIG;
-            break;
-        }
-        if (unlinkat(d, de->d_name, 0) == 0 || errno == ENOENT)
-            continue;
-        if (errno != EISDIR && errno != EPERM) {
-            r = -errno;
-            break;
-        }
-        _cleanup_close_ int sub =
-                openat(d, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub < 0)
-            r = errno == ENOENT ? 0 : errno == ENOTDIR || errno == ELOOP ? -EPERM : -errno;
-        else if ((r = empty_tree(sub, depth + 1, budget)) == 0 &&
-                 unlinkat(d, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-            r = -errno;
-    }
-    closedir(dir);
-    return r;
-}
-
 int
 vfs_remove(int rootfd, const char *path, struct err *err)
 {
     char name[PATH_NAME_MAX + 1];
-    size_t budget = VFS_REMOVE_MAX;
-    int r = 0;
+    struct rm_tree t = {.max = VFS_REMOVE_MAX};
 
     if (is_root(path))
         return err_set(err, EBUSY, "the root directory cannot be removed");
@@ -723,31 +689,19 @@ vfs_remove(int rootfd, const char *path, struct err *err)
         return 0;
     if (dir < 0)
         return fail(err, dir, path, "remove");
-    for (int tries = 0; tries < VFS_RETRIES; tries++) {
-        if (unlinkat(dir, name, 0) == 0 || errno == ENOENT)
-            return 0;
-        int e = errno;
-        if (e != EISDIR && e != EPERM)
-            return fail(err, -e, path, "remove");
-        _cleanup_close_ int d = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (d < 0 && errno == ENOENT)
-            return 0;
-        if (d < 0 && (e == EPERM || (errno != ENOTDIR && errno != ELOOP)))
-            return fail(err, e == EPERM ? -EPERM : -errno, path, "remove");
-        if (d < 0)
-            continue; /* swapped for a file or link meanwhile: unlink that */
-        r = empty_tree(d, 0, &budget);
-        if (r == -E2BIG)
-            return err_set(err, E2BIG, "more than %d entries below '%.512s'", VFS_REMOVE_MAX, path);
-        if (r < 0)
-            return fail(err, r, path, "remove");
-        if (unlinkat(dir, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-            return 0;
-        if (errno != ENOTEMPTY)
-            return fail(err, -errno, path, "remove");
-        /* Something was added while we emptied it: go again. */
-    }
-    return fail(err, -EAGAIN, path, "remove");
+    /* Iterative with a bounded number of descriptors (any depth goes),
+     * never following a symlink, never climbing out of what it entered. */
+    int r = rm_tree_at(dir, name, &t);
+    if (r == 0)
+        return 0;
+    if (r == -E2BIG)
+        return err_set(err, E2BIG, "more than %d entries below '%.512s'", VFS_REMOVE_MAX, path);
+    if (r == -ESTALE)
+        return err_set(err, EBUSY, "'%.512s' kept changing while it was being removed", path);
+    if (!t.failed[0])
+        return fail(err, r, path, "remove");
+    return err_setx(err, -r, "cannot remove '%.128s' (%u levels below '%.512s')", t.failed, t.depth,
+                    path);
 }
 
 /* --- reading and writing --- */
@@ -805,7 +759,7 @@ vfs_open_read(int rootfd, const struct vfs_ids *ids, const char *path, bool as_r
     if (S_ISDIR(st.st_mode))
         return fail(err, -EISDIR, path, "read");
     if (!S_ISREG(st.st_mode))
-        return err_set(err, EINVAL, "'%.512s' is not a regular file", path);
+        return not_regular(err, path, st.st_mode);
     int fd = reopen(pfd, O_RDONLY, uid, gid);
     if (fd < 0)
         return fail(err, fd, path, "open");
@@ -887,7 +841,7 @@ vfs_open_write(int rootfd, const struct vfs_ids *ids, const char *path, bool as_
         if (S_ISDIR(st.st_mode))
             return fail(err, -EISDIR, path, "write");
         if (!S_ISREG(st.st_mode))
-            return err_set(err, EINVAL, "'%.512s' is not a regular file", path);
+            return not_regular(err, path, st.st_mode);
         if (on_pseudo_fs(pfd))
             return err_set(err, EACCES, "'%.512s' is on a pseudo file system", path);
         fd = reopen(pfd, O_WRONLY | O_TRUNC, uid, gid);

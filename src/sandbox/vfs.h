@@ -40,7 +40,7 @@ struct jail;
 
 #define VFS_LIST_MAX     100000  /* entries one vfs_list() may report */
 #define VFS_REMOVE_MAX   1000000 /* entries one vfs_remove() may delete */
-#define VFS_MAX_DEPTH    256     /* directory levels list and remove descend */
+#define VFS_MAX_DEPTH    256     /* directory levels vfs_list() descends */
 #define VFS_META_PREFIX  "user.e2b."
 #define VFS_META_MAX     32   /* metadata pairs per entry */
 #define VFS_META_KEY_MAX 246  /* bytes of one key, prefix excluded (envd) */
@@ -162,14 +162,18 @@ int vfs_mkdir(int rootfd, const struct vfs_ids *ids, const char *path, bool as_r
 int vfs_rename(int rootfd, const struct vfs_ids *ids, const char *src, const char *dst,
                bool as_root, struct err *err);
 
-/* rm -rf without following symlinks. A missing path is 0; "/" is -EBUSY;
- * -ELOOP past VFS_MAX_DEPTH levels, -E2BIG past VFS_REMOVE_MAX entries. */
+/* rm -rf without following symlinks, at any depth (iterative, a bounded
+ * number of descriptors: util/fd.h rm_tree_at()). A missing path is 0; "/"
+ * is -EBUSY, and so is a tree that keeps changing while it is removed;
+ * -E2BIG past VFS_REMOVE_MAX entries; else the errno of the entry that
+ * could not go, which the message names (a mount point: -EBUSY). */
 int vfs_remove(int rootfd, const char *path, struct err *err);
 
 /* Opens the regular file path (symlinks followed inside the root) for
  * reading; ret_fd is O_RDONLY|O_CLOEXEC, ret_size its size now (0 for procfs
  * files: read to EOF). -EISDIR for a directory, -EINVAL for another
- * non-regular file. */
+ * non-regular file (fifo, socket, device: named in the message, never
+ * opened). */
 int vfs_open_read(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root,
                   int *ret_fd, uint64_t *ret_size, struct err *err);
 
@@ -177,7 +181,7 @@ int vfs_open_read(int rootfd, const struct vfs_ids *ids, const char *path, bool 
  * (a final symlink is followed inside the root): missing parents are made
  * as vfs_mkdir() does, a new file gets mode 0644, and the file is chowned
  * to the acting user. -EISDIR for a directory, -EINVAL for another
- * non-regular file, -EACCES on procfs. ret_fd is O_WRONLY|O_CLOEXEC. */
+ * non-regular file (named in the message), -EACCES on procfs. ret_fd is O_WRONLY|O_CLOEXEC. */
 int vfs_open_write(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root,
                    int *ret_fd, struct err *err);
 

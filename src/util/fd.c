@@ -438,6 +438,29 @@ rm_rf_at(int dirfd, const char *name)
     return rm_tree_at(dirfd, name, NULL);
 }
 
+const char *
+fd_type_name(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG:
+        return "regular file";
+    case S_IFDIR:
+        return "directory";
+    case S_IFLNK:
+        return "symlink";
+    case S_IFIFO:
+        return "fifo";
+    case S_IFSOCK:
+        return "unix socket";
+    case S_IFCHR:
+        return "character device";
+    case S_IFBLK:
+        return "block device";
+    default:
+        return "file of unknown type";
+    }
+}
+
 int
 copy_file_at(int srcdirfd, const char *src, int dirfd, const char *name, mode_t mode)
 {

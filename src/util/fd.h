@@ -61,6 +61,11 @@ int rm_tree_at(int dirfd, const char *name, struct rm_tree *t);
 /* rm_tree_at() without a limit: for trees we own (a dead sandbox's). */
 int rm_rf_at(int dirfd, const char *name);
 
+/* What the file type of mode is called in messages: "regular file",
+ * "directory", "symlink", "fifo", "unix socket", "character device",
+ * "block device", "file of unknown type". */
+const char *fd_type_name(mode_t mode);
+
 /* The names in the directory dirfd (without "." and ".."), sorted bytewise
  * (strcmp); at most max of them, -E2BIG past that. Reads through a fresh
  * descriptor of "." so dirfd's offset is untouched (O_PATH is fine). Free

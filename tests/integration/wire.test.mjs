@@ -401,6 +401,46 @@ describe('files', { skip }, () => {
     assert.equal(fifo.status, 400, 'a FIFO is refused, never opened for blocking reads');
   });
 
+  test('sockets, fifos and links to them: 400 naming the type, never opened; they delete', async () => {
+    await sh(d, id, `mkdir -p /home/user/odd && cd /home/user/odd && mkfifo fifo && python3 -c "import socket; socket.socket(socket.AF_UNIX).bind('sock')" && ln -s sock link`);
+    for (const [name, type] of [['sock', 'unix socket'], ['link', 'unix socket'], ['fifo', 'fifo']]) {
+      for (const m of ['GET', 'HEAD']) {
+        const r = await api(d, m, `/v1/sandboxes/${id}/files/odd/${name}`);
+        if (m === 'HEAD') {
+          assert.equal(r.status, 200, `HEAD ${name}`); // a stat: type "other"
+          assert.equal(r.headers.get('x-abx-type'), 'other');
+          continue;
+        }
+        assert.equal(r.status, 400, `GET ${name}: ${r.status} ${r.text}`);
+        assert.equal(r.json.error, 'bad_request');
+        assert.match(r.json.message, new RegExp(`'/odd/${name}' is a ${type}, not a regular file`));
+      }
+    }
+    const put = await api(d, 'PUT', `/v1/sandboxes/${id}/files/odd/sock`, 'x');
+    assert.ok(put.status < 300, `replacing a socket by a file: ${put.status}`);
+    assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${id}/files/odd/fifo`)).status, 204);
+    const rmf = await api(d, 'POST', `/v1/sandboxes/${id}/rmdir`, { path: '/odd/link' });
+    assert.equal(rmf.status, 400);
+    assert.match(rmf.json.message, /is a symlink, not a directory/);
+    await sh(d, id, `cd /home/user/odd && python3 -c "import socket; socket.socket(socket.AF_UNIX).bind('s2')" && mkfifo f2`);
+    assert.equal((await api(d, 'POST', `/v1/sandboxes/${id}/rmdir`, { path: '/odd' })).status, 204);
+    assert.equal((await api(d, 'HEAD', `/v1/sandboxes/${id}/files/odd`)).status, 404);
+  });
+
+  test('rmdir removes a 1,500-deep tree', async () => {
+    const r = await exec(d, id, ['python3', '-c', `
+import os
+os.chdir('/home/user'); os.mkdir('deeptree'); os.chdir('deeptree')
+for i in range(1500):
+    open('f', 'w').close()
+    os.mkdir('d'); os.chdir('d')
+print('ok')`]);
+    assert.equal(r.out, 'ok\n', r.err);
+    const rm = await api(d, 'POST', `/v1/sandboxes/${id}/rmdir`, { path: '/deeptree' });
+    assert.equal(rm.status, 204, rm.text);
+    assert.equal((await api(d, 'HEAD', `/v1/sandboxes/${id}/files/deeptree`)).status, 404);
+  });
+
   test('versions change even when the sandbox resets mtime', async () => {
     await api(d, 'PUT', `/v1/sandboxes/${id}/files/v.txt`, 'aaaa');
     const v1 = (await api(d, 'HEAD', `/v1/sandboxes/${id}/files/v.txt`)).headers.get('x-abx-version');

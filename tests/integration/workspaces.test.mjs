@@ -421,6 +421,27 @@ describe(`workspaces (${backend.kind})`, { skip }, () => {
     assert.equal(await state(d, ws), 'cold');
   });
 
+  test('warm: sockets and fifos answer 400 naming the type; a 1,500-deep tree is removed', async () => {
+    const ws = await mkws(d);
+    const x = await wsExec(d, ws, `mkdir odd && mkfifo odd/fifo && python3 -c "
+import os, socket
+socket.socket(socket.AF_UNIX).bind('odd/sock')
+os.mkdir('deep'); os.chdir('deep')
+for i in range(1500):
+    os.mkdir('d'); os.chdir('d')
+"`);
+    assert.equal(x.code, 0, x.err);
+    for (const [name, type] of [['sock', 'unix socket'], ['fifo', 'fifo']]) {
+      const r = await api(d, 'GET', `/v1/workspaces/${ws}/files/odd/${name}`);
+      assert.equal(r.status, 400, `${name}: ${r.status} ${r.text}`);
+      assert.match(r.json.message, new RegExp(`is a ${type}, not a regular file`));
+    }
+    const rm = await api(d, 'POST', `/v1/workspaces/${ws}/rmdir`, { path: '/deep' });
+    assert.equal(rm.status, 204, rm.text);
+    assert.equal((await wsExec(d, ws, 'test -e deep || echo gone')).out, 'gone\n');
+    await api(d, 'DELETE', `/v1/workspaces/${ws}`);
+  });
+
   test('delete kills a warm workspace without mirroring and removes its files', async () => {
     const ws = await mkws(d);
     await wsExec(d, ws, 'echo x > x');

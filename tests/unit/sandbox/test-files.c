@@ -3,9 +3,9 @@
  * directory used as the workspace root: uploads (parents created and owned,
  * replace, never a directory, abort leaves no names, size limit, a parent
  * swapped for a symlink mid-upload), delete, mkdir -p, rmdir, rename,
- * walk (order, types, symlink targets, never following, entry and depth
- * limits), versions that change even when mtime is reset, and every path
- * that escapes through a symlink refused with -EXDEV or -ELOOP.
+ * 1,500 levels, walk (order, types, symlink targets, never following, entry
+ * and depth limits), sockets, fifos and devices named and never opened, versions that change even
+ * when mtime is reset, and every path that escapes through a symlink refused with -EXDEV or -ELOOP.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -775,6 +778,87 @@ test_stat_and_open_read(void **state)
     assert_int_equal(fd, -1);
 }
 
+/* Binds a unix socket at root/rel. */
+static void
+make_socket(const char *rel)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/ws/%s", top, rel);
+    assert_true(n > 0 && (size_t)n < sizeof(sa.sun_path));
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(s >= 0);
+    assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(s);
+}
+
+/* Sockets, fifos and devices are named, refused with -EINVAL (a 400), and
+ * never opened: a socket used to fail open() with ENXIO (a 500). */
+static void
+test_open_read_odd_types(void **state)
+{
+    struct files_stat st;
+    struct err e = {0};
+    int fd = -1;
+    (void)state;
+
+    make_socket("sock");
+    ln("sock", "socklink");
+    assert_int_equal(mkfifoat(root, "fifo", 0666), 0);
+    assert_int_equal(files_open_read(root, "sock", &fd, &st, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "'/sock' is a unix socket, not a regular file"));
+    err_clear(&e);
+    assert_int_equal(files_open_read(root, "socklink", &fd, &st, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "unix socket"));
+    err_clear(&e);
+    assert_int_equal(files_open_read(root, "fifo", &fd, &st, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "is a fifo"));
+    if (geteuid() == 0) {
+        err_clear(&e);
+        assert_int_equal(mknodat(root, "null", S_IFCHR | 0666, makedev(1, 3)), 0);
+        assert_int_equal(files_open_read(root, "null", &fd, &st, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "is a character device"));
+    }
+    assert_int_equal(fd, -1);
+    /* they are still there and can be stat'ed, deleted, removed with a tree */
+    assert_int_equal(files_stat(root, "sock", &st, &e), 0);
+    assert_int_equal(st.type, FILES_OTHER);
+    assert_int_equal(files_delete(root, "sock", &e), 0);
+    err_clear(&e);
+    assert_int_equal(files_rmdir(root, "fifo", &e), -ENOTDIR);
+    assert_non_null(strstr(e.msg, "is a fifo, not a directory"));
+    mk("odd");
+    make_socket("odd/s");
+    assert_int_equal(mkfifoat(root, "odd/f", 0600), 0);
+    assert_int_equal(files_rmdir(root, "odd", &e), 0);
+    assert_false(exists(root, "odd"));
+}
+
+/* Any depth the kernel allows goes, with few descriptors, and a failure
+ * names what failed rather than blaming depth or symlinks. */
+static void
+test_rmdir_deep(void **state)
+{
+    struct err e = {0};
+    (void)state;
+
+    mk("deep");
+    int cur = openat(root, "deep", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (int i = 0; i < 1500; i++) {
+        if (i % 100 == 0)
+            assert_int_equal(write_file_at(cur, "f", "x", 0644), 0);
+        assert_int_equal(mkdirat(cur, "d", 0755), 0);
+        int next = openat(cur, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        close(cur);
+        cur = next;
+    }
+    close(cur);
+    int r = files_rmdir(root, "deep", &e);
+    if (r < 0)
+        fail_msg("rmdir of a 1500-deep tree: %s", e.msg);
+    assert_false(exists(root, "deep"));
+    outside_untouched();
+}
+
 /* --- escapes, through every operation --- */
 
 static const char *const escapes[] = {"out",          "out/secret",       "outrel/secret",
@@ -858,6 +942,8 @@ main(void)
             T(test_walk_limits),
             T(test_versions),
             T(test_stat_and_open_read),
+            T(test_open_read_odd_types),
+            T(test_rmdir_deep),
             T(test_escapes),
             /* last: under UBSan with halt_on_error its bug ends the binary */
             T(test_walk_empty),

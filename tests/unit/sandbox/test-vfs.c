@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -504,7 +505,9 @@ test_list_limits(void **state)
     assert_int_equal(vfs_list(root, &ids, "/deep", VFS_MAX_DEPTH + 10, collect, &s, &e), -ELOOP);
     assert_int_equal(vfs_list(root, &ids, "/deep", VFS_MAX_DEPTH, collect, &(struct seen){0}, NULL),
                      0);
-    assert_int_equal(vfs_remove(root, "/deep", &e), -ELOOP);
+    /* removal has no depth limit */
+    assert_int_equal(vfs_remove(root, "/deep", &e), 0);
+    assert_false(exists(root, "deep"));
 
     /* more than VFS_LIST_MAX entries */
     mk("/many", 0755);
@@ -647,6 +650,49 @@ test_remove(void **state)
     assert_int_equal(vfs_remove(root, "/etc/passwd/x", &e), -ENOTDIR);
 }
 
+/* 1,500 levels with sockets and fifos in them go; what cannot go (a mount
+ * point) is named, not blamed on depth or symlinks. */
+static void
+test_remove_deep(void **state)
+{
+    struct err e = {0};
+    char p[4096];
+    (void)state;
+
+    mk("/home/user/deep", 0755);
+    int cur = openat(root, "home/user/deep", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (int i = 0; i < 1500; i++) {
+        if (i % 500 == 0) {
+            assert_int_equal(mkfifoat(cur, "fifo", 0600), 0);
+            assert_int_equal(write_file_at(cur, "f", "x", 0644), 0);
+        }
+        assert_int_equal(mkdirat(cur, "d", 0755), 0);
+        int next = openat(cur, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        close(cur);
+        cur = next;
+    }
+    close(cur);
+    int r = vfs_remove(root, "/home/user/deep", &e);
+    if (r < 0)
+        fail_msg("remove of a 1500-deep tree: %s", e.msg);
+    assert_false(exists(root, "home/user/deep"));
+
+    /* a mount point 3 levels down */
+    mk("/home/user/m", 0755);
+    mk("/home/user/m/a", 0755);
+    mk("/home/user/m/a/b", 0755);
+    mk("/home/user/m/a/b/mnt", 0755);
+    (void)snprintf(p, sizeof(p), "%s/root/home/user/m/a/b/mnt", top);
+    assert_int_equal(mount("tmpfs", p, "tmpfs", 0, NULL), 0);
+    err_clear(&e);
+    assert_int_equal(vfs_remove(root, "/home/user/m", &e), -EBUSY);
+    if (!strstr(e.msg, "cannot remove 'mnt' (3 levels below '/home/user/m')"))
+        fail_msg("message: %s", e.msg);
+    assert_int_equal(umount2(p, MNT_DETACH), 0);
+    assert_int_equal(vfs_remove(root, "/home/user/m", &e), 0);
+    outside_untouched();
+}
+
 static void
 test_open_read(void **state)
 {
@@ -669,7 +715,13 @@ test_open_read(void **state)
     assert_int_equal(vfs_open_read(root, &ids, "/home/user/escrel/secret", false, &fd, &size, &e),
                      -ENOENT);
     assert_int_equal(mkfifoat(root, "home/user/fifo2", 0600), 0); /* must not block */
+    err_clear(&e);
     assert_int_equal(vfs_open_read(root, &ids, "/home/user/fifo2", false, &fd, &size, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "'/home/user/fifo2' is a fifo, not a regular file"));
+    assert_int_equal(mknodat(root, "home/user/null", S_IFCHR | 0666, makedev(1, 3)), 0);
+    err_clear(&e);
+    assert_int_equal(vfs_open_read(root, &ids, "/home/user/null", false, &fd, &size, &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "is a character device"));
 }
 
 static void
@@ -906,6 +958,7 @@ main(void)
             T(test_mkdir),
             T(test_rename),
             T(test_remove),
+            T(test_remove_deep),
             T(test_open_read),
             T(test_open_write),
             T(test_open_dir),
