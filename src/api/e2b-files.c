@@ -31,9 +31,11 @@
 #include "../util/fd.h"
 #include "../util/json.h"
 #include "../util/log.h"
+#include "../util/parse.h"
 #include "e2b-internal.h"
 
-#define SMALL_READ_MAX (16 * 1024 * 1024) /* files whose size stat cannot tell */
+#define SMALL_READ_MAX       (16 * 1024 * 1024) /* files whose size stat cannot tell */
+#define E2B_UPLOAD_FILES_MAX 256                /* files one POST /files may write */
 
 /* --- entries --- */
 
@@ -441,7 +443,10 @@ files_get(struct http_req *req, const struct fsctx *f, const char *path)
     buf_done(&b);
 }
 
-/* One upload (POST /files), streamed. */
+/* One upload (POST /files), streamed. Every file of it is staged
+ * (vfs_upload_begin()) and all are put in place only when the whole body
+ * has arrived and decoded: a bad body, a gzip error, a limit or a client
+ * that goes away leaves every target as it was. */
 struct upload {
     struct http_req *req; /* outlives the upload (freed when it closes) */
     struct api *api;
@@ -453,20 +458,30 @@ struct upload {
     struct multipart *mp;
     struct inflate *z;
     struct vfs_meta meta;
-    int fd;
-    char cur[PATH_MAX_LEN + 1];
-    uint64_t written, max;
+    struct vfs_upload *staged[E2B_UPLOAD_FILES_MAX];
+    size_t n_staged;
+    struct vfs_upload *cur; /* the file the body goes to now; NULL: a part we skip */
+    uint64_t max, bytes;
+    struct err err; /* why a write failed */
     json_t *answer;
     bool failed;
 };
+
+static void
+up_abort_all(struct upload *u)
+{
+    for (size_t i = 0; i < u->n_staged; i++)
+        vfs_upload_abort(TAKE_PTR(u->staged[i]));
+    u->n_staged = 0;
+    u->cur = NULL;
+}
 
 static void
 upload_close(struct http_req *req, void *ud)
 {
     struct upload *u = ud;
     (void)req;
-    if (u->fd >= 0)
-        (void)close(u->fd);
+    up_abort_all(u); /* the body never completed: nothing changes */
     multipart_free(u->mp);
     inflate_free(u->z);
     json_decref(u->answer);
@@ -476,6 +491,7 @@ upload_close(struct http_req *req, void *ud)
 static int
 up_fail(struct http_req *req, struct upload *u, unsigned status, const char *msg)
 {
+    up_abort_all(u);
     if (!u->failed) {
         u->failed = true;
         e2b_error(req, status, "%s", msg);
@@ -486,28 +502,39 @@ up_fail(struct http_req *req, struct upload *u, unsigned status, const char *msg
 static int
 up_errno(struct http_req *req, struct upload *u, int r, const struct err *err)
 {
-    unsigned status =
-            r == -ENOSPC || r == -EDQUOT ? 507
-            : r == -EISDIR || r == -EINVAL || r == -ENOTDIR || r == -ENAMETOOLONG || r == -EEXIST
-                    ? 400
-            : r == -EACCES || r == -EPERM ? 403
-                                          : 500;
+    unsigned status = r == -ENOSPC || r == -EDQUOT ? 507
+                      : r == -EFBIG || r == -E2BIG ? 413
+                      : r == -EISDIR || r == -EINVAL || r == -ENOTDIR || r == -ENAMETOOLONG ||
+                                      r == -EEXIST || r == -ELOOP || r == -ENXIO
+                              ? 400
+                      : r == -EACCES || r == -EPERM || r == -EROFS ? 403
+                      : r == -EBUSY || r == -ETXTBSY               ? 409
+                                                                   : 500;
     char tmp[128];
     (void)snprintf(tmp, sizeof(tmp), "%s", strerror(-r));
     return up_fail(req, u, status, err && err->msg[0] ? err->msg : tmp);
 }
 
-/* Opens the next file of the upload; rel is what the client named. */
+/* The sandbox may have gone while the body streamed, its root with it. */
+static bool
+up_sandbox_ready(struct upload *u)
+{
+    struct entry *e = hashmap_get(u->api->map, u->id);
+    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused)
+        return false;
+    u->f.rootfd = sandbox_view_fd(e->sb);
+    return u->f.rootfd >= 0;
+}
+
+/* Stages the next file of the upload; rel is what the client named. */
 static int
 up_open(struct http_req *req, struct upload *u, const char *rel)
 {
     struct err err = {0};
     char path[PATH_MAX_LEN + 1];
-    /* The sandbox may have gone while the body streamed: its root with it. */
-    struct entry *e = hashmap_get(u->api->map, u->id);
-    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused)
+    struct vfs_upload *up = NULL;
+    if (!up_sandbox_ready(u))
         return up_fail(req, u, 502, "The sandbox was not found");
-    u->f.rootfd = sandbox_view_fd(e->sb);
     int r = vfs_resolve(rel, u->user.home, path, sizeof(path), &err);
     if (r < 0)
         return up_fail(req, u, 400, err.msg);
@@ -521,14 +548,21 @@ up_open(struct http_req *req, struct upload *u, const char *rel)
         if (same)
             return up_fail(req, u, 400, "two parts of the upload write the same path");
     }
-    r = vfs_open_write(u->f.rootfd, &u->f.ids, path, u->user.root, &u->fd, &err);
+    if (u->n_staged == E2B_UPLOAD_FILES_MAX) {
+        char msg[96];
+        (void)snprintf(msg, sizeof(msg), "one upload may write at most %d files",
+                       E2B_UPLOAD_FILES_MAX);
+        return up_fail(req, u, 413, msg);
+    }
+    r = vfs_upload_begin(u->f.rootfd, &u->f.ids, path, u->user.root, u->max, &up, &err);
     if (r < 0)
         return up_errno(req, u, r, &err);
-    r = vfs_set_meta(u->fd, &u->meta, &err);
+    u->staged[u->n_staged++] = up;
+    /* Metadata goes on the staged file: it appears together with the data. */
+    r = vfs_set_meta(vfs_upload_fd(up), &u->meta, &err);
     if (r < 0 && !(r == -EOPNOTSUPP && u->meta.n == 0))
         return up_errno(req, u, r, &err);
-    strcpy(u->cur, path);
-    u->written = 0;
+    u->cur = up;
     const char *base = strrchr(path, '/');
     json_t *o = json_object();
     (void)json_set(o, "name", json_string_lossy(base && base[1] ? base + 1 : path));
@@ -545,29 +579,20 @@ static int
 up_write(void *ud, const void *data, size_t n)
 {
     struct upload *u = ud;
-    if (u->fd < 0)
+    if (!u->cur)
         return 0; /* a part we skip */
-    if (u->written + n > u->max)
-        return -EFBIG;
-    int r = write_full(u->fd, data, n);
+    int r = vfs_upload_write(u->cur, data, n, &u->err);
     if (r < 0)
         return r;
-    u->written += n;
+    u->bytes += n;
     return 0;
-}
-
-static int
-up_close_file(struct upload *u)
-{
-    int fd = u->fd;
-    u->fd = -1;
-    return fd >= 0 && close(fd) < 0 ? -errno : 0;
 }
 
 static int
 part_begin(void *ud, const struct multipart_part *p)
 {
     struct upload *u = ud;
+    u->cur = NULL;
     if (!p->name || strcmp(p->name, "file"))
         return 0; /* only parts named "file" */
     const char *rel = p->filename && *p->filename ? p->filename : NULL;
@@ -582,8 +607,8 @@ static int
 part_end(void *ud)
 {
     struct upload *u = ud;
-    int r = up_close_file(u);
-    return r < 0 ? up_errno(u->req, u, r, NULL) : 0;
+    u->cur = NULL; /* complete; put in place with the others at the end */
+    return 0;
 }
 
 static const struct multipart_cb mp_cb = {part_begin, up_write, part_end};
@@ -596,18 +621,19 @@ up_chunk(struct http_req *req, const char *data, size_t len)
     int r;
     if (u->failed)
         return -EIO;
-    if (u->mp)
+    if (u->mp) {
         r = multipart_feed(u->mp, data, len, &err);
-    else if (u->z)
+    } else if (u->z) {
         r = inflate_feed(u->z, data, len, up_write, u, &err);
-    else
+    } else {
         r = up_write(u, data, len);
+    }
     if (r < 0 && !u->failed) {
         if (r == -EFBIG)
-            return up_fail(req, u, 400, "the file is larger than this server accepts");
+            return up_fail(req, u, 413, u->err.msg[0] ? u->err.msg : "the file is too large");
         if (r == -EPROTO || r == -EINVAL || r == -EMSGSIZE)
             return up_fail(req, u, 400, err.msg[0] ? err.msg : "malformed body");
-        return up_errno(req, u, r, &err);
+        return up_errno(req, u, r, u->err.msg[0] ? &u->err : &err);
     }
     return r < 0 ? -EIO : 0;
 }
@@ -630,15 +656,24 @@ up_done(struct http_req *req)
         (void)up_fail(req, u, 400, err.msg[0] ? err.msg : "malformed body");
         return;
     }
-    if ((r = up_close_file(u)) < 0) {
-        (void)up_errno(req, u, r, NULL);
-        return;
-    }
     if (json_array_size(u->answer) == 0) {
         (void)up_fail(req, u, 400, "the upload names no file (parts must be named \"file\")");
         return;
     }
-    u->api->m.bytes_uploaded += u->written;
+    if (!up_sandbox_ready(u)) {
+        (void)up_fail(req, u, 502, "The sandbox was not found");
+        return;
+    }
+    /* The whole body is in: now every file goes in place. */
+    for (size_t i = 0; i < u->n_staged; i++) {
+        r = vfs_upload_commit(TAKE_PTR(u->staged[i]), NULL, &err);
+        if (r < 0) {
+            (void)up_errno(req, u, r, &err);
+            return;
+        }
+    }
+    u->n_staged = 0;
+    u->api->m.bytes_uploaded += u->bytes;
     json_t *a = u->answer;
     u->answer = NULL;
     api_json(req, 200, a);
@@ -693,7 +728,6 @@ files_post(struct api *a, struct http_req *req, struct entry *e, const struct fs
     u->f = *f;
     u->user = *f->user;
     u->f.user = &u->user;
-    u->fd = -1;
     u->max = a->cfg.max_file_bytes;
     u->answer = json_array();
     http_req_set_userdata(req, u, upload_close);
@@ -730,7 +764,14 @@ files_post(struct api *a, struct http_req *req, struct entry *e, const struct fs
             e2b_error(req, 400, "an octet-stream upload needs the 'path' query parameter");
             return;
         }
-        if (enc && !strcasecmp(enc, "gzip") && inflate_new(&u->z) < 0) {
+        const char *cl = http_req_header(req, "Content-Length");
+        uint64_t len;
+        bool gzip = enc && !strcasecmp(enc, "gzip");
+        if (!gzip && cl && parse_u64(cl, &len) == 0 && len > u->max) {
+            e2b_error(req, 413, "files may be at most %llu bytes", (unsigned long long)u->max);
+            return;
+        }
+        if (gzip && inflate_new(&u->z) < 0) {
             e2b_error(req, 500, "out of memory");
             return;
         }

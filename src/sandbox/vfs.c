@@ -30,11 +30,14 @@
 #include "../util/cleanup.h"
 #include "../util/fd.h"
 #include "../util/parse.h"
+#include "../util/rand.h"
 
-#define VFS_RESOLVE     (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
-#define VFS_RETRIES     32    /* openat2 -EAGAIN (a rename raced "..") and swap retries */
-#define VFS_MAX_SYMLINK 40    /* links followed while computing a target, as the kernel */
-#define OVERFLOW_ID     65534 /* nobody/nogroup in the sandbox's /etc */
+#define VFS_RESOLVE         (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+#define VFS_RETRIES         32          /* openat2 -EAGAIN (a rename raced "..") and swap retries */
+#define VFS_MAX_SYMLINK     40          /* links followed while computing a target, as the kernel */
+#define OVERFLOW_ID         65534       /* nobody/nogroup in the sandbox's /etc */
+#define VFS_XATTR_KEEP_MAX  64          /* user.* attributes a replaced file passes on */
+#define VFS_XATTR_VALUE_MAX (64 * 1024) /* bytes of one (the kernel's XATTR_SIZE_MAX) */
 
 void
 vfs_ids_from_jail(const struct jail *j, struct vfs_ids *ret)
@@ -790,68 +793,233 @@ link_target(int rootfd, const char *path, char *out)
     return finish(out, PATH_MAX_LEN + 1, o);
 }
 
-int
-vfs_open_write(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root, int *ret_fd,
-               struct err *err)
+struct vfs_upload {
+    int dirfd;    /* O_PATH: the directory the target is linked into */
+    int fd;       /* the staged file, O_WRONLY */
+    bool tmpfile; /* O_TMPFILE: unnamed until linked */
+    char tmpname[32];
+    char name[PATH_NAME_MAX + 1]; /* the target's name in dirfd */
+    char path[PATH_MAX_LEN + 1];  /* the target, for messages */
+    uint64_t written, max;
+};
+
+/* Passes the user.* attributes of old (an O_PATH fd of the file being
+ * replaced) other than user.e2b.* on to dst, as a write in place would
+ * keep them; user.e2b.* is the upload's to set. Other namespaces are not
+ * ours to copy (security.capability must not survive new content). Best
+ * effort: what cannot be read or set is left out. */
+static void
+keep_xattrs(int old, int dst)
 {
-    char cur[PATH_MAX_LEN + 1], parent[PATH_MAX_LEN + 1], name[PATH_NAME_MAX + 1];
+    char p[64];
+    unsigned copied = 0;
+
+    (void)snprintf(p, sizeof(p), "/proc/self/fd/%d", old);
+    ssize_t n = listxattr(p, NULL, 0);
+    if (n <= 0)
+        return;
+    _cleanup_free_ char *names = malloc((size_t)n);
+    _cleanup_free_ char *val = malloc(VFS_XATTR_VALUE_MAX);
+    if (!names || !val || (n = listxattr(p, names, (size_t)n)) <= 0)
+        return;
+    for (char *s = names; s < names + n && copied < VFS_XATTR_KEEP_MAX; s += strlen(s) + 1) {
+        if (!startswith(s, "user.", NULL) || startswith(s, VFS_META_PREFIX, NULL))
+            continue;
+        ssize_t k = getxattr(p, s, val, VFS_XATTR_VALUE_MAX);
+        if (k >= 0 && fsetxattr(dst, s, val, (size_t)k, 0) == 0)
+            copied++;
+    }
+}
+
+/* Finds where a write to path lands, as os.OpenFile(O_CREATE) would: a
+ * final symlink is followed (by hand, inside the root, also when it
+ * dangles), missing parents of path itself are made. ret_dir (O_PATH) and
+ * ret_name say where; ret_st is the existing file, st_mode 0 when none. */
+static int
+upload_target(int rootfd, const char *path, uid_t uid, gid_t gid, int *ret_dir, char *ret_name,
+              struct stat *ret_st, struct err *err)
+{
+    char cur[PATH_MAX_LEN + 1], parent[PATH_MAX_LEN + 1], next[PATH_MAX_LEN + 1];
+    struct stat st;
+    int r;
+
+    (void)strscpy(cur, path, sizeof(cur));
+    for (int hops = 0;; hops++) {
+        if (hops >= VFS_MAX_SYMLINK)
+            return fail(err, -ELOOP, path, "open");
+        if (is_root(cur))
+            return fail(err, -EISDIR, path, "write");
+        split(cur, parent, ret_name);
+        /* Parents are made for the path asked for, not for where a link
+         * points (os.OpenFile does not make them either). */
+        _cleanup_close_ int dir = hops == 0 ? mkdir_in_root(rootfd, parent, uid, gid, NULL)
+                                            : xopen(rootfd, parent, O_PATH | O_DIRECTORY, 0);
+        if (dir < 0)
+            return hops == 0 ? fail(err, dir, parent, "create directory")
+                             : fail(err, dir, path, "open");
+        if (fstatat(dir, ret_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno != ENOENT)
+                return fail(err, -errno, path, "stat");
+            st.st_mode = 0;
+        } else if (S_ISLNK(st.st_mode)) {
+            r = link_target(rootfd, cur, next);
+            if (r == -EINVAL || r == -ENOENT)
+                continue; /* not a link any more, or gone: look again */
+            if (r < 0)
+                return fail(err, r, path, "open");
+            memcpy(cur, next, sizeof(cur));
+            continue;
+        } else if (S_ISDIR(st.st_mode)) {
+            return fail(err, -EISDIR, path, "write");
+        } else if (!S_ISREG(st.st_mode)) {
+            return not_regular(err, path, st.st_mode);
+        }
+        if (on_pseudo_fs(dir))
+            return err_set(err, EACCES, "'%.512s' is on a pseudo file system", path);
+        *ret_st = st;
+        *ret_dir = TAKE_FD(dir);
+        return 0;
+    }
+}
+
+int
+vfs_upload_begin(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root,
+                 uint64_t max_bytes, struct vfs_upload **ret, struct err *err)
+{
+    _cleanup_free_ struct vfs_upload *up = calloc(1, sizeof(*up));
     struct stat st;
     uid_t uid;
     gid_t gid;
     int r;
 
-    if (is_root(path))
-        return fail(err, -EISDIR, path, "write");
+    if (!up)
+        return -ENOMEM;
+    up->dirfd = up->fd = -EBADF;
+    up->max = max_bytes;
+    (void)strscpy(up->path, path, sizeof(up->path));
     acting(ids, as_root, &uid, &gid);
-    split(path, parent, name);
-    _cleanup_close_ int pdir = mkdir_in_root(rootfd, parent, uid, gid, NULL);
-    if (pdir < 0)
-        return fail(err, pdir, parent, "create directory");
-    /* O_EXCL tells a file we create (never through a symlink) from one that
-     * exists; an existing name is opened O_PATH and checked before it is
-     * opened for writing, so no open of a FIFO, device or procfs file runs
-     * with our privileges. A dangling final symlink is followed by hand. */
-    (void)strscpy(cur, path, sizeof(cur));
-    _cleanup_close_ int fd = -EBADF;
-    for (int hops = 0; fd < 0; hops++) {
-        if (hops >= VFS_MAX_SYMLINK)
-            return fail(err, -ELOOP, path, "open");
-        fd = xopen(rootfd, cur, O_WRONLY | O_CREAT | O_EXCL | O_NOCTTY, 0644);
-        if (fd >= 0) {
-            if (fchmod(fd, 0644) < 0)
-                return fail(err, -errno, path, "chmod");
-            break;
-        }
-        if (fd != -EEXIST)
-            return fail(err, fd, path, "create");
-        _cleanup_close_ int pfd = xopen(rootfd, cur, O_PATH, 0);
-        if (pfd == -ENOENT) {
-            char next[PATH_MAX_LEN + 1];
-            r = link_target(rootfd, cur, next);
-            if (r == 0)
-                memcpy(cur, next, sizeof(cur));
-            if (r < 0 && r != -EINVAL && r != -ENOENT)
-                return fail(err, r, path, "open");
-            continue; /* not a link any more (-EINVAL), or gone: try again */
-        }
-        if (pfd < 0)
-            return fail(err, pfd, path, "open");
-        if (fstat(pfd, &st) < 0)
-            return fail(err, -errno, path, "stat");
-        if (S_ISDIR(st.st_mode))
-            return fail(err, -EISDIR, path, "write");
-        if (!S_ISREG(st.st_mode))
-            return not_regular(err, path, st.st_mode);
-        if (on_pseudo_fs(pfd))
-            return err_set(err, EACCES, "'%.512s' is on a pseudo file system", path);
-        fd = reopen(pfd, O_WRONLY | O_TRUNC, uid, gid);
-        if (fd < 0)
-            return fail(err, fd, path, "open");
+    r = upload_target(rootfd, path, uid, gid, &up->dirfd, up->name, &st, err);
+    if (r < 0)
+        return r;
+    /* Unnamed until commit: nothing of a failed or aborted upload is ever
+     * seen, and the old content stays whole until it is replaced at once.
+     * O_PATH dirfd is fine as the base of an openat(). */
+    up->fd = openat(up->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+    if (up->fd >= 0) {
+        up->tmpfile = true;
+    } else if (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL) {
+        char rnd[17];
+        (void)rand_hex(rnd, 8);
+        (void)snprintf(up->tmpname, sizeof(up->tmpname), ".abx-upload-%s", rnd);
+        up->fd = openat(up->dirfd, up->tmpname,
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
     }
-    if (fchown(fd, uid, gid) < 0)
-        return fail(err, -errno, path, "chown");
-    *ret_fd = TAKE_FD(fd);
+    if (up->fd < 0) {
+        r = fail(err, -errno, path, "create");
+        vfs_upload_abort(TAKE_PTR(up));
+        return r;
+    }
+    /* Owned by the acting user; a replaced file keeps its permission bits
+     * (as O_TRUNC would), a new one gets 0644 whatever the umask. chown
+     * first: it clears set-id bits, which are never carried over. */
+    if (fchown(up->fd, uid, gid) < 0 || fchmod(up->fd, st.st_mode ? st.st_mode & 0777 : 0644) < 0) {
+        r = fail(err, -errno, path, "chown");
+        vfs_upload_abort(TAKE_PTR(up));
+        return r;
+    }
+    if (st.st_mode) {
+        struct stat now;
+        _cleanup_close_ int old = openat(up->dirfd, up->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (old >= 0 && fstat(old, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+            keep_xattrs(old, up->fd);
+    }
+    *ret = TAKE_PTR(up);
     return 0;
+}
+
+int
+vfs_upload_fd(const struct vfs_upload *up)
+{
+    return up->fd;
+}
+
+int
+vfs_upload_write(struct vfs_upload *up, const void *data, size_t n, struct err *err)
+{
+    if (n > up->max - up->written)
+        return err_set(err, EFBIG, "'%.512s' would be larger than %llu bytes", up->path,
+                       (unsigned long long)up->max);
+    int r = write_full(up->fd, data, n);
+    if (r < 0)
+        return fail(err, r, up->path, "write");
+    up->written += n;
+    return 0;
+}
+
+uint64_t
+vfs_upload_size(const struct vfs_upload *up)
+{
+    return up->written;
+}
+
+void
+vfs_upload_abort(struct vfs_upload *up)
+{
+    if (!up)
+        return;
+    safe_close(up->fd);
+    if (up->tmpname[0])
+        (void)unlinkat(up->dirfd, up->tmpname, 0);
+    safe_close(up->dirfd);
+    free(up);
+}
+
+int
+vfs_upload_commit(struct vfs_upload *up, bool *ret_created, struct err *err)
+{
+    struct stat st;
+    bool created;
+    int r = 0;
+
+    if (fstatat(up->dirfd, up->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            r = fail(err, -EISDIR, up->path, "replace");
+            goto out;
+        }
+        created = false;
+    } else {
+        created = true;
+    }
+    if (up->tmpfile) {
+        char proc[64], rnd[17];
+        (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", up->fd);
+        if (linkat(AT_FDCWD, proc, up->dirfd, up->name, AT_SYMLINK_FOLLOW) == 0)
+            goto done;
+        if (errno != EEXIST) {
+            r = fail(err, -errno, up->path, "create");
+            goto out;
+        }
+        /* Replacing: link under a hidden name, then rename over the old
+         * one, which readers see switch from whole old to whole new. */
+        (void)rand_hex(rnd, 8);
+        (void)snprintf(up->tmpname, sizeof(up->tmpname), ".abx-upload-%s", rnd);
+        if (linkat(AT_FDCWD, proc, up->dirfd, up->tmpname, AT_SYMLINK_FOLLOW) < 0) {
+            up->tmpname[0] = '\0';
+            r = fail(err, -errno, up->path, "create");
+            goto out;
+        }
+    }
+    if (renameat(up->dirfd, up->tmpname, up->dirfd, up->name) < 0) {
+        r = fail(err, -errno, up->path, "replace");
+        goto out;
+    }
+done:
+    up->tmpname[0] = '\0';
+    if (ret_created)
+        *ret_created = created;
+out:
+    vfs_upload_abort(up);
+    return r;
 }
 
 int

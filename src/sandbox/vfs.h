@@ -123,8 +123,7 @@ void vfs_go_perms(mode_t m, char out[VFS_PERMS_LEN]);
 /* lstat semantics on path; -ENOENT when missing. */
 int vfs_stat(int rootfd, const struct vfs_ids *ids, const char *path, struct vfs_entry *ret,
              struct err *err);
-/* The entry of an open regular file or directory fd known as path (the
- * answer for a file just written through vfs_open_write()). */
+/* The entry of an open regular file or directory fd known as path. */
 int vfs_stat_fd(int fd, const struct vfs_ids *ids, const char *path, struct vfs_entry *ret,
                 struct err *err);
 
@@ -177,13 +176,40 @@ int vfs_remove(int rootfd, const char *path, struct err *err);
 int vfs_open_read(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root,
                   int *ret_fd, uint64_t *ret_size, struct err *err);
 
-/* Opens path for writing like envd's os.OpenFile(O_WRONLY|O_CREATE|O_TRUNC)
- * (a final symlink is followed inside the root): missing parents are made
- * as vfs_mkdir() does, a new file gets mode 0644, and the file is chowned
- * to the acting user. -EISDIR for a directory, -EINVAL for another
- * non-regular file (named in the message), -EACCES on procfs. ret_fd is O_WRONLY|O_CLOEXEC. */
-int vfs_open_write(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root,
-                   int *ret_fd, struct err *err);
+/* A write of a whole file, staged: nothing at the target changes until
+ * vfs_upload_commit() puts the complete new content in place at once, so
+ * a failed, refused or abandoned upload leaves the old file whole (or no
+ * file) and no temporary name behind. Where the write lands follows envd's
+ * os.OpenFile(O_WRONLY|O_CREATE|O_TRUNC): a final symlink is followed
+ * inside the root (also a dangling one), missing parents of path are made
+ * as vfs_mkdir() does. The data goes to an unnamed O_TMPFILE in the
+ * target's directory (a hidden ".abx-upload-<hex>" where the file system
+ * has no O_TMPFILE) owned by the acting user, mode 0644 for a new file and
+ * the old permission bits (set-id bits dropped) for a replaced one; commit
+ * links it in or renames it over the target. A replaced file is a new
+ * inode: its other hard links keep the old content; its user.* xattrs
+ * other than user.e2b.* are carried over, user.e2b.* is the upload's (set
+ * it on vfs_upload_fd() before commit), other namespaces go. One upload is used by one
+ * thread; nothing is shared between uploads. */
+struct vfs_upload;
+
+/* -EISDIR for a directory (or "/"), -EINVAL for another non-regular file
+ * (the message names its type; it is never opened), -EACCES on a pseudo
+ * file system, -ELOOP for too many links. Writes past max_bytes fail. */
+int vfs_upload_begin(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root,
+                     uint64_t max_bytes, struct vfs_upload **ret, struct err *err);
+/* The staged file (O_WRONLY|O_CLOEXEC), borrowed: for vfs_set_meta(). */
+int vfs_upload_fd(const struct vfs_upload *up);
+/* Appends n bytes; -EFBIG past max_bytes (nothing written then). */
+int vfs_upload_write(struct vfs_upload *up, const void *data, size_t n, struct err *err);
+/* Bytes written so far. */
+uint64_t vfs_upload_size(const struct vfs_upload *up);
+/* Puts the file in place (replacing a file or a link, never a directory:
+ * -EISDIR) and frees up, also on failure, after which the target is as it
+ * was. ret_created (may be NULL): there was nothing at the target. */
+int vfs_upload_commit(struct vfs_upload *up, bool *ret_created, struct err *err);
+/* Discards the staged data and frees up. NULL is fine. */
+void vfs_upload_abort(struct vfs_upload *up);
 
 /* Replaces the user.e2b.* xattrs of the open file fd with m (NULL or empty
  * = remove them all). -EINVAL when m breaks the vfs_meta_add() limits,

@@ -395,10 +395,15 @@ test_meta(void **state)
     assert_int_equal(e.meta.n, 1);
 
     /* replace: the old set goes, other namespaces stay */
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/m.txt", false, &fd, &err), 0);
+    struct vfs_upload *up = NULL;
+    assert_int_equal(vfs_upload_begin(root, &ids, "/home/user/m.txt", false, 100, &up, &err), 0);
+    fd = vfs_upload_fd(up);
     assert_int_equal(vfs_meta_add(&m, "k1", "v1"), 0);
     assert_int_equal(vfs_meta_add(&m, "k2", ""), 0);
     assert_int_equal(vfs_set_meta(fd, &m, &err), 0);
+    assert_int_equal(vfs_upload_commit(up, NULL, &err), 0);
+    fd = openat(root, "home/user/m.txt", O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
     assert_int_equal(vfs_stat_fd(fd, &ids, "/home/user/m.txt", &e, &err), 0);
     assert_string_equal(e.name, "m.txt");
     assert_int_equal(e.type, VFS_FILE);
@@ -724,65 +729,160 @@ test_open_read(void **state)
     assert_non_null(strstr(e.msg, "is a character device"));
 }
 
+/* Writes data to path with a staged upload, as the E2B route does. */
+static int
+write_via(const char *path, bool as_root, const char *data, struct err *e)
+{
+    struct vfs_upload *up = NULL;
+    int r = vfs_upload_begin(root, &ids, path, as_root, 1 << 20, &up, e);
+    if (r < 0)
+        return r;
+    r = vfs_upload_write(up, data, strlen(data), e);
+    if (r < 0) {
+        vfs_upload_abort(up);
+        return r;
+    }
+    return vfs_upload_commit(up, NULL, e);
+}
+
 static void
-test_open_write(void **state)
+content_is(const char *p, const char *want)
+{
+    struct buf b;
+    buf_init(&b, 1 << 20);
+    assert_int_equal(read_file_at(root, p + 1, 1 << 20, &b), 0);
+    assert_string_equal(b.data, want);
+    buf_done(&b);
+}
+
+/* Names in directory p joined with ',', sorted: no temporary name may
+ * ever show up here. */
+static void
+names_are(const char *p, const char *want)
+{
+    char **v = NULL, out[1024] = "";
+    size_t n = 0;
+    _cleanup_close_ int d = openat(root, p + 1, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(d >= 0);
+    assert_int_equal(fd_dir_names(d, 64, &v, &n), 0);
+    for (size_t i = 0; i < n; i++)
+        (void)snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", i ? "," : "", v[i]);
+    fd_names_free(v, n);
+    assert_string_equal(out, want);
+}
+
+static void
+test_upload(void **state)
 {
     struct err e = {0};
-    struct buf b;
-    int fd = -1;
     (void)state;
 
     umask(077);
-    assert_int_equal(vfs_open_write(root, &ids, "/0/deep/x.txt", false, &fd, &e), 0);
-    assert_int_equal(write(fd, "data", 4), 4);
-    close(fd);
+    assert_int_equal(write_via("/0/deep/x.txt", false, "data", &e), 0);
     umask(022);
     owned_by("/0", USER, 0755);
     owned_by("/0/deep", USER, 0755);
     owned_by("/0/deep/x.txt", USER, 0644);
-    /* an existing file: truncated, chowned, mode kept */
+    content_is("/0/deep/x.txt", "data");
+    /* an existing file: replaced, chowned, mode kept (set-id bits not) */
     put("/home/user/w.txt", "longer content");
-    assert_int_equal(fchmodat(root, "home/user/w.txt", 0600, 0), 0);
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/w.txt", true, &fd, &e), 0);
-    assert_int_equal(write(fd, "new", 3), 3);
-    close(fd);
-    buf_init(&b, 100);
-    assert_int_equal(read_file_at(root, "home/user/w.txt", 100, &b), 0);
-    assert_string_equal(b.data, "new");
-    buf_done(&b);
+    assert_int_equal(fchmodat(root, "home/user/w.txt", 04600, 0), 0);
+    assert_int_equal(write_via("/home/user/w.txt", true, "new", &e), 0);
+    content_is("/home/user/w.txt", "new");
     owned_by("/home/user/w.txt", RFIRST, 0600);
-    /* a final symlink is followed, inside the root */
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/pw", false, &fd, &e), 0);
-    assert_int_equal(write(fd, "via link\n", 9), 9);
-    close(fd);
-    buf_init(&b, 100);
-    assert_int_equal(read_file_at(root, "etc/passwd", 100, &b), 0);
-    assert_string_equal(b.data, "via link\n");
-    buf_done(&b);
+    /* a final symlink is followed, inside the root, and stays a link */
+    assert_int_equal(write_via("/home/user/pw", false, "via link\n", &e), 0);
+    content_is("/etc/passwd", "via link\n");
+    struct stat st;
+    assert_int_equal(fstatat(root, "home/user/pw", &st, AT_SYMLINK_NOFOLLOW), 0);
+    assert_true(S_ISLNK(st.st_mode));
     /* a dangling one creates its target */
     ln("/tmp/made", "/home/user/dangling");
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/dangling", false, &fd, &e), 0);
-    close(fd);
+    assert_int_equal(write_via("/home/user/dangling", false, "", &e), 0);
     owned_by("/tmp/made", USER, 0644);
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/broken", false, &fd, &e), 0);
-    close(fd);
+    assert_int_equal(write_via("/home/user/broken", false, "", &e), 0);
     assert_true(exists(root, "nope"));
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/loop", false, &fd, &e), -ELOOP);
+    assert_int_equal(write_via("/home/user/loop", false, "", &e), -ELOOP);
     /* refused */
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/d", false, &fd, &e), -EISDIR);
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/dl", false, &fd, &e), -EISDIR);
-    assert_int_equal(vfs_open_write(root, &ids, "/", false, &fd, &e), -EISDIR);
-    assert_int_equal(vfs_open_write(root, &ids, "/etc/passwd/x", false, &fd, &e), -ENOTDIR);
+    assert_int_equal(write_via("/home/user/d", false, "", &e), -EISDIR);
+    assert_int_equal(write_via("/home/user/dl", false, "", &e), -EISDIR);
+    assert_int_equal(write_via("/", false, "", &e), -EISDIR);
+    assert_int_equal(write_via("/etc/passwd/x", false, "", &e), -ENOTDIR);
     assert_int_equal(mkfifoat(root, "home/user/fifo3", 0600), 0);
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/fifo3", false, &fd, &e), -EINVAL);
+    err_clear(&e);
+    assert_int_equal(write_via("/home/user/fifo3", false, "", &e), -EINVAL);
+    assert_non_null(strstr(e.msg, "is a fifo, not a regular file"));
     /* the outside, by every link: inside the root or nowhere */
-    (void)vfs_open_write(root, &ids, "/home/user/esc/secret", false, &fd, NULL);
-    (void)vfs_open_write(root, &ids, "/home/user/escrel/secret", false, &fd, NULL);
+    (void)write_via("/home/user/esc/secret", false, "x", NULL);
+    (void)write_via("/home/user/escrel/secret", false, "x", NULL);
     char abs[256];
     (void)snprintf(abs, sizeof(abs), "%s/outside/new", top);
     ln(abs, "/home/user/escnew");
-    assert_int_equal(vfs_open_write(root, &ids, "/home/user/escnew", false, &fd, &e), -ENOENT);
+    assert_int_equal(write_via("/home/user/escnew", false, "x", &e), -ENOENT);
     outside_untouched();
+}
+
+/* Nothing is visible before commit; abort, a limit, or a directory put in
+ * the way leave the old content and no temporary name. */
+static void
+test_upload_atomic(void **state)
+{
+    struct vfs_upload *up = NULL;
+    struct err e = {0};
+    bool created = true;
+    (void)state;
+
+    mk("/home/user/at", 0755);
+    put("/home/user/at/f", "old content");
+    char pf[300];
+    (void)snprintf(pf, sizeof(pf), "%s/root/home/user/at/f", top);
+    assert_int_equal(setxattr(pf, "user.keep", "k", 1, 0), 0);
+    assert_int_equal(setxattr(pf, "user.e2b.old", "o", 1, 0), 0);
+    /* aborted half way */
+    assert_int_equal(vfs_upload_begin(root, &ids, "/home/user/at/f", false, 100, &up, &e), 0);
+    assert_int_equal(vfs_upload_write(up, "half", 4, &e), 0);
+    content_is("/home/user/at/f", "old content");
+    names_are("/home/user/at", "f");
+    vfs_upload_abort(up);
+    content_is("/home/user/at/f", "old content");
+    names_are("/home/user/at", "f");
+    /* over the limit */
+    assert_int_equal(vfs_upload_begin(root, &ids, "/home/user/at/f", false, 6, &up, &e), 0);
+    assert_int_equal(vfs_upload_write(up, "12345", 5, &e), 0);
+    assert_int_equal(vfs_upload_write(up, "67", 2, &e), -EFBIG);
+    assert_int_equal(vfs_upload_size(up), 5);
+    vfs_upload_abort(up);
+    content_is("/home/user/at/f", "old content");
+    /* a new file that never commits leaves nothing */
+    assert_int_equal(vfs_upload_begin(root, &ids, "/home/user/at/new", false, 9, &up, &e), 0);
+    assert_int_equal(vfs_upload_write(up, "x", 1, &e), 0);
+    names_are("/home/user/at", "f");
+    vfs_upload_abort(up);
+    names_are("/home/user/at", "f");
+    /* commit: the new content at once; user.* kept, user.e2b.* the upload's */
+    assert_int_equal(vfs_upload_begin(root, &ids, "/home/user/at/f", false, 100, &up, &e), 0);
+    assert_int_equal(vfs_upload_write(up, "new", 3, &e), 0);
+    static struct vfs_meta m;
+    assert_int_equal(vfs_meta_add(&m, "k", "v"), 0);
+    assert_int_equal(vfs_set_meta(vfs_upload_fd(up), &m, &e), 0);
+    assert_int_equal(vfs_upload_commit(up, &created, &e), 0);
+    assert_false(created);
+    content_is("/home/user/at/f", "new");
+    names_are("/home/user/at", "f");
+    char v[8] = "";
+    assert_int_equal(getxattr(pf, "user.keep", v, sizeof(v)), 1);
+    assert_int_equal(getxattr(pf, "user.e2b.k", v, sizeof(v)), 1);
+    assert_int_equal(getxattr(pf, "user.e2b.old", v, sizeof(v)), -1);
+    assert_int_equal(vfs_upload_begin(root, &ids, "/home/user/at/g", false, 9, &up, &e), 0);
+    assert_int_equal(vfs_upload_commit(up, &created, &e), 0);
+    assert_true(created);
+    names_are("/home/user/at", "f,g");
+    /* a directory put where the file goes meanwhile is never replaced */
+    assert_int_equal(vfs_upload_begin(root, &ids, "/home/user/at/h", false, 9, &up, &e), 0);
+    mk("/home/user/at/h", 0755);
+    assert_int_equal(vfs_upload_commit(up, &created, &e), -EISDIR);
+    names_are("/home/user/at", "f,g,h");
+    names_are("/home/user/at/h", "");
 }
 
 /* procfs in the view: readable as the sandbox, never writable, never with
@@ -811,9 +911,8 @@ test_procfs(void **state)
     assert_int_equal(geteuid(), 0); /* and we are ourselves again */
     assert_int_equal(getegid(), 0);
     assert_int_equal(fchownat(root, "home/user", USER, USER, 0), 0);
-    assert_int_equal(vfs_open_write(root, &ids, "/proc/sys/kernel/hostname", true, &fd, &e),
-                     -EACCES);
-    assert_int_equal(vfs_open_write(root, &ids, "/proc/newfile", true, &fd, NULL) < 0, 1);
+    assert_int_equal(write_via("/proc/sys/kernel/hostname", true, "x", &e), -EACCES);
+    assert_int_equal(write_via("/proc/newfile", true, "x", NULL) < 0, 1);
     /* magic links are neither followed nor resolved */
     static struct vfs_entry ent;
     char self[64];
@@ -893,8 +992,7 @@ test_swap_race(void **state)
     stop = false;
     assert_int_equal(pthread_create(&t, NULL, swapper, NULL), 0);
     for (int i = 0; i < 3000; i++) {
-        if (vfs_open_write(root, &ids, "/home/user/sw/secret", false, &fd, NULL) == 0)
-            close(fd);
+        (void)write_via("/home/user/sw/secret", false, "x", NULL);
         if (vfs_open_read(root, &ids, "/home/user/sw/secret", false, &fd, &(uint64_t){0}, NULL) ==
             0)
             close(fd);
@@ -930,7 +1028,7 @@ test_no_openat2(void **state)
             vfs_list(root, &ids, "/", 1, collect, &(struct seen){0}, NULL) != -ENOSYS ||
             vfs_mkdir(root, &ids, "/new", false, &created, NULL) != -ENOSYS ||
             vfs_open_read(root, &ids, "/etc/passwd", false, &fd, &(uint64_t){0}, NULL) != -ENOSYS ||
-            vfs_open_write(root, &ids, "/etc/x", false, &fd, NULL) != -ENOSYS ||
+            write_via("/etc/x", false, "", NULL) != -ENOSYS ||
             vfs_remove(root, "/etc/passwd", NULL) != -ENOSYS ||
             vfs_open_dir(root, "/etc", &fd, NULL) != -ENOSYS ||
             vfs_open_below(root, "etc", &fd, NULL) != -ENOSYS || exists(root, "new"))
@@ -960,7 +1058,8 @@ main(void)
             T(test_remove),
             T(test_remove_deep),
             T(test_open_read),
-            T(test_open_write),
+            T(test_upload),
+            T(test_upload_atomic),
             T(test_open_dir),
             T(test_procfs),
             T(test_swap_race),
