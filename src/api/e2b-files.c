@@ -36,6 +36,9 @@
 
 #define SMALL_READ_MAX       (16 * 1024 * 1024) /* files whose size stat cannot tell */
 #define E2B_UPLOAD_FILES_MAX 256                /* files one POST /files may write */
+#define E2B_GZIP_RATIO_MAX   1024               /* decoded bytes per gzip byte, at most */
+#define E2B_GZIP_RATIO_FREE  (1024 * 1024)      /* decoded bytes before the ratio counts */
+#define E2B_GZIP_SLICE       4096               /* gzip bytes decoded at a time */
 
 /* --- entries --- */
 
@@ -457,6 +460,7 @@ struct upload {
     bool has_query_path;
     struct multipart *mp;
     struct inflate *z;
+    uint64_t encoded, decoded; /* gzip: body bytes in, file bytes out */
     struct vfs_meta meta;
     struct vfs_upload *staged[E2B_UPLOAD_FILES_MAX];
     size_t n_staged;
@@ -588,6 +592,24 @@ up_write(void *ud, const void *data, size_t n)
     return 0;
 }
 
+/* Decoded gzip output: counts against the file's limit (in up_write) and
+ * against E2B_GZIP_RATIO_MAX, checked on every piece, so that a bomb
+ * stops within about E2B_GZIP_RATIO_MAX * E2B_GZIP_SLICE bytes (4 MiB) of
+ * output past the free allowance, long before the size limit. */
+static int
+gz_write(void *ud, const void *data, size_t n)
+{
+    struct upload *u = ud;
+    u->decoded += n;
+    if (u->decoded > E2B_GZIP_RATIO_FREE && u->decoded / E2B_GZIP_RATIO_MAX > u->encoded)
+        return err_set(&u->err, EFBIG,
+                       "the gzip body expands more than %d-fold (%llu bytes from %llu): refused "
+                       "as a decompression bomb",
+                       E2B_GZIP_RATIO_MAX, (unsigned long long)u->decoded,
+                       (unsigned long long)u->encoded);
+    return up_write(u, data, n);
+}
+
 static int
 part_begin(void *ud, const struct multipart_part *p)
 {
@@ -624,7 +646,14 @@ up_chunk(struct http_req *req, const char *data, size_t len)
     if (u->mp) {
         r = multipart_feed(u->mp, data, len, &err);
     } else if (u->z) {
-        r = inflate_feed(u->z, data, len, up_write, u, &err);
+        /* In slices: the ratio is checked against what was fed so far, so
+         * a bomb stops within one slice's expansion, not one chunk's. */
+        r = 0;
+        for (size_t o = 0, n; r == 0 && o < len; o += n) {
+            n = MIN(len - o, (size_t)E2B_GZIP_SLICE);
+            u->encoded += n;
+            r = inflate_feed(u->z, data + o, n, gz_write, u, &err);
+        }
     } else {
         r = up_write(u, data, len);
     }

@@ -1,6 +1,6 @@
 // Uploads that fail never damage anything: for a bad gzip body, a second
 // gzip member, a truncated one, a client that goes away mid-body (raw
-// socket) and a file over the size limit, the old content of
+// socket), a file over the size limit and a gzip bomb, the old content of
 // an overwritten file is intact, a new file does not appear, and no
 // partial or temporary file is visible in the directory. Also odd file
 // types (unix sockets, fifos) on /files and the Remove RPC, and a
@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readlinkSync } from 'node:fs';
 import net from 'node:net';
-import { gzipSync } from 'node:zlib';
+import { gzipSync, createGzip } from 'node:zlib';
 import { setup, envd, sleep } from './lib.mjs';
 import { startAbxd } from '../integration/lib.mjs';
 
@@ -210,6 +210,41 @@ test('over the size limit: 413, nothing written, however the body comes', async 
   const r = await post(small, d2, `${t.dir}/exact.bin`, octets, randomBytes(MAX_MB << 20));
   assert.equal(r.status, 200, await r.clone().text());
   await noneStaged(d2);
+});
+
+// 256 MiB of zeros in about 256 KB of gzip: refused by the ratio cap long
+// before it is decoded, with the default size limit (8 GiB) far away.
+function bomb() {
+  return new Promise((resolve) => {
+    const z = createGzip({ level: 9 });
+    const out = [];
+    z.on('data', (c) => out.push(c));
+    z.on('end', () => resolve(Buffer.concat(out)));
+    const zero = Buffer.alloc(1 << 20);
+    for (let i = 0; i < 256; i++) z.write(zero);
+    z.end();
+  });
+}
+
+test('a gzip bomb stops early with 413 and writes nothing', async () => {
+  const t = await fresh(sbx, 'bomb');
+  const body = await bomb();
+  assert.ok(body.length < 300 * 1024, `${body.length}`);
+  for (const target of ['old.txt', 'new.txt']) {
+    const r = await post(sbx, d, `${t.dir}/${target}`, gz, body);
+    assert.equal(r.status, 413, `${target}: ${r.status}`);
+    const j = await r.json();
+    assert.match(j.message, /expands more than 1024-fold/, j.message);
+    // It stopped within one 4 KiB slice of input past the cap (1 MiB free
+    // + at most 4 MiB), not at 256 MiB nor at the end of a 64 KiB chunk.
+    const decoded = Number(j.message.match(/\((\d+) bytes from/)[1]);
+    assert.ok(decoded < 6 << 20, `decoded ${decoded}`);
+    await untouched(sbx, t, `bomb -> ${target}`);
+  }
+  // Highly compressible but honest data below the free allowance passes.
+  const r = await post(sbx, d, `${t.dir}/zeros.bin`, gz, gzipSync(Buffer.alloc(512 * 1024)));
+  assert.equal(r.status, 200, await r.clone().text());
+  await noneStaged(d);
 });
 
 test('sockets and fifos: downloads refused with 400 naming the type, Remove works', async () => {
