@@ -667,12 +667,13 @@ static unsigned
 snap_status(int r)
 {
     int e = r < 0 ? -r : r;
-    return e == EFBIG || e == E2BIG            ? 507
-           : e == EBUSY                        ? 409
-           : e == EINVAL                       ? 400
-           : e == ENOENT || e == ESRCH         ? 404
-           : e == ESHUTDOWN || e == EOPNOTSUPP ? 503
-                                               : 500;
+    /* The sandbox's files over a snapshot limit (bytes, entries, depth). */
+    return e == EFBIG || e == E2BIG || e == ELOOP ? 507
+           : e == EBUSY                           ? 409
+           : e == EINVAL                          ? 400
+           : e == ENOENT || e == ESRCH            ? 404
+           : e == ESHUTDOWN || e == EOPNOTSUPP    ? 503
+                                                  : 500;
 }
 
 static void

@@ -1,6 +1,10 @@
 /*
  * snapshot.c - copy a sandbox's writable files out to a host tree and in.
  *
+ * Regular files are copied extent by extent (SEEK_DATA/SEEK_HOLE), so a
+ * sparse file stays sparse in the snapshot and after a restore, and the
+ * size bound counts the data a file really holds, not its length.
+ *
  * Both directions walk one directory at a time from a pinned directory
  * fd: fstatat(AT_SYMLINK_NOFOLLOW) names the type, then the entry is
  * opened with O_NOFOLLOW and checked again with fstat, so a name swapped
@@ -67,29 +71,6 @@ dots(const char *n)
     return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'));
 }
 
-/* Copies at most size bytes from in to out; the count copied. */
-static int
-copy_bytes(int in, int out, uint64_t size, char *buf, uint64_t *ret)
-{
-    uint64_t done = 0;
-    while (done < size) {
-        size_t want = size - done < COPY_CHUNK ? (size_t)(size - done) : COPY_CHUNK;
-        ssize_t n = read(in, buf, want);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            break;
-        int r = write_full(out, buf, (size_t)n);
-        if (r < 0)
-            return r;
-        done += (uint64_t)n;
-    }
-    *ret = done;
-    return 0;
-}
-
 static void
 times_of(const struct stat *st, struct timespec ts[2])
 {
@@ -145,6 +126,14 @@ put_special(struct walk *w, int src, int dst, const char *name, const struct sta
     return 0;
 }
 
+static int
+too_big(struct walk *w, const char *name, uint64_t allocated)
+{
+    return err_set(w->err, EFBIG,
+                   "the snapshot would exceed %llu bytes of file data ('%s' has %llu allocated)",
+                   (unsigned long long)w->max_bytes, name, (unsigned long long)allocated);
+}
+
 static int out_dir(struct walk *w, int src, int dst, dev_t dev, unsigned depth);
 
 static int
@@ -197,10 +186,6 @@ out_entry(struct walk *w, int src, int dst, const char *name, dev_t dev, unsigne
             w->st.entries--;
             return 0;
         }
-        if ((uint64_t)st.st_size > w->max_bytes - w->st.bytes)
-            return err_set(w->err, EFBIG,
-                           "the snapshot would exceed %llu bytes of files ('%s' has %llu)",
-                           (unsigned long long)w->max_bytes, name, (unsigned long long)st.st_size);
         _cleanup_close_ int s =
                 openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         if (s < 0)
@@ -215,8 +200,13 @@ out_entry(struct walk *w, int src, int dst, const char *name, dev_t dev, unsigne
                 openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (d < 0)
             return err_set(w->err, errno, "cannot create '%s' in the snapshot", name);
-        uint64_t n = 0;
-        if ((r = copy_bytes(s, d, (uint64_t)st.st_size, w->buf, &n)) < 0)
+        /* The budget counts the data written, extent by extent: a file
+         * past it stops the copy there. */
+        uint64_t n = 0, budget = w->max_bytes - w->st.bytes;
+        r = fd_copy_sparse(s, d, (uint64_t)st.st_size, w->buf, COPY_CHUNK, &budget, &n);
+        if (r == -EFBIG)
+            return too_big(w, name, (uint64_t)st.st_blocks * 512);
+        if (r < 0)
             return err_set(w->err, -r, "cannot copy '%s'", name);
         w->st.bytes += n;
         return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
@@ -361,8 +351,8 @@ in_entry(struct walk *w, int src, int dst, const char *name, dev_t dev, unsigned
                 openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (s < 0 || d < 0)
             return err_set(w->err, errno, "cannot restore '%s'", name);
-        uint64_t n = 0;
-        if ((r = copy_bytes(s, d, (uint64_t)st.st_size, w->buf, &n)) < 0)
+        r = fd_copy_sparse(s, d, (uint64_t)st.st_size, w->buf, COPY_CHUNK, NULL, NULL);
+        if (r < 0)
             return err_set(w->err, -r, "cannot restore '%s'", name);
         return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
     }

@@ -12,7 +12,8 @@
  * state dir, mode 0700): <dst>/home/user, <dst>/tmp, ... Modes, mtimes,
  * symlinks (as links) and fifos are kept; ownership is stored as the
  * in-sandbox ids (host id = in-sandbox id: 0 for root, 1000 for user),
- * ids outside the sandbox's range as nobody (65534). Hardlinks become
+ * ids outside the sandbox's range as nobody (65534). Holes of sparse
+ * files are kept both ways (only data extents are copied). Hardlinks become
  * separate files; xattrs, sockets and device nodes are not kept; nested
  * mount points (a different st_dev than their top directory) are skipped.
  *
@@ -34,7 +35,7 @@
 
 struct vfs_ids;
 
-#define SNAPSHOT_MAX_BYTES   (4ull << 30) /* bytes of regular files in one snapshot */
+#define SNAPSHOT_MAX_BYTES   (4ull << 30) /* bytes of file data (not holes) in one snapshot */
 #define SNAPSHOT_MAX_ENTRIES 200000       /* entries in one snapshot */
 #define SNAPSHOT_MAX_DEPTH   256          /* directory levels */
 #define SNAPSHOT_NOBODY      65534u
@@ -43,14 +44,15 @@ extern const char *const SNAPSHOT_DIRS[];
 extern const unsigned SNAPSHOT_NDIRS;
 
 struct snapshot_stats {
-    uint64_t bytes;   /* of regular files copied */
+    uint64_t bytes;   /* of file data copied (holes not counted) */
     uint64_t entries; /* files, directories, links, fifos copied */
     uint64_t skipped; /* sockets, devices, mount points, foreign files */
 };
 
 /* Copies the writable directories of the view viewfd (a sandbox's root,
  * ids its ids) into the empty directory dstfd. -EFBIG past max_bytes of
- * file data (apparent sizes: a sparse file counts whole), -E2BIG past
+ * file data (what the files' data extents hold: a hole costs nothing, so
+ * a 10 GiB sparse file with 1 MiB of data counts 1 MiB), -E2BIG past
  * SNAPSHOT_MAX_ENTRIES, -ELOOP past SNAPSHOT_MAX_DEPTH. On failure dstfd
  * holds a partial tree the caller removes. */
 int snapshot_copy_out(int viewfd, const struct vfs_ids *ids, int dstfd, uint64_t max_bytes,

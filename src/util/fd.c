@@ -461,6 +461,80 @@ fd_type_name(mode_t mode)
     }
 }
 
+/* --- copying --- */
+
+static int
+pwrite_full(int fd, const char *buf, size_t n, off_t off)
+{
+    while (n > 0) {
+        ssize_t k = pwrite(fd, buf, n, off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -errno;
+        buf += k;
+        n -= (size_t)k;
+        off += k;
+    }
+    return 0;
+}
+
+int
+fd_copy_sparse(int in, int out, uint64_t size, char *buf, size_t bufsz, uint64_t *budget,
+               uint64_t *ret_data)
+{
+    uint64_t off = 0, data = 0, end = size;
+    bool seek = true;
+
+    while (off < end) {
+        uint64_t from = off, to = end;
+        if (seek) {
+            off_t d = lseek(in, (off_t)off, SEEK_DATA);
+            if (d < 0 && errno == ENXIO)
+                break; /* a hole up to the end */
+            if (d < 0 && (errno == EINVAL || errno == EOPNOTSUPP)) {
+                seek = false; /* no SEEK_DATA here: all data */
+            } else if (d < 0) {
+                return -errno;
+            } else {
+                off_t h = lseek(in, d, SEEK_HOLE);
+                if (h < 0)
+                    return -errno;
+                from = (uint64_t)d;
+                to = MIN((uint64_t)h, end);
+            }
+        }
+        for (off = from; off < to;) {
+            size_t want = (size_t)MIN(to - off, (uint64_t)bufsz);
+            ssize_t k = pread(in, buf, want, (off_t)off);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k < 0)
+                return -errno;
+            if (k == 0) {
+                end = off; /* shrank under us: stop at its end */
+                break;
+            }
+            if (budget && (uint64_t)k > *budget)
+                return -EFBIG;
+            int r = pwrite_full(out, buf, (size_t)k, (off_t)off);
+            if (r < 0)
+                return r;
+            if (budget)
+                *budget -= (uint64_t)k;
+            off += (uint64_t)k;
+            data += (uint64_t)k;
+        }
+        if (!seek && off >= to)
+            break;
+    }
+    if (ftruncate(out, (off_t)end) < 0)
+        return -errno;
+    if (ret_data)
+        *ret_data = data;
+    return 0;
+}
+
 int
 copy_file_at(int srcdirfd, const char *src, int dirfd, const char *name, mode_t mode)
 {
@@ -485,20 +559,9 @@ copy_file_at(int srcdirfd, const char *src, int dirfd, const char *name, mode_t 
     if (out < 0)
         return -errno;
     char b[65536];
-    for (;;) {
-        ssize_t k = read(in, b, sizeof(b));
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            r = -errno;
-            goto fail;
-        }
-        if (k == 0)
-            break;
-        r = write_full(out, b, (size_t)k);
-        if (r < 0)
-            goto fail;
-    }
+    r = fd_copy_sparse(in, out, (uint64_t)st.st_size, b, sizeof(b), NULL, NULL);
+    if (r < 0)
+        goto fail;
     if (fchmod(out, mode) < 0 || renameat(dirfd, tmp, dirfd, name) < 0) {
         r = -errno;
         goto fail;

@@ -3,9 +3,10 @@
  *
  * These operate on trusted directories (the state directory, cgroupfs,
  * /proc). Paths inside a sandbox go through path.h instead; rm_tree_at()
- * is the exception, made to work on what a sandbox controls (given a
- * directory already reached safely). All descriptors are opened O_CLOEXEC.
- * Functions return 0 (or a count) or -errno.
+ * and fd_copy_sparse() are the exceptions, made to work on what a sandbox
+ * controls (given a directory or file already reached safely). All
+ * descriptors are opened O_CLOEXEC. Functions return 0 (or a count) or
+ * -errno.
  */
 #pragma once
 
@@ -65,6 +66,17 @@ int rm_rf_at(int dirfd, const char *name);
  * "directory", "symlink", "fifo", "unix socket", "character device",
  * "block device", "file of unknown type". */
 const char *fd_type_name(mode_t mode);
+
+/* Copies the first size bytes of the regular file in into the empty regular
+ * file out, keeping holes: only the extents lseek(SEEK_DATA/SEEK_HOLE)
+ * reports as data are read and written, the rest stays a hole, and out is
+ * truncated to its length at the end (size, or less if in shrank). buf is
+ * bufsz bytes of scratch. budget, when not NULL, holds the data bytes it may
+ * still write and is decremented: -EFBIG past it. A file system without
+ * SEEK_DATA counts as all data. ret_data: data bytes written. Moves both
+ * file offsets. */
+int fd_copy_sparse(int in, int out, uint64_t size, char *buf, size_t bufsz, uint64_t *budget,
+                   uint64_t *ret_data);
 
 /* The names in the directory dirfd (without "." and ".."), sorted bytewise
  * (strcmp); at most max of them, -E2BIG past that. Reads through a fresh

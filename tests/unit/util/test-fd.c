@@ -2,7 +2,7 @@
  * test-fd.c - descriptor helpers and trusted-tree utilities: rm_rf_at() on a
  * 3000-level tree under a 32-descriptor limit, never following symlinks out
  * of the tree; small-file helpers (limits, O_NOFOLLOW), mkdir_p(),
- * copy_file_at(), read_full()/write_full().
+ * copy_file_at(), fd_copy_sparse() on a 10 GiB sparse file, read_full()/write_full().
  */
 #include <dirent.h>
 #include <errno.h>
@@ -334,6 +334,77 @@ test_mkdir_p(void **state)
     free(huge);
 }
 
+/* A 10 GiB file with three 64 KiB data extents (start, middle, end). */
+static const off_t sparse_at[] = {0, 5ll << 30, (10ll << 30) - 65536};
+
+static void
+make_sparse(int dirfd, const char *name)
+{
+    char data[65536];
+    int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 10ll << 30), 0);
+    for (size_t i = 0; i < (sizeof(sparse_at) / sizeof(sparse_at[0])); i++) {
+        memset(data, 'a' + (int)i, sizeof(data));
+        assert_int_equal(pwrite(fd, data, sizeof(data), sparse_at[i]), (ssize_t)sizeof(data));
+    }
+    close(fd);
+}
+
+/* Same length, same bytes where the data is, holes elsewhere. */
+static void
+same_sparse(int dirfd, const char *name)
+{
+    char data[65536], want[65536];
+    struct stat st;
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_size, 10ll << 30);
+    assert_true(st.st_blocks * 512 < 4 << 20); /* stayed sparse */
+    for (size_t i = 0; i < (sizeof(sparse_at) / sizeof(sparse_at[0])); i++) {
+        memset(want, 'a' + (int)i, sizeof(want));
+        assert_int_equal(pread(fd, data, sizeof(data), sparse_at[i]), (ssize_t)sizeof(data));
+        assert_memory_equal(data, want, sizeof(data));
+        /* and zeros (a hole) right after it, unless at the end */
+        if (sparse_at[i] + 65536 < st.st_size) {
+            memset(want, 0, sizeof(want));
+            assert_int_equal(pread(fd, data, 4096, sparse_at[i] + 65536), 4096);
+            assert_memory_equal(data, want, 4096);
+        }
+    }
+    close(fd);
+}
+
+static void
+test_copy_sparse(void **state)
+{
+    char buf[65536];
+    uint64_t data = 0, budget;
+    (void)state;
+
+    make_sparse(topfd, "sparse");
+    int in = openat(topfd, "sparse", O_RDONLY | O_CLOEXEC);
+    int out = openat(topfd, "copy", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    assert_true(in >= 0 && out >= 0);
+    budget = 1 << 20;
+    assert_int_equal(fd_copy_sparse(in, out, 10ull << 30, buf, sizeof(buf), &budget, &data), 0);
+    assert_int_equal(data, 3 * 65536);
+    assert_int_equal(budget, (1 << 20) - 3 * 65536);
+    close(out);
+    same_sparse(topfd, "copy");
+    /* the budget counts data only, and stops at it */
+    out = openat(topfd, "copy2", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    budget = 2 * 65536;
+    assert_int_equal(fd_copy_sparse(in, out, 10ull << 30, buf, sizeof(buf), &budget, &data),
+                     -EFBIG);
+    close(out);
+    close(in);
+    /* copy_file_at keeps holes too */
+    assert_int_equal(copy_file_at(topfd, "sparse", topfd, "copy3", 0644), 0);
+    same_sparse(topfd, "copy3");
+}
+
 static void
 test_copy_file_at(void **state)
 {
@@ -428,6 +499,7 @@ main(void)
             cmocka_unit_test_setup_teardown(test_write_and_read_file, setup, teardown),
             cmocka_unit_test_setup_teardown(test_mkdir_p, setup, teardown),
             cmocka_unit_test_setup_teardown(test_copy_file_at, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_copy_sparse, setup, teardown),
             cmocka_unit_test_setup_teardown(test_read_write_full_and_flags, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
