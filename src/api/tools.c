@@ -285,25 +285,17 @@ owner_sandbox(struct tool_call *c)
 
 /* Directories whose contents no agent wants listed as "files the tool
  * wrote" and which can hold more entries than we care to compare. */
-static bool
-walk_skip(const char *rel, const struct files_stat *st, void *ud)
-{
-    (void)ud;
-    if (st->type != FILES_DIR)
-        return false;
-    const char *b = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
-    static const char *const heavy[] = {".git",        "node_modules", ".venv",  "venv",
-                                        "__pycache__", ".cache",       ".local", ".npm"};
-    for (size_t i = 0; i < ELEMENTSOF(heavy); i++)
-        if (!strcmp(b, heavy[i]))
-            return true;
-    return false;
-}
+static const struct files_prune walk_prune = {
+        .n = 8,
+        .patterns = {".git", "node_modules", ".venv", "venv", "__pycache__", ".cache", ".local",
+                     ".npm"},
+        .dir_only = {true, true, true, true, true, true, true, true},
+};
 
 static int
 walk(struct sandbox *sb, struct files_tree *t)
 {
-    struct files_walk_opts o = {.skip = walk_skip, .max = TOOL_WALK_MAX};
+    struct files_walk_opts o = {.prune = &walk_prune, .max = TOOL_WALK_MAX};
     memset(t, 0, sizeof(*t));
     return files_tree_list(sandbox_root_fd(sb), ".", &o, t, NULL);
 }

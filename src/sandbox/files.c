@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +239,12 @@ files_upload_write(struct files_upload *up, const void *data, size_t n, struct e
     return 0;
 }
 
+int
+files_upload_fd(const struct files_upload *up)
+{
+    return up->fd;
+}
+
 void
 files_upload_abort(struct files_upload *up)
 {
@@ -408,6 +415,26 @@ files_rename(int root, const char *from, const char *to, bool overwrite, uid_t u
 
 /* --- walk --- */
 
+bool
+files_prune_match(const struct files_prune *p, const char *name, const struct files_stat *st)
+{
+    bool dir = st->type == FILES_DIR;
+    if (!p)
+        return false;
+    if (st->type == FILES_FILE && p->max_file_bytes && st->size > p->max_file_bytes)
+        return true;
+    if (!dir && st->type != FILES_FILE)
+        return false;
+    for (size_t i = 0; i < p->n && i < FILES_PRUNE_MAX; i++) {
+        if (p->dir_only[i] && !dir)
+            continue;
+        if (p->glob[i] ? fnmatch(p->patterns[i], name, FNM_PERIOD) == 0
+                       : strcmp(p->patterns[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
 struct walk_state {
     struct files_tree *t;
     const struct files_walk_opts *o;
@@ -452,6 +479,10 @@ walk_dir(int d, struct buf *prefix, int depth, struct walk_state *ws)
             break;
         struct files_stat fs;
         fill_stat(&st, &fs);
+        if (ws->o && ws->o->prune && files_prune_match(ws->o->prune, de->d_name, &fs)) {
+            t->skipped++;
+            continue;
+        }
         if (ws->o && ws->o->skip && ws->o->skip(prefix->data + 1, &fs, ws->o->ud))
             continue;
         if (t->n >= ws->max) {

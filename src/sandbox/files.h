@@ -63,6 +63,9 @@ struct files_upload;
 int files_upload_begin(int root, const char *rel, uid_t uid, gid_t gid, uint64_t max_bytes,
                        struct files_upload **ret, struct err *err);
 int files_upload_write(struct files_upload *up, const void *data, size_t n, struct err *err);
+/* The staging file (open for writing; borrowed): data written to it through
+ * any copy of the descriptor is what commit links into place. */
+int files_upload_fd(const struct files_upload *up);
 /* Links the data into place (replacing a file, never a directory) and frees
  * up. ret_created says whether rel did not exist before. */
 int files_upload_commit(struct files_upload *up, struct files_stat *ret, bool *ret_created,
@@ -96,14 +99,31 @@ struct files_entry {
 typedef int (*files_walk_fn)(const struct files_entry *e, void *ud);
 int files_walk(int root, const char *rel, files_walk_fn fn, void *ud, struct err *err);
 
+/* Which entries a listing leaves out - and never descends into: a regular
+ * file or directory whose base name equals a pattern (or matches it with
+ * fnmatch(FNM_PERIOD) when glob), directories only when dir_only; regular
+ * files larger than max_file_bytes (0 = no cap). Plain data, so that a
+ * listing can run in another process (fileops.h). */
+#define FILES_PRUNE_MAX 64
+struct files_prune {
+    size_t n;
+    const char *patterns[FILES_PRUNE_MAX];
+    bool dir_only[FILES_PRUNE_MAX];
+    bool glob[FILES_PRUNE_MAX];
+    uint64_t max_file_bytes;
+};
+bool files_prune_match(const struct files_prune *p, const char *name, const struct files_stat *st);
+
 /* The same listing, kept: v[0..n) sorted by path (strcmp order). */
 struct files_tree {
     struct files_entry *v;
     size_t n, cap;
+    uint64_t skipped; /* entries the prune rules left out */
 };
 struct files_walk_opts {
-    /* An entry skip() says yes to is left out, and with a directory all it
-     * holds is never read (rel_path has no leading '/'). */
+    const struct files_prune *prune; /* NULL = keep everything */
+    /* Also left out (with a directory, all it holds): what skip() says yes
+     * to (rel_path has no leading '/'). In this process only. */
     bool (*skip)(const char *rel_path, const struct files_stat *st, void *ud);
     void *ud;
     size_t max; /* entries kept; 0 = FILES_WALK_MAX */

@@ -451,23 +451,32 @@ depth_of(const char *rel)
     return n;
 }
 
-/* Leaves ignored entries out of the walk; an ignored directory is never
- * read (its ancestors were checked on the way down). So are entries the
- * store cannot hold because of where they are - a path past PATH_MAX_LEN,
- * a directory at the walk's depth limit - which are reported instead of
- * failing the walk, and therefore the whole mirror. */
+/* The walk's side of the ignore rules: an ignored file or directory is
+ * left out and a directory never read (its ancestors were checked on the
+ * way down). */
+static void
+ignore_prune(const struct sync_ignore *ig, struct files_prune *p)
+{
+    _Static_assert(SYNC_IGNORE_MAX <= FILES_PRUNE_MAX, "ignore rules fit a prune list");
+    memset(p, 0, sizeof(*p));
+    for (size_t i = 0; i < ig->n && i < FILES_PRUNE_MAX; i++) {
+        p->patterns[i] = ig->patterns[i];
+        p->dir_only[i] = ig->dir_only[i];
+        p->glob[i] = ig->glob[i];
+    }
+    p->n = ig->n < FILES_PRUNE_MAX ? ig->n : FILES_PRUNE_MAX;
+    p->max_file_bytes = ig->max_file_bytes;
+}
+
+/* Leaves out of the walk the entries the store cannot hold because of
+ * where they are - a path past PATH_MAX_LEN, a directory at the walk's
+ * depth limit - which are reported instead of failing the walk, and
+ * therefore the whole mirror. */
 static bool
 mirror_skip(const char *rel, const struct files_stat *st, void *ud)
 {
     struct skip_ctx *c = ud;
-    const char *slash = strrchr(rel, '/');
-    const char *name = slash ? slash + 1 : rel;
     bool dir = st->type == FILES_DIR;
-    if ((st->type == FILES_FILE && c->ig->max_file_bytes && st->size > c->ig->max_file_bytes) ||
-        ((dir || st->type == FILES_FILE) && name_ignored(c->ig, name, dir))) {
-        c->rep->ignored++;
-        return true;
-    }
     if (!dir && st->type != FILES_FILE)
         return false; /* listed, never stored */
     int error = strlen(rel) > PATH_MAX_LEN                ? ENAMETOOLONG
@@ -519,18 +528,22 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
     uint64_t t0 = now_usec();
     struct files_tree t = {0};
     struct skip_ctx sc = {ig, rep, st, 0};
-    struct files_walk_opts wo = {.skip = mirror_skip, .ud = &sc, .max = SYNC_MIRROR_MAX};
+    struct files_prune prune;
+    struct files_walk_opts wo = {
+            .prune = &prune, .skip = mirror_skip, .ud = &sc, .max = SYNC_MIRROR_MAX};
     char **gone = NULL;
     size_t ngone = 0;
     int r;
 
     memset(rep, 0, sizeof(*rep));
     st->gen++;
+    ignore_prune(ig, &prune);
     r = files_tree_list(sb->root_fd, ".", &wo, &t, err);
     if (r == 0 && sc.r < 0)
         r = err_set(err, -sc.r, "out of memory");
     if (r < 0)
         goto out;
+    rep->ignored += t.skipped;
 
     /* What the store had from us and the sandbox no longer has (or has as
      * the other type). Deepest first, so files go before their
