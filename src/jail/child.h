@@ -14,3 +14,17 @@ struct jail_child_args {
  * allocation, no stdio, no writes to anything but its stack. Never returns
  * (the int is clone()'s signature). */
 int jail_child_exec(void *args);
+
+#define JAIL_HELPER_FDS 4 /* descriptors a helper gets, at 3.. */
+
+struct jail_helper_args {
+    int exec_fd, null_fd;
+    int fds[JAIL_HELPER_FDS]; /* -1: leave that number closed */
+};
+
+/* The clone() entry point of a helper (jail_spawn_helper()): fds[i] at
+ * 3 + i, /dev/null at 0..2, every other descriptor closed, then exec of
+ * the image in exec_fd. No parent-death signal: that would follow the
+ * spawning thread, not abxd; a helper ends when its socket closes. Same
+ * rules as jail_child_exec(). */
+int jail_helper_exec(void *args);

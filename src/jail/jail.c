@@ -35,6 +35,7 @@
 #include "../util/parse.h"
 #include "../util/timeutil.h"
 #include "../util/workq.h"
+#include "caps.h"
 #include "child.h"
 #include "proto.h"
 #include "rootfs.h"
@@ -147,33 +148,39 @@ fnv1a(const char *s)
     return h;
 }
 
-static int
-make_init_fd(struct err *err)
+int
+jail_image_fd(const char *name, const void *image, size_t n, struct err *err)
 {
-    size_t n = (size_t)(abx_init_blob_end - abx_init_blob);
     unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
 #ifdef MFD_EXEC
-    int fd = memfd_create("abx-init", flags | MFD_EXEC);
+    int fd = memfd_create(name, flags | MFD_EXEC);
     if (fd < 0 && errno == EINVAL)
 #else
     int fd = -1;
 #endif
-        fd = memfd_create("abx-init", flags);
+        fd = memfd_create(name, flags);
     if (fd < 0)
-        return err_setx(err, errno, "cannot create the init image");
-    int r = write_full(fd, abx_init_blob, n);
+        return err_setx(err, errno, "cannot create the %s image", name);
+    int r = write_full(fd, image, n);
     if (r < 0) {
         safe_close(fd);
-        return err_setx(err, -r, "cannot write the init image");
+        return err_setx(err, -r, "cannot write the %s image", name);
     }
     /* Sealed: nobody, including a sandbox reading /proc/1/exe, can alter it. */
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0 ||
         fchmod(fd, 0555) < 0) {
         r = -errno;
         safe_close(fd);
-        return err_setx(err, -r, "cannot seal the init image");
+        return err_setx(err, -r, "cannot seal the %s image", name);
     }
     return fd;
+}
+
+static int
+make_init_fd(struct err *err)
+{
+    return jail_image_fd("abx-init", abx_init_blob, (size_t)(abx_init_blob_end - abx_init_blob),
+                         err);
 }
 
 static void
@@ -1202,4 +1209,60 @@ uid_t
 jail_root_uid(const struct jail *j)
 {
     return j->root_uid;
+}
+
+/* --- helpers --- */
+
+int
+jail_spawn_helper(struct jail_host *h, int exec_fd, const int *fds, unsigned nfds, int *ret_pidfd,
+                  pid_t *ret_pid, struct err *err)
+{
+    struct jail_helper_args a = {.exec_fd = exec_fd, .null_fd = h->null_fd};
+    int pidfd = -1;
+
+    if (nfds > JAIL_HELPER_FDS)
+        return err_set(err, E2BIG, "a helper gets at most %d descriptors", JAIL_HELPER_FDS);
+    for (unsigned i = 0; i < JAIL_HELPER_FDS; i++)
+        a.fds[i] = i < nfds ? fds[i] : -1;
+    /* Any thread may spawn: each clone gets a stack of its own, and
+     * CLONE_VFORK keeps this thread waiting until the child has exec'd. */
+    const size_t stack_size = 64 * 1024;
+    _cleanup_free_ char *stack = malloc(stack_size);
+    if (!stack)
+        return -ENOMEM;
+    pid_t pid = clone(jail_helper_exec, stack + stack_size, CLONE_VM | CLONE_VFORK | CLONE_PIDFD,
+                      &a, &pidfd);
+    if (pid < 0)
+        return err_setx(err, errno, "cannot start a helper process");
+    *ret_pidfd = pidfd;
+    *ret_pid = pid;
+    return 0;
+}
+
+int
+jail_open_userns(const struct jail *j)
+{
+    char path[64];
+    if (j->host->mode != JAIL_NS || j->state != J_READY || j->pid <= 0)
+        return -ESRCH;
+    /* init is our child and not reaped while the jail is ready: the pid is its. */
+    (void)snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)j->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+void
+jail_host_bpf(const struct jail_host *h, const void **ret, size_t *ret_len)
+{
+    *ret = h->bpf.data;
+    *ret_len = h->bpf.len;
+}
+
+uint64_t
+jail_root_caps(void)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < ELEMENTSOF(jail_keep_caps); i++)
+        m |= 1ull << jail_keep_caps[i];
+    return m;
 }

@@ -176,3 +176,28 @@ const char *jail_home(const struct jail *j, bool root);
 pid_t jail_init_pid(const struct jail *j);
 /* Host uid that sandbox root maps to (first of its range). */
 uid_t jail_root_uid(const struct jail *j);
+
+/* --- helper processes --- */
+
+/* A sealed, executable memfd holding the static image [image, image + n). */
+int jail_image_fd(const char *name, const void *image, size_t n, struct err *err);
+
+/* Starts the static helper image exec_fd as a child of abxd, in abxd's own
+ * namespaces and cgroup, with fds[i] at descriptor 3 + i (a negative entry
+ * leaves that number closed; at most 4), /dev/null at 0..2 and nothing
+ * else open. It sends no signal when it ends: the caller reaps it through
+ * ret_pidfd (waitid(P_PIDFD, ..., WEXITED | __WALL); -ECHILD if the
+ * spawning thread has ended and init reaped it). Safe from any thread. */
+int jail_spawn_helper(struct jail_host *h, int exec_fd, const int *fds, unsigned nfds,
+                      int *ret_pidfd, pid_t *ret_pid, struct err *err);
+
+/* Opens the user namespace of a ready ns-mode jail (O_CLOEXEC); -ESRCH
+ * otherwise. */
+int jail_open_userns(const struct jail *j);
+
+/* The seccomp program every sandbox process runs under (borrowed). */
+void jail_host_bpf(const struct jail_host *h, const void **ret, size_t *ret_len);
+
+/* The capabilities sandbox root keeps in its user namespace, as a mask
+ * (bit n = capability n). */
+uint64_t jail_root_caps(void);

@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../caps.h"
 #include "../proto.h"
 #include "sudo-server.h"
 
@@ -62,11 +63,6 @@ static size_t ntracked;
 static uint32_t mode;
 
 /* Capabilities sandbox root keeps across exec: Docker's default set. */
-static const int keep_caps[] = {
-        CAP_CHOWN,      CAP_DAC_OVERRIDE, CAP_FOWNER,      CAP_FSETID,           CAP_KILL,
-        CAP_SETGID,     CAP_SETUID,       CAP_SETPCAP,     CAP_NET_BIND_SERVICE, CAP_NET_RAW,
-        CAP_SYS_CHROOT, CAP_MKNOD,        CAP_AUDIT_WRITE, CAP_SETFCAP,
-};
 
 static int
 send_msg(const void *buf, size_t n)
@@ -581,8 +577,8 @@ drop_bounding_caps(void)
     int last = last_cap();
     for (int cap = 0; cap <= last; cap++) {
         bool keep = false;
-        for (size_t i = 0; i < sizeof(keep_caps) / sizeof(keep_caps[0]); i++)
-            if (keep_caps[i] == cap)
+        for (size_t i = 0; i < sizeof(jail_keep_caps) / sizeof(jail_keep_caps[0]); i++)
+            if (jail_keep_caps[i] == cap)
                 keep = true;
         if (keep)
             continue;
