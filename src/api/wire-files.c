@@ -50,7 +50,7 @@ stat_json(const char *rel, const struct files_stat *st)
 
 struct upload_op {
     struct api *api;
-    struct files_upload *up;
+    struct fileops_upload *up;
     char rel[PATH_MAX_LEN + 1];
 };
 
@@ -59,7 +59,7 @@ upload_close(struct http_req *req, void *ud)
 {
     struct upload_op *u = ud;
     (void)req;
-    files_upload_abort(u->up); /* no-op after commit */
+    fileops_upload_abort(u->up); /* no-op after commit */
     free(u);
 }
 
@@ -68,10 +68,10 @@ upload_chunk(struct http_req *req, const char *data, size_t len)
 {
     struct upload_op *u = http_req_userdata(req);
     struct err err = {0};
-    int r = files_upload_write(u->up, data, len, &err);
+    int r = fileops_upload_write(u->up, data, len, &err);
     if (r < 0) {
         api_error(req, r, &err);
-        files_upload_abort(u->up);
+        fileops_upload_abort(u->up);
         u->up = NULL;
         return r;
     }
@@ -86,7 +86,7 @@ upload_done(struct http_req *req)
     struct err err = {0};
     struct files_stat st;
     bool created;
-    int r = files_upload_commit(u->up, &st, &created, &err);
+    int r = fileops_upload_commit(u->up, &st, &created, &err);
     u->up = NULL;
     if (r < 0) {
         api_error(req, r, &err);

@@ -15,16 +15,22 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "../jail/rootfs.h"
 #include "../util/cleanup.h"
 #include "../util/fd.h"
 #include "../util/parse.h"
 #include "../util/path.h"
 #include "../util/rand.h"
 #include "../util/timeutil.h"
+#include "fileops.h"
 #include "vfs.h"
 
-#define POOL_RETRY_MS  1000 /* after a pool jail failed to start */
-#define POOL_REFILL_MS 5    /* after handing one out: let the answer go first */
+#define POOL_RETRY_MS 1000 /* after a pool jail failed to start */
+
+/* The static abx-fileops binary, embedded by fileops-blob.S. */
+extern const char abx_fileops_blob[];
+extern const char abx_fileops_blob_end[];
+#define POOL_REFILL_MS 5 /* after handing one out: let the answer go first */
 
 struct pooled {
     struct list link;
@@ -42,6 +48,7 @@ struct sandbox_host {
     bool draining;
     struct loop_timer *retry;
     int null_fd;        /* stdin of processes given none */
+    int fileops_image;  /* the abx-fileops helper (a sealed memfd) */
     char path_env[512]; /* "PATH=..." every exec starts from */
     uint32_t fds;       /* charged by jails and processes, see sandbox.h */
     uint32_t fd_budget; /* 0 = no bound */
@@ -88,8 +95,9 @@ struct sandbox {
     void *gone_ud;
     uint64_t t0;
     struct sandbox_timings timings;
-    uint64_t oom_seen; /* the cgroup's OOM-kill count when last looked at */
-    int view_fd;       /* the sandbox's "/" (see pin_view()), or -errno */
+    uint64_t oom_seen;     /* the cgroup's OOM-kill count when last looked at */
+    int view_fd;           /* the sandbox's "/" (see pin_view()), or -errno */
+    struct fileops *fo[2]; /* file work as "user" [0] and as root [1]; made on first use */
 };
 
 static const struct jail_callbacks sandbox_jail_cb;
@@ -295,9 +303,14 @@ sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_h
     }
     list_init(&h->pool);
     h->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int r = h->null_fd < 0 ? -errno : loop_timer_new(loop, on_retry, h, &h->retry);
+    h->fileops_image = jail_image_fd("abx-fileops", abx_fileops_blob,
+                                     (size_t)(abx_fileops_blob_end - abx_fileops_blob), NULL);
+    int r = h->null_fd < 0 ? -errno : h->fileops_image;
+    if (r >= 0)
+        r = loop_timer_new(loop, on_retry, h, &h->retry);
     if (r < 0) {
         safe_close(h->null_fd);
+        safe_close(h->fileops_image);
         free(h);
         return r;
     }
@@ -330,6 +343,7 @@ sandbox_host_free(struct sandbox_host *h)
     }
     loop_timer_free(h->retry);
     safe_close(h->null_fd);
+    safe_close(h->fileops_image);
     free(h);
     return NULL;
 }
@@ -641,6 +655,8 @@ sandbox_kill(struct sandbox *sb)
         sb->state = SB_DYING;
         fail_pending(sb, -ESRCH, "sandbox is being killed");
     }
+    for (int i = 0; i < 2; i++)
+        fileops_shutdown(sb->fo[i]);
     if (sb->jail)
         jail_kill(sb->jail);
 }
@@ -653,6 +669,10 @@ sandbox_free(struct sandbox *sb)
     fail_pending(sb, -ESRCH, "sandbox is gone");
     while (!list_empty(&sb->procs))
         drop_entry(sb, list_entry(sb->procs.next, struct entry, link));
+    for (int i = 0; i < 2; i++) {
+        fileops_shutdown(sb->fo[i]);
+        sb->fo[i] = fileops_unref(sb->fo[i]);
+    }
     safe_close(sb->view_fd);
     host_jail_free(sb->host, sb->jail);
     for (size_t i = 0; sb->env && i < sb->nenv; i++)
@@ -1035,66 +1055,150 @@ sandbox_view_fd(const struct sandbox *sb)
             return err_set(err, ESRCH, "sandbox '%s' is not running", (sb)->id); \
     } while (0)
 
+static int
+make_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err)
+{
+    struct jail *j = sb->jail;
+    enum jail_mode mode = jail_host_mode(sb->host->jh);
+    char label[96];
+    int r;
+
+    (void)snprintf(label, sizeof(label), "sandbox '%s'", sb->id);
+    if (mode == JAIL_NONE) {
+        /* No isolation to keep: abxd's own rights, as for its processes. */
+        struct vfs_ids ids;
+        sandbox_vfs_ids(sb, &ids);
+        return fileops_new_direct(jail_workspace_fd(j), sb->view_fd, &ids, jail_user_uid(j),
+                                  jail_user_gid(j), as_root, ret);
+    }
+    struct fileops_remote c = {
+            .jh = sb->host->jh,
+            .image_fd = sb->host->fileops_image,
+            .userns_fd = -1,
+            .ws_fd = jail_workspace_fd(j),
+            .view_fd = sb->view_fd >= 0 ? sb->view_fd : -1,
+            .ns = mode == JAIL_NS,
+            .as_root = as_root,
+            .label = label,
+    };
+    _cleanup_close_ int userns = -EBADF;
+    if (mode == JAIL_NS) {
+        userns = jail_open_userns(j);
+        if (userns < 0)
+            return err_setx(err, -userns, "cannot open the user namespace of %s", label);
+        c.userns_fd = userns;
+        c.uid = c.gid = as_root ? 0 : ROOTFS_USER_UID;
+        c.ids = (struct vfs_ids){.root_uid = 0,
+                                 .root_gid = 0,
+                                 .user_uid = ROOTFS_USER_UID,
+                                 .user_gid = ROOTFS_USER_UID,
+                                 .range_first = 0,
+                                 .range_len = JAIL_UID_RANGE};
+        c.caps = jail_root_caps();
+    } else {
+        /* uid mode: root and "user" run as the same pooled uid */
+        c.uid = (uint32_t)jail_user_uid(j);
+        c.gid = (uint32_t)jail_user_gid(j);
+        sandbox_vfs_ids(sb, &c.ids);
+    }
+    jail_host_bpf(sb->host->jh, &c.bpf, &c.bpf_len);
+    r = fileops_new_remote(&c, ret, err);
+    return r;
+}
+
+int
+sandbox_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err)
+{
+    NEED_READY(sb, err);
+    struct fileops **slot = &sb->fo[as_root ? 1 : 0];
+    if (!*slot) {
+        int r = make_fileops(sb, as_root, slot, err);
+        if (r < 0)
+            return r;
+    }
+    *ret = fileops_ref(*slot);
+    return 0;
+}
+
+/* The workspace operations act as "user". */
+static int
+user_ops(struct sandbox *sb, struct fileops **ret, struct err *err)
+{
+    NEED_READY(sb, err);
+    if (!sb->fo[0]) {
+        int r = make_fileops(sb, false, &sb->fo[0], err);
+        if (r < 0)
+            return r;
+    }
+    *ret = sb->fo[0];
+    return 0;
+}
+
 int
 sandbox_file_stat(struct sandbox *sb, const char *rel, struct files_stat *ret, struct err *err)
 {
-    NEED_READY(sb, err);
-    return files_stat(jail_workspace_fd(sb->jail), rel, ret, err);
+    struct fileops *f = NULL;
+    int r = user_ops(sb, &f, err);
+    return r < 0 ? r : fileops_stat(f, rel, ret, err);
 }
 
 int
 sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd, struct files_stat *ret,
                        struct err *err)
 {
-    NEED_READY(sb, err);
-    return files_open_read(jail_workspace_fd(sb->jail), rel, ret_fd, ret, err);
+    struct fileops *f = NULL;
+    int r = user_ops(sb, &f, err);
+    return r < 0 ? r : fileops_open_read(f, rel, ret_fd, ret, err);
 }
 
 int
-sandbox_upload_begin(struct sandbox *sb, const char *rel, struct files_upload **ret,
+sandbox_upload_begin(struct sandbox *sb, const char *rel, struct fileops_upload **ret,
                      struct err *err)
 {
-    NEED_READY(sb, err);
-    return files_upload_begin(jail_workspace_fd(sb->jail), rel, jail_user_uid(sb->jail),
-                              jail_user_gid(sb->jail), sb->host->cfg.max_file_bytes, ret, err);
+    struct fileops *f = NULL;
+    int r = user_ops(sb, &f, err);
+    return r < 0 ? r : fileops_upload_begin(f, rel, sb->host->cfg.max_file_bytes, ret, err);
 }
 
 int
 sandbox_file_delete(struct sandbox *sb, const char *rel, struct err *err)
 {
-    NEED_READY(sb, err);
-    return files_delete(jail_workspace_fd(sb->jail), rel, err);
+    struct fileops *f = NULL;
+    int r = user_ops(sb, &f, err);
+    return r < 0 ? r : fileops_delete(f, rel, err);
 }
 
 int
 sandbox_mkdir(struct sandbox *sb, const char *rel, bool *ret_created, struct err *err)
 {
-    NEED_READY(sb, err);
-    return files_mkdir(jail_workspace_fd(sb->jail), rel, jail_user_uid(sb->jail),
-                       jail_user_gid(sb->jail), ret_created, err);
+    struct fileops *f = NULL;
+    int r = user_ops(sb, &f, err);
+    return r < 0 ? r : fileops_mkdir(f, rel, ret_created, err);
 }
 
 int
 sandbox_rmdir(struct sandbox *sb, const char *rel, struct err *err)
 {
-    NEED_READY(sb, err);
-    return files_rmdir(jail_workspace_fd(sb->jail), rel, err);
+    struct fileops *f = NULL;
+    int r = user_ops(sb, &f, err);
+    return r < 0 ? r : fileops_rmdir(f, rel, err);
 }
 
 int
 sandbox_rename(struct sandbox *sb, const char *from, const char *to, bool overwrite,
                struct err *err)
 {
-    NEED_READY(sb, err);
-    return files_rename(jail_workspace_fd(sb->jail), from, to, overwrite, jail_user_uid(sb->jail),
-                        jail_user_gid(sb->jail), err);
+    struct fileops *f = NULL;
+    int r = user_ops(sb, &f, err);
+    return r < 0 ? r : fileops_rename(f, from, to, overwrite, err);
 }
 
 int
 sandbox_walk(struct sandbox *sb, const char *rel, files_walk_fn fn, void *ud, struct err *err)
 {
-    NEED_READY(sb, err);
-    return files_walk(jail_workspace_fd(sb->jail), rel, fn, ud, err);
+    struct fileops *f = NULL;
+    int r = user_ops(sb, &f, err);
+    return r < 0 ? r : fileops_walk(f, rel, fn, ud, err);
 }
 
 int
@@ -1108,7 +1212,15 @@ sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err)
 void
 sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret)
 {
-    vfs_ids_from_jail(sb->jail, ret);
+    const struct jail *j = sb->jail;
+    *ret = (struct vfs_ids){
+            .root_uid = jail_root_uid(j),
+            .root_gid = (gid_t)jail_root_uid(j), /* jail maps gids like uids */
+            .user_uid = jail_user_uid(j),
+            .user_gid = jail_user_gid(j),
+            .range_first = jail_root_uid(j),
+            .range_len = JAIL_UID_RANGE,
+    };
 }
 
 int

@@ -21,8 +21,11 @@
  * at most SANDBOX_UNREAD_RATE for all of a sandbox's processes together
  * (see proc.h).
  *
- * The file operations wrap files.h on the workspace root with the
- * sandbox's "user" as owner. All callbacks run on the loop. Not thread-safe.
+ * Every file operation on the sandbox's content runs through fileops.h,
+ * with the rights of the sandbox user it acts as and never more: the
+ * sandbox_file_* calls below act as "user" on the workspace; other callers
+ * take a handle with sandbox_fileops(). All callbacks run on the loop. Not
+ * thread-safe (fileops handles are).
  */
 #pragma once
 
@@ -34,6 +37,7 @@
 #include "../util/err.h"
 #include "../util/list.h"
 #include "../util/loop.h"
+#include "fileops.h"
 #include "files.h"
 #include "proc.h"
 
@@ -150,12 +154,19 @@ struct proc *sandbox_proc_next(struct sandbox *sb, struct proc *prev); /* prev N
  * jail mode is ns (no view of its own), other -errno if pinning failed. */
 int sandbox_view_fd(const struct sandbox *sb);
 
-/* Workspace file operations (see files.h; paths normalized by the caller). */
+/* A reference to the handle through which all file work on the sandbox's
+ * content runs as its root (as_root) or as "user" (fileops.h); made on
+ * first use, shut down with the sandbox. The caller unrefs it. -ESRCH
+ * unless ready. */
+int sandbox_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err);
+
+/* Workspace file operations as "user" (fileops.h; paths normalized by the
+ * caller). */
 int sandbox_root_fd(const struct sandbox *sb);
 int sandbox_file_stat(struct sandbox *sb, const char *rel, struct files_stat *ret, struct err *err);
 int sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd, struct files_stat *ret,
                            struct err *err);
-int sandbox_upload_begin(struct sandbox *sb, const char *rel, struct files_upload **ret,
+int sandbox_upload_begin(struct sandbox *sb, const char *rel, struct fileops_upload **ret,
                          struct err *err);
 int sandbox_file_delete(struct sandbox *sb, const char *rel, struct err *err);
 int sandbox_mkdir(struct sandbox *sb, const char *rel, bool *ret_created, struct err *err);

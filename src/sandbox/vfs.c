@@ -25,7 +25,6 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "../jail/jail.h"
 #include "../jail/rootfs.h"
 #include "../util/cleanup.h"
 #include "../util/fd.h"
@@ -38,19 +37,6 @@
 #define OVERFLOW_ID         65534       /* nobody/nogroup in the sandbox's /etc */
 #define VFS_XATTR_KEEP_MAX  64          /* user.* attributes a replaced file passes on */
 #define VFS_XATTR_VALUE_MAX (64 * 1024) /* bytes of one (the kernel's XATTR_SIZE_MAX) */
-
-void
-vfs_ids_from_jail(const struct jail *j, struct vfs_ids *ret)
-{
-    *ret = (struct vfs_ids){
-            .root_uid = jail_root_uid(j),
-            .root_gid = (gid_t)jail_root_uid(j), /* jail maps gids like uids */
-            .user_uid = jail_user_uid(j),
-            .user_gid = jail_user_gid(j),
-            .range_first = jail_root_uid(j),
-            .range_len = JAIL_UID_RANGE,
-    };
-}
 
 /* Names a failure once, with the path as the sandbox sees it. */
 static int

@@ -36,8 +36,6 @@
 #include "../util/err.h"
 #include "../util/path.h"
 
-struct jail;
-
 #define VFS_LIST_MAX     100000  /* entries one vfs_list() may report */
 #define VFS_REMOVE_MAX   1000000 /* entries one vfs_remove() may delete */
 #define VFS_MAX_DEPTH    256     /* directory levels vfs_list() descends */
@@ -56,9 +54,6 @@ struct vfs_ids {
     uid_t range_first;  /* host id of in-sandbox id 0 */
     uint32_t range_len; /* ids mapped; others show as nobody/nogroup */
 };
-
-/* The ids of a jail (jail_root_uid(), jail_user_uid(), JAIL_UID_RANGE). */
-void vfs_ids_from_jail(const struct jail *j, struct vfs_ids *ret);
 
 enum vfs_type {
     VFS_UNSPECIFIED, /* special file, broken symlink */
