@@ -291,8 +291,8 @@ struct e2b_snapjob {
     void *ud;
     bool froze;
     /* the worker's */
-    int dirfd, viewfd;
-    struct vfs_ids ids;
+    int dirfd;
+    struct fileops *fo; /* as the sandbox's root */
     json_t *info;
     int r;
     struct err err;
@@ -315,7 +315,7 @@ snap_work(void *ud)
         j->r = err_set(&j->err, errno, "cannot create the snapshot directory");
         goto out;
     }
-    j->r = snapshot_copy_out(j->viewfd, &j->ids, root, SNAPSHOT_MAX_BYTES, &j->st, &j->err);
+    j->r = fileops_snapshot_out(j->fo, root, SNAPSHOT_MAX_BYTES, &j->st, &j->err);
     if (j->r < 0)
         goto out;
     (void)json_set(j->info, "bytes", json_integer((json_int_t)j->st.bytes));
@@ -357,7 +357,7 @@ snap_done(void *ud)
                  (unsigned long long)j->st.skipped);
     j->then(a, j->r, &j->err, j->id, closing, j->ud);
     (void)close(j->dirfd);
-    (void)close(j->viewfd);
+    fileops_unref(j->fo);
     json_decref(j->info);
     free(j);
 }
@@ -386,7 +386,7 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
     j = calloc(1, sizeof(*j));
     if (!j)
         return -ENOMEM;
-    j->dirfd = j->viewfd = -EBADF;
+    j->dirfd = -EBADF;
     if ((r = rand_id(rid, 16)) < 0)
         goto fail;
     (void)snprintf(j->id, sizeof(j->id), "snap-%s", rid);
@@ -394,14 +394,14 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
     j->e = e;
     j->then = then;
     j->ud = ud;
-    sandbox_vfs_ids(e->sb, &j->ids);
+    if ((r = sandbox_fileops(e->sb, true, &j->fo, err)) < 0)
+        goto fail;
     j->dirfd = fcntl(s->dirfd, F_DUPFD_CLOEXEC, 3);
-    j->viewfd = fcntl(view, F_DUPFD_CLOEXEC, 3);
     j->info = json_object();
     names = json_array();
-    if (j->dirfd < 0 || j->viewfd < 0 || !j->info || !names) {
+    if (j->dirfd < 0 || !j->info || !names) {
         json_decref(names);
-        r = j->dirfd < 0 || j->viewfd < 0 ? -errno : -ENOMEM;
+        r = j->dirfd < 0 ? -errno : -ENOMEM;
         goto fail;
     }
     if (name)
@@ -432,8 +432,7 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
 fail:
     if (j->dirfd >= 0)
         (void)close(j->dirfd);
-    if (j->viewfd >= 0)
-        (void)close(j->viewfd);
+    fileops_unref(j->fo);
     json_decref(j->info);
     free(j);
     return err_set(err, -r, "cannot start the snapshot");
@@ -616,8 +615,8 @@ struct e2b_restore {
     struct http_req *req;
     bool submitted;
     /* the worker's */
-    int srcfd, viewfd;
-    struct vfs_ids ids;
+    int srcfd;
+    struct fileops *fo; /* as the new sandbox's root */
     int r;
     struct err err;
 };
@@ -627,8 +626,7 @@ restore_free(struct e2b_restore *rs)
 {
     if (rs->srcfd >= 0)
         (void)close(rs->srcfd);
-    if (rs->viewfd >= 0)
-        (void)close(rs->viewfd);
+    fileops_unref(rs->fo);
     if (rs->req)
         http_req_unref(rs->req);
     free(rs);
@@ -681,7 +679,7 @@ static void
 restore_work(void *ud)
 {
     struct e2b_restore *rs = ud;
-    rs->r = snapshot_copy_in(rs->srcfd, rs->viewfd, &rs->ids, &rs->err);
+    rs->r = fileops_snapshot_in(rs->fo, rs->srcfd, &rs->err);
 }
 
 static void
@@ -720,12 +718,8 @@ restore_ready(struct api *a, struct entry *e, struct http_req *req)
         r = err_set(&err, -view, "the new sandbox has no view of its files");
         goto fail;
     }
-    rs->viewfd = fcntl(view, F_DUPFD_CLOEXEC, 3);
-    if (rs->viewfd < 0) {
-        r = -errno;
+    if ((r = sandbox_fileops(e->sb, true, &rs->fo, &err)) < 0)
         goto fail;
-    }
-    sandbox_vfs_ids(e->sb, &rs->ids);
     if ((r = workq_submit(s->wq, restore_work, restore_done, rs)) < 0)
         goto fail;
     return;
@@ -742,7 +736,7 @@ e2b_restore_attach(struct api *a, struct entry *e, const char *snap_id, e2b_rest
         return -ENOMEM;
     rs->api = a;
     rs->e = e;
-    rs->srcfd = rs->viewfd = -EBADF;
+    rs->srcfd = -EBADF;
     rs->report = report;
     rs->ud = ud;
     (void)snprintf(rs->id, sizeof(rs->id), "%s", snap_id);

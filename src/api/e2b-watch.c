@@ -118,13 +118,12 @@ struct watch {
     bool counted;   /* api_stream_attached() said so */
     bool recursive; /* watch every subdirectory, as they come */
     bool include_entry;
-    bool closing; /* the end-stream frame is queued: nothing comes after */
-    bool ended;   /* http_stream_end() or _abort() was called */
-    bool paused;  /* inotify is not read until the queue drains */
-    int rootfd;   /* the sandbox's view, borrowed: valid until the cut */
-    struct vfs_ids ids;
-    int dirfd; /* the watched directory */
-    int ifd;   /* inotify */
+    bool closing;       /* the end-stream frame is queued: nothing comes after */
+    bool ended;         /* http_stream_end() or _abort() was called */
+    bool paused;        /* inotify is not read until the queue drains */
+    struct fileops *fo; /* file work as the watch's user, until the cut */
+    int dirfd;          /* the watched directory */
+    int ifd;            /* inotify */
     struct loop_io *io;
     struct wnode *nodes; /* sorted by wd */
     size_t n, cap;
@@ -261,6 +260,7 @@ stop_watching(struct watch *w)
         w->api->inotify_open--;
     w->ifd = safe_close(w->ifd);
     w->dirfd = safe_close(w->dirfd);
+    w->fo = fileops_unref(w->fo);
     for (size_t i = 0; i < w->n; i++)
         free(w->nodes[i].rel);
     free(w->nodes);
@@ -372,8 +372,8 @@ emit(struct watch *w, enum ev_type t, const char *rel)
         int k = !*rel ? snprintf(w->abs, sizeof(w->abs), "%s", w->path)
                       : snprintf(w->abs, sizeof(w->abs), "%s/%s",
                                  strcmp(w->path, "/") ? w->path : "", rel);
-        if (k > 0 && (size_t)k < sizeof(w->abs) &&
-            vfs_stat(w->rootfd, &w->ids, w->abs, w->ent, NULL) == 0)
+        if (k > 0 && (size_t)k < sizeof(w->abs) && w->fo &&
+            fileops_vstat(w->fo, w->abs, w->ent, NULL) == 0)
             (void)json_set(fe, "entry", e2b_entry_json(w->ent));
     }
     if (w->poll) {
@@ -438,7 +438,6 @@ add_tree(struct watch *w, int fd, size_t len, unsigned level, bool report)
         return -ENOMEM;
     }
     for (struct dirent *de; r >= 0 && (de = readdir(d));) {
-        struct stat st;
         const char *nm = de->d_name;
         if (!strcmp(nm, ".") || !strcmp(nm, ".."))
             continue;
@@ -452,13 +451,11 @@ add_tree(struct watch *w, int fd, size_t len, unsigned level, bool report)
         memcpy(w->rel + len + sep, nm, nl + 1);
         if (report && (r = emit(w, EV_CREATE, w->rel)) < 0)
             break;
-        bool dir = de->d_type == DT_DIR ||
-                   (de->d_type == DT_UNKNOWN && fstatat(fd, nm, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    S_ISDIR(st.st_mode));
-        if (!dir)
+        /* what the name is, the helper finds out when it opens it */
+        if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
             continue;
         _cleanup_close_ int sub = -EBADF;
-        r = vfs_open_below(fd, nm, &sub, NULL);
+        r = fileops_vopen_below(w->fo, fd, nm, &sub, NULL);
         if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EACCES) {
             r = 0; /* gone or swapped meanwhile: its parent reports that */
             continue;
@@ -478,7 +475,7 @@ static int
 add_new_dir(struct watch *w, const char *rel)
 {
     _cleanup_close_ int fd = -EBADF;
-    int r = vfs_open_below(w->dirfd, rel, &fd, NULL);
+    int r = fileops_vopen_below(w->fo, w->dirfd, rel, &fd, NULL);
     if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EACCES)
         return 0; /* gone again, or no directory now: events tell */
     if (r < 0)
@@ -741,7 +738,7 @@ watch_open(struct http_req *req, struct watch *w, bool allow_network)
     struct statfs sf;
     int r;
 
-    r = vfs_open_dir(w->rootfd, w->path, &w->dirfd, &err);
+    r = fileops_vopen_dir(w->fo, w->path, &w->dirfd, &err);
     if (r == -ENOENT) {
         say(req, w->poll, "not_found", "path '%s' does not exist", w->path);
         return r;
@@ -823,8 +820,7 @@ watch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg
             "the sandbox has %d watches open (streams and watchers); end some first", WATCHES_MAX);
         return NULL;
     }
-    int rootfd = sandbox_view_fd(e->sb);
-    if (rootfd < 0) {
+    if (sandbox_view_fd(e->sb) < 0) {
         say(req, poll, "unimplemented",
             "this sandbox has no file system view of its own (isolation mode)");
         return NULL;
@@ -839,13 +835,16 @@ watch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg
     }
     w->poll = poll;
     w->api = c->api;
-    w->rootfd = rootfd;
     w->dirfd = w->ifd = -EBADF;
     list_init(&w->es.link);
     buf_init(&w->q, WATCH_QUEUE_MAX + 4096); /* events, then room for the end frame */
     w->owner.kind = OWNER_SANDBOX;
     (void)snprintf(w->owner.id, sizeof(w->owner.id), "%s", e->id);
-    sandbox_vfs_ids(e->sb, &w->ids);
+    if (sandbox_fileops(e->sb, c->user.root, &w->fo, &err) < 0) {
+        say(req, poll, "internal", "%s", err.msg);
+        discard(w);
+        return NULL;
+    }
     if (json_get_str(msg, "path", false, &path, &err) < 0 ||
         get_flag(msg, "recursive", "recursive", &w->recursive, &err) < 0 ||
         get_flag(msg, "includeEntry", "include_entry", &w->include_entry, &err) < 0 ||

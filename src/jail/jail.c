@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1265,4 +1266,27 @@ jail_root_caps(void)
     for (size_t i = 0; i < ELEMENTSOF(jail_keep_caps); i++)
         m |= 1ull << jail_keep_caps[i];
     return m;
+}
+
+int
+jail_idmap_tree(int userns_fd, int dirfd, struct err *err)
+{
+    int t = (int)syscall(SYS_open_tree, dirfd, "",
+                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (t < 0)
+        return err_setx(err, errno, "cannot clone a directory tree");
+    struct mount_attr a = {
+            .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            .userns_fd = (uint64_t)userns_fd,
+    };
+    if (syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
+        int r = err_setx(err, errno, "cannot map the ids of a directory tree");
+        safe_close(t);
+        return r;
+    }
+    /* An fd opened through the detached mount keeps it alive. */
+    int fd = openat(t, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int r = fd < 0 ? err_setx(err, errno, "cannot open a mapped directory tree") : fd;
+    safe_close(t);
+    return r;
 }

@@ -201,3 +201,10 @@ void jail_host_bpf(const struct jail_host *h, const void **ret, size_t *ret_len)
 /* The capabilities sandbox root keeps in its user namespace, as a mask
  * (bit n = capability n). */
 uint64_t jail_root_caps(void);
+
+/* The directory dirfd as a detached, idmapped, nosuid/nodev/noexec mount
+ * in which ids 0..65535 on disk appear as the ids the user namespace
+ * userns_fd maps them to: the way a sandbox's helper sees abxd's own
+ * storage (snapshots) as files of that sandbox. Returns an O_RDONLY
+ * directory fd; the mount goes when the last fd through it closes. */
+int jail_idmap_tree(int userns_fd, int dirfd, struct err *err);

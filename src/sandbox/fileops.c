@@ -1154,6 +1154,27 @@ fileops_vset_meta(struct fileops *f, int fd, const struct vfs_meta *m, struct er
 
 /* --- snapshots --- */
 
+/* dirfd, abxd's own directory, as the helper should see it: in ns mode an
+ * idmapped mount, so that its files stored with the sandbox's own ids
+ * (0..65535) are the sandbox's and nothing else. */
+static int
+helper_view_of(struct fileops *f, int dirfd, struct err *err)
+{
+    if (!f->ns) {
+        int d = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+        return d < 0 ? err_setx(err, errno, "cannot duplicate a directory") : d;
+    }
+    pthread_mutex_lock(&f->lock);
+    int u = f->userns_fd >= 0 ? fcntl(f->userns_fd, F_DUPFD_CLOEXEC, 3) : -ESRCH;
+    pthread_mutex_unlock(&f->lock);
+    if (u < 0)
+        return u == -ESRCH ? err_set(err, ESRCH, "%s is gone", f->label)
+                           : err_setx(err, errno, "cannot duplicate a namespace");
+    int r = jail_idmap_tree(u, dirfd, err);
+    safe_close(u);
+    return r;
+}
+
 int
 fileops_snapshot_out(struct fileops *f, int dstfd, uint64_t max_bytes, struct snapshot_stats *ret,
                      struct err *err)
@@ -1163,9 +1184,12 @@ fileops_snapshot_out(struct fileops *f, int dstfd, uint64_t max_bytes, struct sn
         return r;
     if (!f->remote)
         return snapshot_copy_out(f->view_fd, &f->ids, dstfd, max_bytes, ret, err);
+    _cleanup_close_ int d = helper_view_of(f, dstfd, err);
+    if (d < 0)
+        return d;
     struct call c;
     call_init(&c, FOP_S_COPY_OUT, NULL);
-    c.send_fd = dstfd;
+    c.send_fd = d;
     c.rq.max = max_bytes;
     c.timeout_ms = FILEOPS_LONG_TIMEOUT_MS;
     r = rcall(f, &c, err);
@@ -1182,9 +1206,12 @@ fileops_snapshot_in(struct fileops *f, int srcfd, struct err *err)
         return r;
     if (!f->remote)
         return snapshot_copy_in(srcfd, f->view_fd, &f->ids, err);
+    _cleanup_close_ int d = helper_view_of(f, srcfd, err);
+    if (d < 0)
+        return d;
     struct call c;
     call_init(&c, FOP_S_COPY_IN, NULL);
-    c.send_fd = srcfd;
+    c.send_fd = d;
     c.timeout_ms = FILEOPS_LONG_TIMEOUT_MS;
     return rcall(f, &c, err);
 }

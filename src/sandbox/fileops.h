@@ -146,8 +146,10 @@ int fileops_vset_meta(struct fileops *f, int fd, const struct vfs_meta *m, struc
 
 /* --- snapshots (snapshot.h) --- */
 
-/* dstfd / srcfd: the snapshot directory as this handle's user sees it
- * (in ns mode an idmapped mount of it: jail_idmapped_tree()). */
+/* dstfd / srcfd: an (empty / snapshot) directory of abxd's own storage,
+ * whose files carry the sandbox's own ids (snapshot.h); the helper sees it
+ * through an idmapped mount (jail_idmap_tree()), so it writes and reads
+ * them as the sandbox's root would. Use a root handle. */
 int fileops_snapshot_out(struct fileops *f, int dstfd, uint64_t max_bytes,
                          struct snapshot_stats *ret, struct err *err);
 int fileops_snapshot_in(struct fileops *f, int srcfd, struct err *err);
