@@ -361,113 +361,27 @@ set_env(struct build *b, const char *k, const char *v)
     return 0;
 }
 
-/* Copies src (below dfd) to name below the directory tfd, as the
- * sandbox's root owns files; directories recursively. */
-static int
-copy_tree(int sdfd, const char *src, int tfd, const char *name, uid_t owner, int depth)
-{
-    struct stat st;
-    if (depth > 64)
-        return -ELOOP;
-    if (fstatat(sdfd, src, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return -errno;
-    if (S_ISREG(st.st_mode)) {
-        _cleanup_close_ int in = openat(sdfd, src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int out = -EBADF;
-        if (in < 0)
-            return -errno;
-        (void)unlinkat(tfd, name, 0);
-        out = openat(tfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                     (st.st_mode & 0100) ? 0755 : 0644);
-        if (out < 0)
-            return -errno;
-        char buf[65536];
-        /* Holes stay holes: a sparse file in a template costs no more in
-         * the layer than in the template. */
-        int r = fd_copy_sparse(in, out, (uint64_t)st.st_size, buf, sizeof(buf), NULL, NULL);
-        if (r < 0)
-            return r;
-        if (fchown(out, owner, owner) < 0)
-            return -errno;
-        return 0;
-    }
-    if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX];
-        ssize_t l = readlinkat(sdfd, src, target, sizeof(target) - 1);
-        if (l < 0)
-            return -errno;
-        target[l] = '\0';
-        (void)unlinkat(tfd, name, 0);
-        if (symlinkat(target, tfd, name) < 0 ||
-            fchownat(tfd, name, owner, owner, AT_SYMLINK_NOFOLLOW) < 0)
-            return -errno;
-        return 0;
-    }
-    if (!S_ISDIR(st.st_mode))
-        return -EPERM;
-    if (name[0] && mkdirat(tfd, name, 0755) < 0 && errno != EEXIST)
-        return -errno;
-    _cleanup_close_ int sd = openat(sdfd, src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    _cleanup_close_ int td =
-            name[0] ? openat(tfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-                    : fcntl(tfd, F_DUPFD_CLOEXEC, 3);
-    if (sd < 0 || td < 0)
-        return sd < 0 ? -errno : -EPERM;
-    if (name[0])
-        if (fchown(td, owner, owner) < 0)
-            return -errno;
-    int dupfd = fcntl(sd, F_DUPFD_CLOEXEC, 3);
-    DIR *d = dupfd >= 0 ? fdopendir(dupfd) : NULL;
-    if (!d) {
-        safe_close(dupfd);
-        return -ENOMEM;
-    }
-    struct dirent *de;
-    int r = 0;
-    while (r == 0 && (de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-            r = copy_tree(sd, de->d_name, td, de->d_name, owner, depth + 1);
-    closedir(d);
-    return r;
-}
-
 /* A copy step: from the template directory into the sandbox's /usr, /etc or
- * /opt, through the sandbox's own view (so the overlay sees it). */
+ * /opt, through the sandbox's own view (so the overlay sees it), by the
+ * build sandbox's root helper (fileops.h): with exactly the rights its root
+ * has there. */
 static int
-copy_step(struct build *b, const struct template_step *st)
+copy_step(struct build *b, const struct template_step *st, struct err *err)
 {
-    char top[8], rel[PATH_MAX];
+    char top[8];
     const char *d = st->b + 1;
     size_t tl = strcspn(d, "/");
     if (tl >= sizeof(top))
-        return -EPERM;
+        return err_set(err, EPERM, "'%s' is not below /usr, /etc or /opt", st->b);
     memcpy(top, d, tl);
     top[tl] = '\0';
-    (void)pathf(rel, sizeof(rel), "%s", d[tl] ? d + tl + 1 : "");
-    int rootfd = sandbox_view_fd(b->sb); /* pinned at ready time; borrowed */
-    if (rootfd < 0)
-        return rootfd;
-    /* one component, no symlink: the mount point of the overlay */
-    _cleanup_close_ int topfd = openat(rootfd, top, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (topfd < 0)
-        return -errno;
-    char parent[PATH_MAX], name[NAME_MAX + 1];
-    int r;
-    if (rel[0]) {
-        r = path_split(rel, parent, name, sizeof(parent));
-        if (r < 0)
-            return r;
-    } else {
-        parent[0] = name[0] = '\0';
-    }
-    _cleanup_close_ int pfd =
-            path_mkdir_p(topfd, parent[0] ? parent : ".", 0755, b->first, b->first);
-    if (pfd < 0)
-        return pfd;
-    _cleanup_close_ int dfd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return -errno;
-    return copy_tree(b->tfd, st->a, dfd, name, b->first, 0);
+    if (strcmp(top, "usr") && strcmp(top, "etc") && strcmp(top, "opt"))
+        return err_set(err, EPERM, "'%s' is not below /usr, /etc or /opt", st->b);
+    _cleanup_(fileops_unrefp) struct fileops *fo = NULL;
+    int r = sandbox_fileops(b->sb, true, &fo, err);
+    if (r < 0)
+        return r;
+    return fileops_vcopy_in(fo, b->tfd, st->a, st->b, err);
 }
 
 static void succeed(struct build *b);
@@ -509,10 +423,11 @@ next_step(struct build *b)
                 fail(b, "step %zu (line %u): too many variables", b->step, st->line);
             break;
         case TEMPLATE_STEP_COPY: {
-            int r = copy_step(b, st);
+            struct err cerr = {0};
+            int r = copy_step(b, st, &cerr);
             if (r < 0)
                 fail(b, "step %zu (line %u): cannot copy '%s' to '%s': %s", b->step, st->line,
-                     st->a, st->b, strerror(-r));
+                     st->a, st->b, cerr.msg[0] ? cerr.msg : strerror(-r));
             break;
         }
         }

@@ -296,8 +296,10 @@ static int
 walk(struct sandbox *sb, struct files_tree *t)
 {
     struct files_walk_opts o = {.prune = &walk_prune, .max = TOOL_WALK_MAX};
+    _cleanup_(fileops_unrefp) struct fileops *fo = NULL;
     memset(t, 0, sizeof(*t));
-    return files_tree_list(sandbox_root_fd(sb), ".", &o, t, NULL);
+    int r = sandbox_fileops(sb, false, &fo, NULL);
+    return r < 0 ? r : fileops_tree_list(fo, ".", &o, t, NULL);
 }
 
 /* Regular files in after that are new or have another version. */

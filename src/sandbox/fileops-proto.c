@@ -125,6 +125,7 @@ enum {
     R_FD = 1u << 6,    /* one descriptor */
     R_ABS = 1u << 7,   /* paths are absolute (vfs), else workspace-relative */
     R_KNOWN = 1u << 8,
+    R_B_ABS = 1u << 9, /* b is absolute, a relative (V_COPY_IN) */
 };
 
 static unsigned
@@ -165,6 +166,8 @@ request_layout(enum fop_type t)
         return R_KNOWN | R_META | R_FD;
     case FOP_V_STAT_FD:
         return R_KNOWN | R_ABS | R_A | R_FD;
+    case FOP_V_COPY_IN:
+        return R_KNOWN | R_A | R_B | R_B_ABS | R_FD;
     case FOP_S_COPY_OUT:
         return R_KNOWN | R_MAX | R_FD;
     case FOP_S_COPY_IN:
@@ -318,7 +321,7 @@ fop_decode_request(const void *buf, size_t n, unsigned nfds, struct fop_request 
         if (!((l & R_ABS) ? abs_path_ok(ret->a, la) : rel_path_ok(ret->a, la)))
             return -EBADMSG;
     }
-    if ((l & R_B) && !((l & R_ABS) ? abs_path_ok(ret->b, lb) : rel_path_ok(ret->b, lb)))
+    if ((l & R_B) && !((l & (R_ABS | R_B_ABS)) ? abs_path_ok(ret->b, lb) : rel_path_ok(ret->b, lb)))
         return -EBADMSG;
     if (ret->type == FOP_F_RENAME && ret->u > 1)
         return -EBADMSG;

@@ -65,6 +65,7 @@ enum fop_type {
     FOP_V_UPLOAD_BEGIN = 38, /* answered FOP_R_UPLOAD; then COMMIT / ABORT with its id */
     FOP_V_SET_META = 39,     /* carries the file fd */
     FOP_V_STAT_FD = 40,      /* carries the file fd */
+    FOP_V_COPY_IN = 41,      /* carries the source directory fd */
     FOP_V_UPLOAD_COMMIT = 42,
     FOP_V_UPLOAD_ABORT = 43,
     /* snapshots (snapshot.h) */
@@ -114,7 +115,7 @@ int fop_decode_hello(const void *buf, size_t n, unsigned nfds, struct fop_hello 
 
 /* A request. Which fields a type uses:
  *   a        every path-taking request (F_RENAME, V_RENAME: from)
- *   b        F_RENAME, V_RENAME: to
+ *   b        F_RENAME, V_RENAME: to; V_COPY_IN: dst (a: src, relative)
  *   u        F_/V_UPLOAD_COMMIT/ABORT: upload id; V_LIST: depth;
  *            F_RENAME: overwrite (0/1)
  *   max      F_WALK: entries kept (0 = FILES_WALK_MAX); S_COPY_OUT: bytes

@@ -1176,6 +1176,25 @@ helper_view_of(struct fileops *f, int dirfd, struct err *err)
 }
 
 int
+fileops_vcopy_in(struct fileops *f, int srcdir, const char *src, const char *dst, struct err *err)
+{
+    int r = need_view(f, err);
+    if (r < 0)
+        return r;
+    if (!f->remote)
+        return vfs_copy_in(f->view_fd, &f->ids, srcdir, src, dst, f->as_root, err);
+    _cleanup_close_ int d = helper_view_of(f, srcdir, err);
+    if (d < 0)
+        return d;
+    struct call c;
+    call_init(&c, FOP_V_COPY_IN, src);
+    c.rq.b = dst;
+    c.send_fd = d;
+    c.timeout_ms = FILEOPS_LONG_TIMEOUT_MS;
+    return rcall(f, &c, err);
+}
+
+int
 fileops_snapshot_out(struct fileops *f, int dstfd, uint64_t max_bytes, struct snapshot_stats *ret,
                      struct err *err)
 {

@@ -143,6 +143,11 @@ int fileops_vupload_begin(struct fileops *f, const char *path, uint64_t max_byte
                           struct fileops_upload **ret, struct err *err);
 int fileops_vupload_commit(struct fileops_upload *up, bool *ret_created, struct err *err);
 int fileops_vset_meta(struct fileops *f, int fd, const struct vfs_meta *m, struct err *err);
+/* srcdir: a directory of abxd's own (a template's files), which the
+ * helper sees through an idmapped mount as the sandbox's root's (see the
+ * snapshots below); src relative to it, dst absolute in the view. */
+int fileops_vcopy_in(struct fileops *f, int srcdir, const char *src, const char *dst,
+                     struct err *err);
 
 /* --- snapshots (snapshot.h) --- */
 

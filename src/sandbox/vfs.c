@@ -1044,3 +1044,131 @@ vfs_set_meta(int fd, const struct vfs_meta *m, struct err *err)
     }
     return 0;
 }
+
+/* --- copying in --- */
+
+struct copy {
+    const struct vfs_ids *ids;
+    uid_t uid;
+    gid_t gid;
+    size_t left; /* entries the copy may still make */
+};
+
+/* Copies the entry name below sdir to name below ddir (both already
+ * pinned), a directory with what it holds. No link is followed on either
+ * side; an existing file or link at the destination is replaced, an
+ * existing directory merged into. */
+static int
+copy_entry(struct copy *c, int sdir, const char *sname, int ddir, const char *dname, int depth)
+{
+    struct stat st;
+    if (depth > VFS_COPY_MAX_DEPTH)
+        return -ELOOP;
+    if (c->left-- == 0)
+        return -E2BIG;
+    if (fstatat(sdir, sname, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -errno;
+    if (S_ISREG(st.st_mode)) {
+        _cleanup_close_ int in =
+                openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (in < 0)
+            return -errno;
+        if (unlinkat(ddir, dname, 0) < 0 && errno != ENOENT)
+            return errno == EISDIR ? -EEXIST : -errno;
+        _cleanup_close_ int out =
+                openat(ddir, dname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       (st.st_mode & 0100) ? 0755 : 0644);
+        if (out < 0)
+            return -errno;
+        char buf[65536];
+        /* Holes stay holes: a sparse file in a template costs no more in
+         * the layer than in the template. */
+        int r = fd_copy_sparse(in, out, (uint64_t)st.st_size, buf, sizeof(buf), NULL, NULL);
+        if (r < 0)
+            return r;
+        if (fchown(out, c->uid, c->gid) < 0 ||
+            fchmod(out, (st.st_mode & 0100) ? 0755 : 0644) < 0)
+            return -errno;
+        return 0;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        char target[PATH_MAX_LEN + 1];
+        ssize_t l = readlinkat(sdir, sname, target, sizeof(target) - 1);
+        if (l < 0)
+            return -errno;
+        target[l] = '\0';
+        if (unlinkat(ddir, dname, 0) < 0 && errno != ENOENT)
+            return errno == EISDIR ? -EEXIST : -errno;
+        if (symlinkat(target, ddir, dname) < 0 ||
+            fchownat(ddir, dname, c->uid, c->gid, AT_SYMLINK_NOFOLLOW) < 0)
+            return -errno;
+        return 0;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return -EPERM; /* devices, fifos, sockets are not copied */
+    if (mkdirat(ddir, dname, 0755) == 0) {
+        int r = own_dir(ddir, dname, c->uid, c->gid);
+        if (r < 0)
+            return r;
+    } else if (errno != EEXIST) {
+        return -errno;
+    }
+    _cleanup_close_ int sd = openat(sdir, sname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int dd = openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sd < 0 || dd < 0)
+        return sd < 0 ? -errno : errno == ELOOP ? -ENOTDIR : -errno;
+    char **names = NULL;
+    size_t n = 0;
+    int r = fd_dir_names(sd, c->left, &names, &n);
+    for (size_t i = 0; r >= 0 && i < n; i++)
+        r = copy_entry(c, sd, names[i], dd, names[i], depth + 1);
+    fd_names_free(names, n);
+    return r;
+}
+
+int
+vfs_copy_in(int rootfd, const struct vfs_ids *ids, int srcdir, const char *src, const char *dst,
+            bool as_root, struct err *err)
+{
+    char sparent[PATH_MAX_LEN + 1], sname[PATH_NAME_MAX + 1], dname[PATH_NAME_MAX + 1];
+    char dparent[PATH_MAX_LEN + 1];
+    struct copy c = {.ids = ids, .left = VFS_COPY_MAX_ENTRIES};
+    int r;
+
+    acting(ids, as_root, &c.uid, &c.gid);
+    if (is_root(dst))
+        return err_set(err, EINVAL, "cannot copy over '/'");
+    /* the source: a relative path in srcdir's tree, no link on the way */
+    const char *slash = strrchr(src, '/');
+    if (slash) {
+        size_t pl = (size_t)(slash - src);
+        if (pl >= sizeof(sparent) || strscpy(sname, slash + 1, sizeof(sname)) < 0)
+            return fail(err, -ENAMETOOLONG, src, "copy");
+        memcpy(sparent, src, pl);
+        sparent[pl] = '\0';
+    } else if (strscpy(sname, src, sizeof(sname)) < 0) {
+        return fail(err, -ENAMETOOLONG, src, "copy");
+    }
+    _cleanup_close_ int sd = -EBADF;
+    if (slash) {
+        sd = xopen_how(srcdir, sparent, O_PATH | O_DIRECTORY, 0,
+                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        if (sd < 0)
+            return fail(err, sd, src, "copy");
+    }
+    split(dst, dparent, dname);
+    _cleanup_close_ int dd = mkdir_in_root(rootfd, dparent, c.uid, c.gid, NULL);
+    if (dd < 0)
+        return fail(err, dd, dparent, "create directory");
+    r = copy_entry(&c, slash ? sd : srcdir, sname, dd, dname, 0);
+    if (r == -E2BIG)
+        return err_set(err, E2BIG, "more than %d entries to copy to '%.512s'", VFS_COPY_MAX_ENTRIES,
+                       dst);
+    if (r == -ELOOP)
+        return err_set(err, ELOOP, "directories nested deeper than %d levels in '%.512s'",
+                       VFS_COPY_MAX_DEPTH, src);
+    if (r == -EPERM)
+        return err_set(err, EPERM, "'%.512s' holds something that is no file, link or directory",
+                       src);
+    return r < 0 ? fail(err, r, dst, "copy to") : 0;
+}

@@ -210,3 +210,17 @@ void vfs_upload_abort(struct vfs_upload *up);
  * = remove them all). -EINVAL when m breaks the vfs_meta_add() limits,
  * -EOPNOTSUPP when the file system has no user xattrs. */
 int vfs_set_meta(int fd, const struct vfs_meta *m, struct err *err);
+
+#define VFS_COPY_MAX_ENTRIES 200000 /* entries one vfs_copy_in() may make */
+#define VFS_COPY_MAX_DEPTH   64     /* directory levels it descends */
+
+/* Copies src - a relative path below the directory srcdir, no symlink
+ * followed on the way or at the end - to the absolute path dst in the
+ * view: a regular file (mode 0755 if its owner may run it, else 0644), a
+ * symlink (as a link) or a directory with everything below it. dst's
+ * missing parents are made as vfs_mkdir() does; an existing file or link
+ * at a destination name is replaced, an existing directory merged into.
+ * Everything made belongs to the acting user. -EPERM when the source
+ * holds a device, fifo or socket; -E2BIG, -ELOOP past the limits. */
+int vfs_copy_in(int rootfd, const struct vfs_ids *ids, int srcdir, const char *src, const char *dst,
+                bool as_root, struct err *err);

@@ -442,6 +442,10 @@ handle(const struct fop_request *rq, int rxfd)
         if ((r = vfs_set_meta(rxfd, &rq->meta, &err)) == 0)
             answer_simple(FOP_R_OK);
         break;
+    case FOP_V_COPY_IN:
+        if ((r = vfs_copy_in(VIEW_FD, &hello.ids, rxfd, rq->a, rq->b, hello.as_root, &err)) == 0)
+            answer_simple(FOP_R_OK);
+        break;
     case FOP_S_COPY_OUT: {
         struct snapshot_stats s = {0};
         r = snapshot_copy_out(VIEW_FD, &hello.ids, rxfd, rq->max, &s, &err);
