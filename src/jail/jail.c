@@ -1215,11 +1215,14 @@ jail_root_uid(const struct jail *j)
 /* --- helpers --- */
 
 int
-jail_spawn_helper(struct jail_host *h, int exec_fd, const int *fds, unsigned nfds, int *ret_pidfd,
-                  pid_t *ret_pid, struct err *err)
+jail_spawn_helper(int exec_fd, const int *fds, unsigned nfds, int *ret_pidfd, pid_t *ret_pid,
+                  struct err *err)
 {
-    struct jail_helper_args a = {.exec_fd = exec_fd, .null_fd = h->null_fd};
     int pidfd = -1;
+    _cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0)
+        return err_setx(err, errno, "cannot open /dev/null");
+    struct jail_helper_args a = {.exec_fd = exec_fd, .null_fd = null_fd};
 
     if (nfds > JAIL_HELPER_FDS)
         return err_set(err, E2BIG, "a helper gets at most %d descriptors", JAIL_HELPER_FDS);

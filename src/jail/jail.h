@@ -188,8 +188,8 @@ int jail_image_fd(const char *name, const void *image, size_t n, struct err *err
  * else open. It sends no signal when it ends: the caller reaps it through
  * ret_pidfd (waitid(P_PIDFD, ..., WEXITED | __WALL); -ECHILD if the
  * spawning thread has ended and init reaped it). Safe from any thread. */
-int jail_spawn_helper(struct jail_host *h, int exec_fd, const int *fds, unsigned nfds,
-                      int *ret_pidfd, pid_t *ret_pid, struct err *err);
+int jail_spawn_helper(int exec_fd, const int *fds, unsigned nfds, int *ret_pidfd, pid_t *ret_pid,
+                      struct err *err);
 
 /* Opens the user namespace of a ready ns-mode jail (O_CLOEXEC); -ESRCH
  * otherwise. */

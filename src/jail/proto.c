@@ -30,7 +30,8 @@ put(struct proto_writer *w, const void *p, size_t n)
         w->overflow = true;
         return;
     }
-    memcpy(w->buf + w->len, p, n);
+    if (n) /* memcpy(dst, NULL, 0) is undefined */
+        memcpy(w->buf + w->len, p, n);
     w->len += n;
 }
 

@@ -360,14 +360,13 @@ fop_put_fstat(struct proto_writer *w, const struct files_stat *st)
 }
 
 void
-fop_put_fentry(struct proto_writer *w, const char *path, const struct files_stat *st,
-               const char *target)
+fop_put_fentry(struct proto_writer *w, const struct files_entry *e)
 {
-    proto_put_str(w, path);
-    fop_put_fstat(w, st);
-    proto_put_u32(w, target ? 1 : 0);
-    if (target)
-        proto_put_str(w, target);
+    proto_put_str(w, e->path);
+    fop_put_fstat(w, &e->st);
+    proto_put_u32(w, (e->target ? 1u : 0u) | (e->unread ? 2u : 0u));
+    if (e->target)
+        proto_put_str(w, e->target);
 }
 
 void
@@ -493,8 +492,7 @@ fop_decode_answer(const void *buf, size_t n, unsigned nfds, struct fop_answer *r
 }
 
 int
-fop_next_fentry(struct fop_answer *a, const char **ret_path, struct files_stat *ret_st,
-                const char **ret_target)
+fop_next_fentry(struct fop_answer *a, struct files_entry *ret)
 {
     uint32_t pl, tl = 0;
     if (a->type != FOP_R_FENTRIES)
@@ -502,17 +500,19 @@ fop_next_fentry(struct fop_answer *a, const char **ret_path, struct files_stat *
     if (a->left == 0)
         return proto_reader_done(&a->r) < 0 ? -EBADMSG : 0;
     const char *p = proto_get_str(&a->r, &pl);
-    if (get_fstat(&a->r, ret_st) < 0)
+    if (get_fstat(&a->r, &ret->st) < 0)
         return -EBADMSG;
-    uint32_t has = proto_get_u32(&a->r);
-    const char *t = has == 1 ? proto_get_str(&a->r, &tl) : NULL;
+    uint32_t flags = proto_get_u32(&a->r);
+    const char *t = (flags & 1) ? proto_get_str(&a->r, &tl) : NULL;
     /* "/a/b": a workspace path with its leading '/' */
-    if (a->r.bad || has > 1 || pl < 2 || pl > PATH_MAX_LEN + 1 || p[0] != '/' ||
-        (t && tl > PATH_MAX_LEN) || (has == 1 && ret_st->type != FILES_SYMLINK))
+    if (a->r.bad || flags > 3 || pl < 2 || pl > PATH_MAX_LEN + 1 || p[0] != '/' ||
+        (t && tl > PATH_MAX_LEN) || (t && ret->st.type != FILES_SYMLINK) ||
+        ((flags & 2) && ret->st.type != FILES_DIR))
         return -EBADMSG;
     a->left--;
-    *ret_path = p;
-    *ret_target = t;
+    ret->path = (char *)(uintptr_t)p;
+    ret->target = (char *)(uintptr_t)t;
+    ret->unread = flags & 2;
     return 1;
 }
 

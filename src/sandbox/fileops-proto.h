@@ -147,8 +147,7 @@ unsigned fop_answer_fds(enum fop_type t);
 void fop_answer_init(struct proto_writer *w, void *buf, size_t cap, enum fop_type t);
 void fop_put_err(struct proto_writer *w, int errnum, const char *msg);
 void fop_put_fstat(struct proto_writer *w, const struct files_stat *st);
-void fop_put_fentry(struct proto_writer *w, const char *path, const struct files_stat *st,
-                    const char *target);
+void fop_put_fentry(struct proto_writer *w, const struct files_entry *e);
 void fop_put_ventry(struct proto_writer *w, const struct vfs_entry *e);
 void fop_put_snapshot(struct proto_writer *w, const struct snapshot_stats *st);
 
@@ -170,9 +169,8 @@ struct fop_answer {
  * entry as they are read. */
 int fop_decode_answer(const void *buf, size_t n, unsigned nfds, struct fop_answer *ret);
 
-/* The next entry of a batch. path and target point into the packet
- * (target NULL unless a symlink). 1 for an entry, 0 at the end of the
- * batch, -EBADMSG. */
-int fop_next_fentry(struct fop_answer *a, const char **ret_path, struct files_stat *ret_st,
-                    const char **ret_target);
+/* The next entry of a batch. ret's path and target point into the packet
+ * (target NULL unless a symlink; do not write through them). 1 for an
+ * entry, 0 at the end of the batch, -EBADMSG. */
+int fop_next_fentry(struct fop_answer *a, struct files_entry *ret);
 int fop_next_ventry(struct fop_answer *a, struct vfs_entry *ret);

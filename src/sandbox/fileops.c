@@ -56,7 +56,6 @@ struct fileops {
     uint32_t uid, gid;
     bool as_root;
     /* remote */
-    struct jail_host *jh;
     int image_fd, userns_fd;
     bool ns;
     uint64_t caps;
@@ -65,6 +64,7 @@ struct fileops {
     char label[96];
     struct helper h[FILEOPS_HELPERS];
     uint64_t gens;
+    int timeout_ms, long_timeout_ms;
 };
 
 struct fileops_upload {
@@ -81,19 +81,45 @@ struct fileops_upload {
 };
 
 /* Packets are built and received in per-thread buffers: a handle per
- * sandbox identity cannot afford its own, a thread can. */
+ * sandbox identity cannot afford its own, a thread can. They go when the
+ * thread does. */
+struct bufs {
+    char tx[FOP_MSG_MAX];
+    char rx[FOP_MSG_MAX];
+};
+static pthread_key_t bufs_key;
+static pthread_once_t bufs_once = PTHREAD_ONCE_INIT;
 static __thread char *tls_tx, *tls_rx;
 /* The handle this thread is in a call of (callbacks must not re-enter). */
 static __thread struct fileops *tls_in;
 
+static void
+bufs_free(void *p)
+{
+    free(p);
+    tls_tx = tls_rx = NULL;
+}
+
+static void
+bufs_key_init(void)
+{
+    (void)pthread_key_create(&bufs_key, bufs_free);
+}
+
 static int
 buffers(void)
 {
-    if (!tls_tx)
-        tls_tx = malloc(FOP_MSG_MAX);
-    if (!tls_rx)
-        tls_rx = malloc(FOP_MSG_MAX);
-    return tls_tx && tls_rx ? 0 : -ENOMEM;
+    if (tls_tx)
+        return 0;
+    (void)pthread_once(&bufs_once, bufs_key_init);
+    struct bufs *b = malloc(sizeof(*b));
+    if (!b || pthread_setspecific(bufs_key, b) != 0) {
+        free(b);
+        return -ENOMEM;
+    }
+    tls_tx = b->tx;
+    tls_rx = b->rx;
+    return 0;
 }
 
 /* --- handles --- */
@@ -113,6 +139,8 @@ alloc_handle(void)
     atomic_init(&f->refs, 1);
     atomic_init(&f->shut, false);
     f->ws_fd = f->view_fd = f->image_fd = f->userns_fd = -EBADF;
+    f->timeout_ms = FILEOPS_TIMEOUT_MS;
+    f->long_timeout_ms = FILEOPS_LONG_TIMEOUT_MS;
     for (unsigned i = 0; i < FILEOPS_HELPERS; i++)
         f->h[i].sock = f->h[i].pidfd = -EBADF;
     return f;
@@ -156,7 +184,6 @@ fileops_new_remote(const struct fileops_remote *c, struct fileops **ret, struct 
     if (!f)
         return -ENOMEM;
     f->remote = true;
-    f->jh = c->jh;
     f->ns = c->ns;
     f->as_root = c->as_root;
     f->uid = c->uid;
@@ -256,6 +283,15 @@ fileops_shutdown(struct fileops *f)
         pthread_cond_wait(&f->idle, &f->lock);
     }
     f->userns_fd = safe_close(f->userns_fd);
+    pthread_mutex_unlock(&f->lock);
+}
+
+void
+fileops_set_timeouts(struct fileops *f, int ms, int long_ms)
+{
+    pthread_mutex_lock(&f->lock);
+    f->timeout_ms = ms;
+    f->long_timeout_ms = long_ms;
     pthread_mutex_unlock(&f->lock);
 }
 
@@ -398,7 +434,7 @@ spawn(struct fileops *f, struct helper *h, struct err *err)
         (void)setsockopt(sv[i], SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz));
     }
     int fds[4] = {sv[1], f->ws_fd, f->view_fd, f->ns ? f->userns_fd : -1};
-    r = jail_spawn_helper(f->jh, f->image_fd, fds, 4, &h->pidfd, &h->pid, err);
+    r = jail_spawn_helper(f->image_fd, fds, 4, &h->pidfd, &h->pid, err);
     safe_close(sv[1]);
     if (r < 0) {
         safe_close(sv[0]);
@@ -444,8 +480,7 @@ struct call {
     /* entry consumers (listing requests); the first error they return
      * stops further calls and is the call's result once the rest has been
      * read */
-    int (*fentry)(struct call *c, const char *path, const struct files_stat *st,
-                  const char *target);
+    int (*fentry)(struct call *c, const struct files_entry *e);
     int (*ventry)(struct call *c, const struct vfs_entry *e);
     void *ud;
     struct vfs_entry *ve; /* storage for ventry batches and FOP_R_VENTRY */
@@ -492,10 +527,9 @@ batch(struct fileops *f, struct helper *h, struct call *c, struct err *err)
     if (c->a.type == FOP_R_FENTRIES) {
         if (c->rq.type != FOP_F_WALK)
             return failed(f, h, -EBADMSG, err, "an unasked listing");
-        const char *path, *target;
-        struct files_stat st;
-        while ((r = fop_next_fentry(&c->a, &path, &st, &target)) == 1)
-            if (c->stop == 0 && (r = c->fentry(c, path, &st, target)) < 0)
+        struct files_entry e;
+        while ((r = fop_next_fentry(&c->a, &e)) == 1)
+            if (c->stop == 0 && (r = c->fentry(c, &e)) < 0)
                 c->stop = r;
     } else {
         if (c->rq.type != FOP_V_LIST)
@@ -644,6 +678,9 @@ rcall(struct fileops *f, struct call *c, struct err *err)
     int r = acquire(f, c->want, c->want_gen, &h, err);
     if (r < 0)
         return r;
+    pthread_mutex_lock(&f->lock);
+    c->timeout_ms = c->timeout_ms == FILEOPS_LONG_TIMEOUT_MS ? f->long_timeout_ms : f->timeout_ms;
+    pthread_mutex_unlock(&f->lock);
     c->helper = (unsigned)(h - f->h);
     tls_in = f;
     r = call_helper(f, h, c, err);
@@ -918,7 +955,7 @@ fileops_rename(struct fileops *f, const char *from, const char *to, bool overwri
 
 /* Keeps the entries of a remote walk in a files_tree (already sorted). */
 static int
-keep_fentry(struct call *c, const char *path, const struct files_stat *st, const char *target)
+keep_fentry(struct call *c, const struct files_entry *in)
 {
     struct files_tree *t = c->ud;
     if (t->n == t->cap) {
@@ -930,10 +967,10 @@ keep_fentry(struct call *c, const char *path, const struct files_stat *st, const
         t->cap = cap;
     }
     struct files_entry *e = &t->v[t->n];
-    e->st = *st;
-    e->path = strdup(path);
-    e->target = target ? strdup(target) : NULL;
-    if (!e->path || (target && !e->target)) {
+    *e = *in;
+    e->path = strdup(in->path);
+    e->target = in->target ? strdup(in->target) : NULL;
+    if (!e->path || (in->target && !e->target)) {
         free(e->path);
         free(e->target);
         return -ENOMEM;

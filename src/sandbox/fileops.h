@@ -52,22 +52,20 @@
 #define FILEOPS_LONG_TIMEOUT_MS (15 * 60 * 1000)
 
 struct fileops;
-struct jail_host;
 
 /* What a remote handle needs to start its helper; every descriptor is
  * duplicated (the caller keeps its own). */
 struct fileops_remote {
-    struct jail_host *jh; /* for jail_spawn_helper(); must outlive the handle */
-    int image_fd;         /* the abx-fileops image (sandbox_host's) */
-    int userns_fd;        /* ns mode: the sandbox's user namespace; else -1 */
-    int ws_fd;            /* the workspace root (O_PATH directory) */
-    int view_fd;          /* the sandbox's "/" (O_PATH), or -1 (uid mode) */
-    bool ns;              /* ns mode: uid/gid below are the sandbox's own ids */
-    bool as_root;         /* the sandbox's root, else "user" */
-    uint32_t uid, gid;    /* who the helper becomes */
-    struct vfs_ids ids;   /* how the helper names ids (in its own terms) */
-    uint64_t caps;        /* kept when as_root in ns mode (jail_root_caps()) */
-    const void *bpf;      /* the sandboxes' seccomp program; copied */
+    int image_fd;       /* the abx-fileops image (sandbox_host's) */
+    int userns_fd;      /* ns mode: the sandbox's user namespace; else -1 */
+    int ws_fd;          /* the workspace root (O_PATH directory) */
+    int view_fd;        /* the sandbox's "/" (O_PATH), or -1 (uid mode) */
+    bool ns;            /* ns mode: uid/gid below are the sandbox's own ids */
+    bool as_root;       /* the sandbox's root, else "user" */
+    uint32_t uid, gid;  /* who the helper becomes */
+    struct vfs_ids ids; /* how the helper names ids (in its own terms) */
+    uint64_t caps;      /* kept when as_root in ns mode (jail_root_caps()) */
+    const void *bpf;    /* the sandboxes' seccomp program; copied */
     size_t bpf_len;
     const char *label; /* for messages ("sandbox 'x'"); copied */
 };
@@ -82,7 +80,9 @@ struct fileops *fileops_unref(struct fileops *f); /* NULL is ok; returns NULL */
 /* The sandbox is gone: ends the helper (a call in flight fails) and makes
  * every later call fail with -ESRCH. Idempotent. */
 void fileops_shutdown(struct fileops *f);
-/* The helper's pid (for tests), 0 when none runs. */
+/* Other deadlines than FILEOPS_TIMEOUT_MS / FILEOPS_LONG_TIMEOUT_MS (tests). */
+void fileops_set_timeouts(struct fileops *f, int ms, int long_ms);
+/* The pid of a running helper (for tests), 0 when none runs. */
 pid_t fileops_helper_pid(struct fileops *f);
 static inline void
 fileops_unrefp(struct fileops **f)

@@ -516,9 +516,14 @@ walk_dir(int d, struct buf *prefix, int depth, struct walk_state *ws)
             }
         }
         t->n++;
+        e->unread = false;
         if (S_ISDIR(st.st_mode)) {
             int sub = openat(d, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub < 0) {
+                if (errno == EACCES || errno == EPERM) {
+                    e->unread = true; /* not ours to read: listed, not entered */
+                    continue;
+                }
                 if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
                     continue;
                 r = -errno;

@@ -91,10 +91,14 @@ struct files_entry {
     char *path; /* "/a/b", relative to the workspace root */
     struct files_stat st;
     char *target; /* symlinks: where they point, else NULL */
+    bool unread;  /* a directory whose contents the acting user may not read:
+                   * what is below it is unknown, not gone */
 };
 
 /* Lists everything below rel (not rel itself), sorted by path, calling
- * fn for each entry; symlinks are reported, never followed. -E2BIG past
+ * fn for each entry; symlinks are reported, never followed; a directory
+ * that cannot be read (EACCES) is reported with unread set and not
+ * entered. -E2BIG past
  * FILES_WALK_MAX entries, -ELOOP past FILES_MAX_DEPTH levels. */
 typedef int (*files_walk_fn)(const struct files_entry *e, void *ud);
 int files_walk(int root, const char *rel, files_walk_fn fn, void *ud, struct err *err);

@@ -1072,7 +1072,6 @@ make_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err 
                                   jail_user_gid(j), as_root, ret);
     }
     struct fileops_remote c = {
-            .jh = sb->host->jh,
             .image_fd = sb->host->fileops_image,
             .userns_fd = -1,
             .ws_fd = jail_workspace_fd(j),

@@ -198,7 +198,7 @@ do_walk(const struct fop_request *rq)
     for (size_t i = 0; i < t.n; i++) {
         /* an entry is at most ~8 KiB: a batch flushed past FOP_BATCH_BYTES
          * always has room for one more */
-        fop_put_fentry(&b.w, t.v[i].path, &t.v[i].st, t.v[i].target);
+        fop_put_fentry(&b.w, &t.v[i]);
         if (b.w.overflow)
             die(3);
         b.count++;
