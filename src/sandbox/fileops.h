@@ -47,7 +47,7 @@
 #include "snapshot.h"
 #include "vfs.h"
 
-#define FILEOPS_HELPERS         3 /* helper processes one handle may run at once */
+#define FILEOPS_HELPERS         2 /* helper processes one handle may run at once */
 #define FILEOPS_TIMEOUT_MS      (60 * 1000)
 #define FILEOPS_LONG_TIMEOUT_MS (15 * 60 * 1000)
 

@@ -670,8 +670,12 @@ sandbox_free(struct sandbox *sb)
     while (!list_empty(&sb->procs))
         drop_entry(sb, list_entry(sb->procs.next, struct entry, link));
     for (int i = 0; i < 2; i++) {
+        if (!sb->fo[i])
+            continue;
         fileops_shutdown(sb->fo[i]);
         sb->fo[i] = fileops_unref(sb->fo[i]);
+        if (jail_host_mode(sb->host->jh) != JAIL_NONE)
+            host_fds_release(sb->host, SANDBOX_FILEOPS_FDS);
     }
     safe_close(sb->view_fd);
     host_jail_free(sb->host, sb->jail);
@@ -1101,7 +1105,13 @@ make_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err 
         sandbox_vfs_ids(sb, &c.ids);
     }
     jail_host_bpf(sb->host->jh, &c.bpf, &c.bpf_len);
+    if (!host_fds_fit(sb->host, SANDBOX_FILEOPS_FDS))
+        return err_set(err, EMFILE,
+                       "abxd has no descriptors left for file work in %s (%u of %u in use)", label,
+                       sb->host->fds, sb->host->fd_budget);
     r = fileops_new_remote(&c, ret, err);
+    if (r == 0)
+        sb->host->fds += SANDBOX_FILEOPS_FDS; /* the most it will hold, back in sandbox_free() */
     return r;
 }
 
