@@ -163,9 +163,7 @@ struct wjob {
     struct store_ws meta;
     struct store_usage usage;
     struct store_writer *wr; /* a staged upload */
-    int root_fd;             /* warm: the workspace root, duplicated */
-    uid_t uid;
-    gid_t gid;
+    struct fileops *fo;      /* warm: file work as the sandbox's user */
     bool head;
     void (*run)(struct store *s, struct wjob *j);
 };
@@ -179,7 +177,6 @@ wjob_new(struct api *a, struct http_req *req, const char *ws)
     j->api = a;
     j->req = req;
     j->fd = -EBADF;
-    j->root_fd = -EBADF;
     j->status = 200;
     (void)snprintf(j->ws, sizeof(j->ws), "%s", ws);
     http_req_ref(req);
@@ -190,7 +187,7 @@ static void
 wjob_free(struct wjob *j)
 {
     safe_close(j->fd);
-    safe_close(j->root_fd);
+    fileops_unref(j->fo);
     store_writer_abort(j->wr);
     json_decref(j->out);
     http_req_unref(j->req);
@@ -539,7 +536,7 @@ warm_check(struct wjob *j, struct err *err)
     struct files_stat st;
     if (!j->has_match)
         return 0;
-    int r = files_stat(j->root_fd, j->rel, &st, NULL);
+    int r = fileops_stat(j->fo, j->rel, &st, NULL);
     if (r == 0 && st.type == FILES_DIR)
         return err_set(err, EISDIR, "'/%s' is a directory", j->rel);
     if (!j->match[0])
@@ -552,7 +549,7 @@ warm_check(struct wjob *j, struct err *err)
         _cleanup_close_ int fd = -EBADF;
         struct files_stat st2;
         char hash[STORE_HASH_LEN + 1];
-        if (files_open_read(j->root_fd, j->rel, &fd, &st2, NULL) == 0 &&
+        if (fileops_open_read(j->fo, j->rel, &fd, &st2, NULL) == 0 &&
             store_hash_fd(fd, hash, NULL) == 0 && !strcmp(hash, j->match))
             return 0;
     }
@@ -589,7 +586,7 @@ run_put_warm(struct store *s, struct wjob *j)
     j->r = warm_check(j, &j->err);
     if (j->r < 0)
         return;
-    struct sync_sandbox sb = {j->root_fd, j->uid, j->gid};
+    struct sync_sandbox sb = {j->fo};
     j->r = sync_copy_in(&sb, j->rel, store_writer_fd(j->wr), NULL, hex, NULL, &st, &j->created,
                         &j->err);
     if (j->r < 0)
@@ -607,11 +604,10 @@ put_settled(void *ud, struct sandbox *sb)
         return;
     }
     workspaces_touch(j->api->ws, j->ws);
-    j->root_fd = fcntl(sandbox_root_fd(sb), F_DUPFD_CLOEXEC, 3);
-    j->uid = jail_user_uid(sandbox_jail(sb));
-    j->gid = jail_user_gid(sandbox_jail(sb));
-    if (j->root_fd < 0) {
-        api_error(j->req, -errno, NULL);
+    struct err err = {0};
+    int r = sandbox_fileops(sb, false, &j->fo, &err);
+    if (r < 0) {
+        api_error(j->req, r, &err);
         wjob_free(j);
         return;
     }
@@ -722,7 +718,7 @@ run_warm_delete(struct store *s, struct wjob *j)
     (void)s;
     j->r = warm_check(j, &j->err);
     if (j->r == 0)
-        j->r = files_delete(j->root_fd, j->rel, &j->err);
+        j->r = fileops_delete(j->fo, j->rel, &j->err);
     j->status = 204;
 }
 
@@ -897,9 +893,9 @@ fop_settled(void *ud, struct sandbox *sb)
     case FOP_DELETE:
         if (j->has_match) {
             /* A precondition may need hashing: do it off the loop. */
-            j->root_fd = fcntl(sandbox_root_fd(sb), F_DUPFD_CLOEXEC, 3);
             j->run = run_warm_delete;
-            if (j->root_fd >= 0 && workspaces_run(j->api->ws, wjob_run, wjob_done, j) == 0)
+            if (sandbox_fileops(sb, false, &j->fo, NULL) == 0 &&
+                workspaces_run(j->api->ws, wjob_run, wjob_done, j) == 0)
                 return;
             r = -ENOMEM;
             break;

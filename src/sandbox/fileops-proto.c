@@ -147,7 +147,7 @@ request_layout(enum fop_type t)
     case FOP_F_RENAME:
         return R_KNOWN | R_A | R_B | R_U;
     case FOP_F_WALK:
-        return R_KNOWN | R_A | R_MAX | R_PRUNE;
+        return R_KNOWN | R_A | R_U | R_MAX | R_PRUNE;
     case FOP_V_STAT:
     case FOP_V_OPEN_DIR:
     case FOP_V_MKDIR:
@@ -233,6 +233,19 @@ fop_encode_request(void *buf, size_t cap, const struct fop_request *rq)
     struct proto_writer w;
 
     if (!l)
+        return -EINVAL;
+    /* What the helper would refuse (and end over) is not sent at all. */
+    size_t la = rq->a ? strlen(rq->a) : 0, lb = rq->b ? strlen(rq->b) : 0;
+    if (((l & R_A) && la > PATH_MAX_LEN) || ((l & R_B) && lb > PATH_MAX_LEN))
+        return -ENAMETOOLONG;
+    if (((l & R_A) && !((l & R_ABS) ? abs_path_ok(rq->a ? rq->a : "", (uint32_t)la)
+                                    : rel_path_ok(rq->a ? rq->a : "", (uint32_t)la))) ||
+        ((l & R_B) && !((l & (R_ABS | R_B_ABS)) ? abs_path_ok(rq->b ? rq->b : "", (uint32_t)lb)
+                                                : rel_path_ok(rq->b ? rq->b : "", (uint32_t)lb))))
+        return -EINVAL;
+    if ((rq->type == FOP_F_RENAME || rq->type == FOP_F_WALK) && rq->u > 1)
+        return -EINVAL;
+    if (rq->type == FOP_V_LIST && rq->u > VFS_MAX_DEPTH)
         return -EINVAL;
     proto_writer_init(&w, buf, cap, rq->type);
     if (l & R_A)
@@ -323,7 +336,7 @@ fop_decode_request(const void *buf, size_t n, unsigned nfds, struct fop_request 
     }
     if ((l & R_B) && !((l & (R_ABS | R_B_ABS)) ? abs_path_ok(ret->b, lb) : rel_path_ok(ret->b, lb)))
         return -EBADMSG;
-    if (ret->type == FOP_F_RENAME && ret->u > 1)
+    if ((ret->type == FOP_F_RENAME || ret->type == FOP_F_WALK) && ret->u > 1)
         return -EBADMSG;
     if (ret->type == FOP_V_LIST && ret->u > VFS_MAX_DEPTH)
         return -EBADMSG;
@@ -364,7 +377,9 @@ fop_put_fentry(struct proto_writer *w, const struct files_entry *e)
 {
     proto_put_str(w, e->path);
     fop_put_fstat(w, &e->st);
-    proto_put_u32(w, (e->target ? 1u : 0u) | (e->unread ? 2u : 0u));
+    proto_put_u32(w, (e->target ? 1u : 0u) | (e->unread ? 2u : 0u) |
+                             (e->beyond == ELOOP ? 4u : 0u) |
+                             (e->beyond == ENAMETOOLONG ? 8u : 0u));
     if (e->target)
         proto_put_str(w, e->target);
 }
@@ -505,14 +520,16 @@ fop_next_fentry(struct fop_answer *a, struct files_entry *ret)
     uint32_t flags = proto_get_u32(&a->r);
     const char *t = (flags & 1) ? proto_get_str(&a->r, &tl) : NULL;
     /* "/a/b": a workspace path with its leading '/' */
-    if (a->r.bad || flags > 3 || pl < 2 || pl > PATH_MAX_LEN + 1 || p[0] != '/' ||
-        (t && tl > PATH_MAX_LEN) || (t && ret->st.type != FILES_SYMLINK) ||
-        ((flags & 2) && ret->st.type != FILES_DIR))
+    /* a walk's paths may pass PATH_MAX_LEN by one name (files.h) */
+    if (a->r.bad || flags > 15 || (flags & 12) == 12 || pl < 2 || pl > 2 * PATH_MAX_LEN ||
+        p[0] != '/' || (t && tl > PATH_MAX_LEN) || (t && ret->st.type != FILES_SYMLINK) ||
+        ((flags & 2) && ret->st.type != FILES_DIR) || ((flags & 4) && ret->st.type != FILES_DIR))
         return -EBADMSG;
     a->left--;
     ret->path = (char *)(uintptr_t)p;
     ret->target = (char *)(uintptr_t)t;
     ret->unread = flags & 2;
+    ret->beyond = (flags & 4) ? ELOOP : (flags & 8) ? ENAMETOOLONG : 0;
     return 1;
 }
 

@@ -117,7 +117,7 @@ int fop_decode_hello(const void *buf, size_t n, unsigned nfds, struct fop_hello 
  *   a        every path-taking request (F_RENAME, V_RENAME: from)
  *   b        F_RENAME, V_RENAME: to; V_COPY_IN: dst (a: src, relative)
  *   u        F_/V_UPLOAD_COMMIT/ABORT: upload id; V_LIST: depth;
- *            F_RENAME: overwrite (0/1)
+ *            F_RENAME: overwrite (0/1); F_WALK: limits_as_entries (0/1)
  *   max      F_WALK: entries kept (0 = FILES_WALK_MAX); S_COPY_OUT: bytes
  *   prune    F_WALK (n = 0: nothing left out)
  *   meta     V_SET_META

@@ -616,8 +616,12 @@ call_helper(struct fileops *f, struct helper *h, struct call *c, struct err *err
             pthread_mutex_unlock(&f->lock);
         }
         long n = fop_encode_request(tls_tx, FOP_MSG_MAX, &c->rq);
+        if (n == -ENAMETOOLONG || n == -EMSGSIZE)
+            return err_set(err, ENAMETOOLONG, "a path longer than %d bytes: '%.256s...'",
+                           PATH_MAX_LEN, c->rq.a ? c->rq.a : "");
         if (n < 0)
-            return err_set(err, n == -EMSGSIZE ? ENAMETOOLONG : EINVAL, "the request does not fit");
+            return err_set(err, EINVAL, "a malformed file request (%s)",
+                           c->rq.a ? "bad path" : "bad fields");
         r = send_packet(h->sock, tls_tx, (size_t)n, c->send_fd);
         if (r == 0)
             break;
@@ -990,6 +994,7 @@ fileops_tree_list(struct fileops *f, const char *rel, const struct files_walk_op
     call_init(&c, FOP_F_WALK, rel);
     c.timeout_ms = FILEOPS_LONG_TIMEOUT_MS;
     c.rq.max = opts ? opts->max : 0;
+    c.rq.u = opts && opts->limits_as_entries ? 1 : 0;
     if (opts && opts->prune)
         c.rq.prune = *opts->prune;
     c.fentry = keep_fentry;

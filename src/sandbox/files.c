@@ -483,8 +483,6 @@ walk_dir(int d, struct buf *prefix, int depth, struct walk_state *ws)
             t->skipped++;
             continue;
         }
-        if (ws->o && ws->o->skip && ws->o->skip(prefix->data + 1, &fs, ws->o->ud))
-            continue;
         if (t->n >= ws->max) {
             r = -E2BIG;
             break;
@@ -517,6 +515,15 @@ walk_dir(int d, struct buf *prefix, int depth, struct walk_state *ws)
         }
         t->n++;
         e->unread = false;
+        e->beyond = 0;
+        if (ws->o && ws->o->limits_as_entries) {
+            if (prefix->len - 1 > PATH_MAX_LEN)
+                e->beyond = ENAMETOOLONG;
+            else if (S_ISDIR(st.st_mode) && depth >= FILES_MAX_DEPTH)
+                e->beyond = ELOOP;
+            if (e->beyond)
+                continue; /* listed, not entered */
+        }
         if (S_ISDIR(st.st_mode)) {
             int sub = openat(d, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub < 0) {

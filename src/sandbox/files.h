@@ -93,6 +93,7 @@ struct files_entry {
     char *target; /* symlinks: where they point, else NULL */
     bool unread;  /* a directory whose contents the acting user may not read:
                    * what is below it is unknown, not gone */
+    int beyond;   /* with limits_as_entries: ENAMETOOLONG or ELOOP (see there) */
 };
 
 /* Lists everything below rel (not rel itself), sorted by path, calling
@@ -126,11 +127,11 @@ struct files_tree {
 };
 struct files_walk_opts {
     const struct files_prune *prune; /* NULL = keep everything */
-    /* Also left out (with a directory, all it holds): what skip() says yes
-     * to (rel_path has no leading '/'). In this process only. */
-    bool (*skip)(const char *rel_path, const struct files_stat *st, void *ud);
-    void *ud;
-    size_t max; /* entries kept; 0 = FILES_WALK_MAX */
+    size_t max;                      /* entries kept; 0 = FILES_WALK_MAX */
+    /* Instead of failing the walk at its limits, list an entry whose path
+     * passes PATH_MAX_LEN, or a directory FILES_MAX_DEPTH levels down, with
+     * beyond set, and do not enter it. */
+    bool limits_as_entries;
 };
 int files_tree_list(int root, const char *rel, const struct files_walk_opts *opts,
                     struct files_tree *ret, struct err *err);

@@ -41,14 +41,14 @@
 #include "files.h"
 #include "proc.h"
 
-#define SANDBOX_MAX_RUNNING  1024 /* running processes per sandbox, starting ones included */
-#define SANDBOX_MAX_FDS      3072 /* descriptors a sandbox's processes hold in abxd */
-#define SANDBOX_FD_SHARE     4    /* ... and never more than 1/4 of the host's budget */
-#define SANDBOX_JAIL_FDS     4    /* a jail's own: control socket, pidfd, workspace, view */
+#define SANDBOX_MAX_RUNNING 1024 /* running processes per sandbox, starting ones included */
+#define SANDBOX_MAX_FDS     3072 /* descriptors a sandbox's processes hold in abxd */
+#define SANDBOX_FD_SHARE    4    /* ... and never more than 1/4 of the host's budget */
+#define SANDBOX_JAIL_FDS    4    /* a jail's own: control socket, pidfd, workspace, view */
 /* a file work handle's (fileops.h), made on first use, at most two per
  * sandbox: its copies of the helper image, workspace, view and namespace,
  * and each helper's socket and pidfd */
-#define SANDBOX_FILEOPS_FDS (4 + 2 * FILEOPS_HELPERS)
+#define SANDBOX_FILEOPS_FDS  (4 + 2 * FILEOPS_HELPERS)
 #define SANDBOX_UNREAD_RATE  (1024 * 1024) /* bytes/s of output nobody reads, all processes */
 #define SANDBOX_UNREAD_BURST (256 * 1024)
 #define SANDBOX_KEEP_EXITED  64   /* finished processes kept for status and output */

@@ -265,7 +265,7 @@ note_bad(struct restore_ctx *c, const char *path, const char *why)
 }
 
 struct upload_sink {
-    struct files_upload *up;
+    struct fileops_upload *up;
     struct err *err;
 };
 
@@ -273,7 +273,7 @@ static int
 upload_sink(void *ud, const void *data, size_t n)
 {
     struct upload_sink *u = ud;
-    return files_upload_write(u->up, data, n, u->err);
+    return fileops_upload_write(u->up, data, n, u->err);
 }
 
 int
@@ -281,25 +281,25 @@ sync_copy_in(const struct sync_sandbox *sb, const char *path, int fd, const char
              char hash[STORE_HASH_LEN + 1], uint64_t *ret_size, struct files_stat *ret_st,
              bool *ret_created, struct err *err)
 {
-    struct files_upload *up = NULL;
+    struct fileops_upload *up = NULL;
     uint64_t total = 0;
     bool created;
-    int r = files_upload_begin(sb->root_fd, path, sb->uid, sb->gid, UINT64_MAX, &up, err);
+    int r = fileops_upload_begin(sb->fo, path, UINT64_MAX, &up, err);
     if (r < 0)
         return r;
     struct upload_sink u = {up, err};
     r = store_hash_copy(fd, upload_sink, &u, hash, &total);
     if (r < 0) {
-        files_upload_abort(up);
+        fileops_upload_abort(up);
         if (err_isset(err))
             return r;
         return err_set(err, EIO, "cannot read the source of '/%s': %s", path, strerror(-r));
     }
     if (expect_hash && strcmp(hash, expect_hash) != 0) {
-        files_upload_abort(up);
+        fileops_upload_abort(up);
         return err_set(err, EBADMSG, "'/%s' does not match its content hash", path);
     }
-    r = files_upload_commit(up, ret_st, ret_created ? ret_created : &created, err);
+    r = fileops_upload_commit(up, ret_st, ret_created ? ret_created : &created, err);
     if (r < 0)
         return r;
     if (ret_size)
@@ -352,11 +352,11 @@ restore_one(const struct store_entry *e, void *ud)
     }
     if (dir) {
         bool created;
-        int r = files_mkdir(c->sb->root_fd, e->path, c->sb->uid, c->sb->gid, &created, c->err);
+        int r = fileops_mkdir(c->sb->fo, e->path, &created, c->err);
         if (r < 0)
             return r;
         struct files_stat fs;
-        r = files_stat(c->sb->root_fd, e->path, &fs, c->err);
+        r = fileops_stat(c->sb->fo, e->path, &fs, c->err);
         if (r < 0)
             return r;
         c->rep->dirs++;
@@ -396,6 +396,8 @@ sync_skip_reason(int error)
         return "the path is too long for the store";
     case ELOOP:
         return "directories are nested too deep to be walked";
+    case EACCES:
+        return "the sandbox's user may not read it";
     default:
         return "the store cannot hold this name";
     }
@@ -433,24 +435,6 @@ state_skip(struct sync_state *st, const char *rel, bool dir, const char *version
     return 0;
 }
 
-struct skip_ctx {
-    const struct sync_ignore *ig;
-    struct sync_report *rep;
-    struct sync_state *st;
-    int r; /* first failure to record a skip (-ENOMEM) */
-};
-
-/* The '/'s in rel: a directory with FILES_MAX_DEPTH of them would be read
- * past the walk's depth limit. */
-static size_t
-depth_of(const char *rel)
-{
-    size_t n = 0;
-    for (const char *p = rel; (p = strchr(p, '/')); p++)
-        n++;
-    return n;
-}
-
 /* The walk's side of the ignore rules: an ignored file or directory is
  * left out and a directory never read (its ancestors were checked on the
  * way down). */
@@ -468,29 +452,33 @@ ignore_prune(const struct sync_ignore *ig, struct files_prune *p)
     p->max_file_bytes = ig->max_file_bytes;
 }
 
-/* Leaves out of the walk the entries the store cannot hold because of
- * where they are - a path past PATH_MAX_LEN, a directory at the walk's
- * depth limit - which are reported instead of failing the walk, and
- * therefore the whole mirror. */
-static bool
-mirror_skip(const char *rel, const struct files_stat *st, void *ud)
+/* Entries the store cannot hold because of where they are - a path past
+ * PATH_MAX_LEN, a directory at the walk's depth limit - come back from the
+ * walk marked (files_entry.beyond) and not entered. They are reported and
+ * taken out of the tree instead of failing the walk, and therefore the
+ * whole mirror. */
+static int
+drop_unstorable(struct files_tree *t, struct sync_state *st, struct sync_report *rep)
 {
-    struct skip_ctx *c = ud;
-    bool dir = st->type == FILES_DIR;
-    if (!dir && st->type != FILES_FILE)
-        return false; /* listed, never stored */
-    int error = strlen(rel) > PATH_MAX_LEN                ? ENAMETOOLONG
-                : dir && depth_of(rel) >= FILES_MAX_DEPTH ? ELOOP
-                                                          : 0;
-    if (!error)
-        return false;
-    struct sv *v = hashmap_get(c->st->map, rel);
-    bool fresh = !v || !v->skipped || v->dir != dir;
-    note_skip(c->rep, rel, error, fresh);
-    int r = state_skip(c->st, rel, dir, "", error);
-    if (r < 0 && c->r == 0)
-        c->r = r;
-    return true;
+    size_t w = 0;
+    int r = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        struct files_entry *e = &t->v[i];
+        bool dir = e->st.type == FILES_DIR;
+        if (r < 0 || !e->beyond || (!dir && e->st.type != FILES_FILE)) {
+            t->v[w++] = *e;
+            continue;
+        }
+        const char *rel = e->path + 1;
+        struct sv *v = hashmap_get(st->map, rel);
+        bool fresh = !v || !v->skipped || v->dir != dir;
+        note_skip(rep, rel, e->beyond, fresh);
+        r = state_skip(st, rel, dir, "", e->beyond);
+        free(e->path);
+        free(e->target);
+    }
+    t->n = w;
+    return r;
 }
 
 /* Whether a store call failed because of the path itself (its length, a
@@ -514,6 +502,24 @@ tree_find(const struct files_tree *t, const char *rel)
     return t->n ? bsearch(rel, t->v, t->n, sizeof(*t->v), cmp_key_entry) : NULL;
 }
 
+/* Whether an ancestor of rel is a directory the walk could not read. */
+static bool
+below_unread(const struct files_tree *t, const char *rel)
+{
+    char p[PATH_MAX_LEN + 1];
+    size_t n = strlen(rel);
+    if (n >= sizeof(p))
+        return false;
+    memcpy(p, rel, n + 1);
+    for (char *slash = strrchr(p, '/'); slash; slash = strrchr(p, '/')) {
+        *slash = '\0';
+        const struct files_entry *e = tree_find(t, p);
+        if (e && e->unread)
+            return true;
+    }
+    return false;
+}
+
 static int
 cmp_desc(const void *a, const void *b)
 {
@@ -527,10 +533,9 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
 {
     uint64_t t0 = now_usec();
     struct files_tree t = {0};
-    struct skip_ctx sc = {ig, rep, st, 0};
     struct files_prune prune;
     struct files_walk_opts wo = {
-            .prune = &prune, .skip = mirror_skip, .ud = &sc, .max = SYNC_MIRROR_MAX};
+            .prune = &prune, .max = SYNC_MIRROR_MAX, .limits_as_entries = true};
     char **gone = NULL;
     size_t ngone = 0;
     int r;
@@ -538,12 +543,14 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
     memset(rep, 0, sizeof(*rep));
     st->gen++;
     ignore_prune(ig, &prune);
-    r = files_tree_list(sb->root_fd, ".", &wo, &t, err);
-    if (r == 0 && sc.r < 0)
-        r = err_set(err, -sc.r, "out of memory");
+    r = fileops_tree_list(sb->fo, ".", &wo, &t, err);
     if (r < 0)
         goto out;
     rep->ignored += t.skipped;
+    if ((r = drop_unstorable(&t, st, rep)) < 0) {
+        r = err_set(err, -r, "out of memory");
+        goto out;
+    }
 
     /* What the store had from us and the sandbox no longer has (or has as
      * the other type). Deepest first, so files go before their
@@ -559,6 +566,8 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
         while ((v = hashmap_next(st->map, &it))) {
             if (v->skipped && v->seen == st->gen)
                 continue; /* the walk skipped it just now: still there */
+            if (below_unread(&t, v->path))
+                continue; /* not ours to read now: unknown, not gone */
             const struct files_entry *e = tree_find(&t, v->path);
             if (e && (e->st.type == FILES_DIR) == v->dir &&
                 (e->st.type == FILES_DIR || e->st.type == FILES_FILE))
@@ -579,7 +588,7 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
         if (v->skipped)
             keep = true; /* never stored: nothing to delete */
         if (!keep && !e && !v->dir && ig->max_file_bytes &&
-            files_stat(sb->root_fd, v->path, &fs, NULL) == 0 && fs.type == FILES_FILE &&
+            fileops_stat(sb->fo, v->path, &fs, NULL) == 0 && fs.type == FILES_FILE &&
             fs.size > ig->max_file_bytes)
             keep = true; /* grew past the size cap: ignored, not gone */
         if (!keep) {
@@ -630,10 +639,19 @@ sync_mirror(struct store *s, const char *ws, const struct sync_sandbox *sb,
             _cleanup_close_ int fd = -EBADF;
             struct files_stat fs;
             struct err e2 = {0};
-            r = files_open_read(sb->root_fd, rel, &fd, &fs, &e2);
+            r = fileops_open_read(sb->fo, rel, &fd, &fs, &e2);
             if (r == -ENOENT || r == -ENOTDIR || r == -EXDEV || r == -ELOOP || r == -EINVAL ||
                 r == -EISDIR)
                 continue; /* changed under us: the next mirror sees what it became */
+            if (r == -EACCES || r == -EPERM) {
+                /* The sandbox user may not read it (sandbox root made it
+                 * so): the store keeps what it had; reported until it
+                 * changes again. */
+                note_skip(rep, rel, EACCES, !old || !old->skipped);
+                if ((r = state_skip(st, rel, false, x->st.version, EACCES)) < 0)
+                    goto out;
+                continue;
+            }
             if (r < 0) {
                 (void)err_set(err, -r, "%s", e2.msg);
                 goto out;

@@ -20,7 +20,9 @@
  * by mirror.
  *
  * Everything here blocks (file and store I/O) and is meant for a worker
- * thread; the sandbox side is only its workspace root descriptor and owner.
+ * thread; the sandbox side is a file work handle of its user (fileops.h):
+ * what that user may not read is skipped and reported, never taken for
+ * gone.
  * Functions return 0 or -errno and fill err; none log.
  */
 #pragma once
@@ -30,6 +32,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../sandbox/fileops.h"
 #include "../store/store.h"
 #include "../util/err.h"
 
@@ -64,11 +67,10 @@ int sync_state_new(struct sync_state **ret);
 void sync_state_free(struct sync_state *st);
 size_t sync_state_size(const struct sync_state *st);
 
-/* The live side: the workspace root on the host, and who owns new files. */
+/* The live side: file work on the workspace as the sandbox's user
+ * (borrowed: the caller holds a reference while sync runs). */
 struct sync_sandbox {
-    int root_fd;
-    uid_t uid;
-    gid_t gid;
+    struct fileops *fo;
 };
 
 /* An entry a mirror could not store. */

@@ -308,11 +308,8 @@ sync_job_new(struct wsx *x, bool restore)
         return NULL;
     j->x = x;
     j->restore = restore;
-    j->sb.root_fd = fcntl(sandbox_root_fd(x->sb), F_DUPFD_CLOEXEC, 3);
-    struct jail *jl = sandbox_jail(x->sb);
-    j->sb.uid = jail_user_uid(jl);
-    j->sb.gid = jail_user_gid(jl);
-    if (j->sb.root_fd < 0) {
+    /* The sandbox's user's file work: what it may not read is not ours. */
+    if (sandbox_fileops(x->sb, false, &j->sb.fo, NULL) < 0) {
         free(j);
         return NULL;
     }
@@ -348,7 +345,7 @@ mirror_done(void *ud)
     struct sync_job *j = ud;
     struct wsx *x = j->x;
 
-    safe_close(j->sb.root_fd);
+    j->sb.fo = fileops_unref(j->sb.fo);
     x->jobs--;
     x->mirroring = false;
     x->last_mirror_ms = now_msec();
@@ -399,7 +396,7 @@ mirror_start(struct wsx *x)
     struct sync_job *j = sync_job_new(x, false);
     if (!j || workspaces_run(x->w, sync_job_run, mirror_done, j) < 0) {
         if (j)
-            safe_close(j->sb.root_fd);
+            j->sb.fo = fileops_unref(j->sb.fo);
         free(j);
         struct err e = {0};
         (void)err_set(&e, ENOMEM, "cannot start a mirror");
@@ -473,7 +470,7 @@ restore_done(void *ud)
     struct sync_job *j = ud;
     struct wsx *x = j->x;
 
-    safe_close(j->sb.root_fd);
+    j->sb.fo = fileops_unref(j->sb.fo);
     x->jobs--;
     if (x->state != WS_WAKING || !x->sb) {
         free(j);
@@ -541,7 +538,7 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
     struct sync_job *j = sync_job_new(x, true);
     if (!j || workspaces_run(x->w, sync_job_run, restore_done, j) < 0) {
         if (j)
-            safe_close(j->sb.root_fd);
+            j->sb.fo = fileops_unref(j->sb.fo);
         free(j);
         x->wake_r = -ENOMEM;
         (void)err_set(&x->wake_err, ENOMEM, "cannot start the restore");

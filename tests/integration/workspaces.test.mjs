@@ -50,9 +50,14 @@ function sandboxDirs(d) {
 }
 
 // Host pids of abxd's direct children: the sandbox inits.
+// abxd's children that are sandbox inits (not its file helpers).
 function sandboxInits(d) {
-  const out = spawnSync('ps', ['-o', 'pid=', '--ppid', String(d.proc.pid)], { encoding: 'utf8' }).stdout;
-  return out.split('\n').map((s) => Number(s.trim())).filter(Boolean);
+  const out = spawnSync('ps', ['-o', 'pid=,args=', '--ppid', String(d.proc.pid)], { encoding: 'utf8' }).stdout;
+  return out
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/))
+    .filter(([pid, cmd]) => pid && cmd === 'abx-init')
+    .map(([pid]) => Number(pid));
 }
 
 // The PostgreSQL server scripts/test.sh starts; each abxd gets a database

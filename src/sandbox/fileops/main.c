@@ -184,9 +184,11 @@ static void
 do_walk(const struct fop_request *rq)
 {
     struct files_tree t = {0};
-    struct files_walk_opts o = {.prune =
-                                        rq->prune.n || rq->prune.max_file_bytes ? &rq->prune : NULL,
-                                .max = (size_t)rq->max};
+    struct files_walk_opts o = {
+            .prune = rq->prune.n || rq->prune.max_file_bytes ? &rq->prune : NULL,
+            .max = (size_t)rq->max,
+            .limits_as_entries = rq->u == 1,
+    };
     struct err err = {0};
     struct batch b;
     int r = files_tree_list(WS_FD, rq->a, &o, &t, &err);

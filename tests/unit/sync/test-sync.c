@@ -26,8 +26,19 @@ struct fx {
     struct store *s;
     struct sync_ignore ig;
     struct sync_state *st;
-    struct sync_sandbox sb;
+    struct sync_sandbox sb; /* direct file work on ws_dir */
+    int root_fd;
 };
+
+/* The sandbox side as the unit tests have it: file work in this process. */
+static struct sync_sandbox
+direct(int root)
+{
+    struct vfs_ids ids = {0};
+    struct sync_sandbox sb = {NULL};
+    assert_int_equal(fileops_new_direct(root, -1, &ids, geteuid(), getegid(), false, &sb.fo), 0);
+    return sb;
+}
 
 static int
 setup(void **state)
@@ -49,10 +60,9 @@ setup(void **state)
     assert_int_equal(sync_ignore_default(&f->ig), 0);
     f->ig.max_file_bytes = 1000;
     assert_int_equal(sync_state_new(&f->st), 0);
-    f->sb.root_fd = open(f->ws_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    f->sb.uid = geteuid();
-    f->sb.gid = getegid();
-    assert_true(f->sb.root_fd >= 0);
+    f->root_fd = open(f->ws_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    assert_true(f->root_fd >= 0);
+    f->sb = direct(f->root_fd);
     *state = f;
     return 0;
 }
@@ -61,7 +71,8 @@ static int
 teardown(void **state)
 {
     struct fx *f = *state;
-    close(f->sb.root_fd);
+    fileops_unref(f->sb.fo);
+    close(f->root_fd);
     sync_state_free(f->st);
     sync_ignore_done(&f->ig);
     store_close(f->s);
@@ -259,8 +270,8 @@ test_restore_roundtrip(void **state)
     mirror(f, &rep);
 
     /* Restore into a second, empty directory. */
-    struct sync_sandbox sb2 = {open(f->ws_dir2, O_PATH | O_DIRECTORY | O_CLOEXEC), geteuid(),
-                               getegid()};
+    int root2 = open(f->ws_dir2, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct sync_sandbox sb2 = direct(root2);
     struct sync_state *st2;
     assert_int_equal(sync_state_new(&st2), 0);
     assert_int_equal(sync_restore(f->s, "ws1", &sb2, &f->ig, st2, &rep, &err), 0);
@@ -280,7 +291,8 @@ test_restore_roundtrip(void **state)
     assert_int_equal(rep.files, 0);
     assert_int_equal(rep.deleted, 0);
     sync_state_free(st2);
-    close(sb2.root_fd);
+    fileops_unref(sb2.fo);
+    close(root2);
 }
 
 static void
@@ -313,8 +325,8 @@ test_restore_fails_loudly(void **state)
     tamper_blob(f, e1.hash, "tampered");
     tamper_blob(f, e2.hash, NULL);
 
-    struct sync_sandbox sb2 = {open(f->ws_dir2, O_PATH | O_DIRECTORY | O_CLOEXEC), geteuid(),
-                               getegid()};
+    int root2 = open(f->ws_dir2, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct sync_sandbox sb2 = direct(root2);
     struct sync_state *st2;
     assert_int_equal(sync_state_new(&st2), 0);
     int r = sync_restore(f->s, "ws1", &sb2, &f->ig, st2, &rep, &err);
@@ -326,7 +338,8 @@ test_restore_fails_loudly(void **state)
     (void)snprintf(p, sizeof(p), "%s/bad/corrupt.txt", f->ws_dir2);
     assert_int_equal(access(p, F_OK), -1);
     sync_state_free(st2);
-    close(sb2.root_fd);
+    fileops_unref(sb2.fo);
+    close(root2);
 }
 
 /* Names with any byte but NUL and '/' are mirrored byte-exact and restored
@@ -376,8 +389,8 @@ test_any_byte_names(void **state)
     assert_true(store_has(f, "odd/dir\n"));
 
     /* Restore: the same bytes come back as names. */
-    struct sync_sandbox sb2 = {open(f->ws_dir2, O_PATH | O_DIRECTORY | O_CLOEXEC), geteuid(),
-                               getegid()};
+    int root2 = open(f->ws_dir2, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct sync_sandbox sb2 = direct(root2);
     struct sync_state *st2;
     assert_int_equal(sync_state_new(&st2), 0);
     assert_int_equal(sync_restore(f->s, "ws1", &sb2, &f->ig, st2, &rep, &err), 0);
@@ -404,7 +417,8 @@ test_any_byte_names(void **state)
     assert_int_equal(stat(p, &sb), 0);
     assert_true(S_ISDIR(sb.st_mode));
     sync_state_free(st2);
-    close(sb2.root_fd);
+    fileops_unref(sb2.fo);
+    close(root2);
 }
 
 /* Makes levels directories named name below dir (relative to the
@@ -413,10 +427,10 @@ test_any_byte_names(void **state)
 static void
 deep_tree(struct fx *f, const char *dir, const char *name, int levels)
 {
-    int cur = openat(f->sb.root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int cur = openat(f->root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cur < 0 && errno == ENOENT) {
-        assert_int_equal(mkdirat(f->sb.root_fd, dir, 0755), 0);
-        cur = openat(f->sb.root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_int_equal(mkdirat(f->root_fd, dir, 0755), 0);
+        cur = openat(f->root_fd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     }
     assert_true(cur >= 0);
     for (int i = 0; i < levels; i++) {
@@ -488,8 +502,8 @@ test_unstorable_entries_skipped(void **state)
     assert_int_equal(rep.deleted, 0);
 
     /* Gone from the sandbox: no longer reported, nothing deleted. */
-    assert_int_equal(rm_rf_at(f->sb.root_fd, "long"), 0);
-    assert_int_equal(rm_rf_at(f->sb.root_fd, "deep"), 0);
+    assert_int_equal(rm_rf_at(f->root_fd, "long"), 0);
+    assert_int_equal(rm_rf_at(f->root_fd, "deep"), 0);
     mirror(f, &rep);
     assert_int_equal(rep.skipped, 0);
     assert_false(store_has(f, "long"));
