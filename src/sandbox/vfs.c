@@ -1086,8 +1086,7 @@ copy_entry(struct copy *c, int sdir, const char *sname, int ddir, const char *dn
         int r = fd_copy_sparse(in, out, (uint64_t)st.st_size, buf, sizeof(buf), NULL, NULL);
         if (r < 0)
             return r;
-        if (fchown(out, c->uid, c->gid) < 0 ||
-            fchmod(out, (st.st_mode & 0100) ? 0755 : 0644) < 0)
+        if (fchown(out, c->uid, c->gid) < 0 || fchmod(out, (st.st_mode & 0100) ? 0755 : 0644) < 0)
             return -errno;
         return 0;
     }
