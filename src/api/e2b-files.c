@@ -111,11 +111,18 @@ e2b_entry_json(const struct vfs_entry *v)
 
 /* --- filesystem.Filesystem --- */
 
+/* File work as the call's user (fileops.h: with that user's rights in the
+ * sandbox, never more); the handle is the context's until fs_done(). */
 struct fsctx {
-    int rootfd;
-    struct vfs_ids ids;
+    struct fileops *fo;
     const struct e2b_user *user;
 };
+
+static void
+fs_done(struct fsctx *f)
+{
+    f->fo = fileops_unref(f->fo);
+}
 
 static int
 fs_open(struct http_req *req, struct e2b_call *c, struct fsctx *f)
@@ -127,13 +134,17 @@ fs_open(struct http_req *req, struct e2b_call *c, struct fsctx *f)
     }
     if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
         return -EPERM;
-    f->rootfd = sandbox_view_fd(e->sb);
-    if (f->rootfd < 0) {
+    if (sandbox_view_fd(e->sb) < 0) {
         e2b_rpc_error(req, "unimplemented",
                       "this sandbox has no file system view of its own (isolation mode)");
         return -EOPNOTSUPP;
     }
-    sandbox_vfs_ids(e->sb, &f->ids);
+    struct err err = {0};
+    f->fo = NULL;
+    if (sandbox_fileops(e->sb, c->user.root, &f->fo, &err) < 0) {
+        e2b_rpc_error(req, e2b_code_for_errno(-err.errnum), "%s", err.msg);
+        return -EIO;
+    }
     f->user = &c->user;
     return 0;
 }
@@ -207,7 +218,7 @@ entry_op(struct http_req *req, struct e2b_call *c, const struct fsctx *f, const 
         if (msg_path(req, f, msg, "source", path, sizeof(path)) < 0 ||
             msg_path(req, f, msg, "destination", dst, sizeof(dst)) < 0)
             return;
-        r = vfs_rename(f->rootfd, &f->ids, path, dst, c->user.root, &err);
+        r = fileops_vrename(f->fo, path, dst, &err);
         if (r < 0) {
             fs_fail(req, r, &err, path);
             return;
@@ -218,7 +229,7 @@ entry_op(struct http_req *req, struct e2b_call *c, const struct fsctx *f, const 
     }
     if (!strcmp(method, "MakeDir")) {
         bool created = false;
-        r = vfs_mkdir(f->rootfd, &f->ids, path, c->user.root, &created, &err);
+        r = fileops_vmkdir(f->fo, path, &created, &err);
         if (r == 0 && !created) {
             e2b_rpc_error(req, "already_exists", "directory '%s' already exists", path);
             return;
@@ -228,7 +239,7 @@ entry_op(struct http_req *req, struct e2b_call *c, const struct fsctx *f, const 
             return;
         }
     }
-    r = vfs_stat(f->rootfd, &f->ids, path, v, &err);
+    r = fileops_vstat(f->fo, path, v, &err);
     if (r < 0) {
         fs_fail(req, r, &err, path);
         return;
@@ -244,20 +255,38 @@ e2b_filesystem_is_stream(const char *method)
     return !strcmp(method, "WatchDir");
 }
 
+static void fs_call(struct http_req *req, struct e2b_call *c, struct fsctx *fp, const char *method,
+                    json_t *msg);
+
 void
 e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg)
 {
     struct fsctx f;
-    struct err err = {0};
-    char path[PATH_MAX_LEN + 1];
-    int r;
 
     if (!strcmp(method, "WatchDir")) {
         e2b_watch(req, c, msg);
         return;
     }
+    if (!strcmp(method, "CreateWatcher") || !strcmp(method, "GetWatcherEvents") ||
+        !strcmp(method, "RemoveWatcher")) {
+        e2b_watcher(req, c, method, msg);
+        return;
+    }
     if (fs_open(req, c, &f) < 0)
         return;
+    fs_call(req, c, &f, method, msg);
+    fs_done(&f);
+}
+
+/* One filesystem RPC on an open context. */
+static void
+fs_call(struct http_req *req, struct e2b_call *c, struct fsctx *fp, const char *method, json_t *msg)
+{
+    struct fsctx f = *fp;
+    struct err err = {0};
+    char path[PATH_MAX_LEN + 1];
+    int r;
+
     if (!strcmp(method, "Stat") || !strcmp(method, "MakeDir") || !strcmp(method, "Move")) {
         struct vfs_entry *v = malloc(sizeof(*v));
         if (!v)
@@ -276,7 +305,7 @@ e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, jso
             return;
         }
         struct list_acc acc = {json_array()};
-        r = vfs_list(f.rootfd, &f.ids, path, (unsigned)depth, list_one, &acc, &err);
+        r = fileops_vlist(f.fo, path, (unsigned)depth, list_one, &acc, &err);
         if (r < 0) {
             json_decref(acc.arr);
             if (r == -ENOTDIR)
@@ -293,16 +322,11 @@ e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, jso
     if (!strcmp(method, "Remove")) {
         if (msg_path(req, &f, msg, "path", path, sizeof(path)) < 0)
             return;
-        r = vfs_remove(f.rootfd, path, &err);
+        r = fileops_vremove(f.fo, path, &err);
         if (r < 0)
             fs_fail(req, r, &err, path);
         else
             e2b_rpc_ok(req, NULL);
-        return;
-    }
-    if (!strcmp(method, "CreateWatcher") || !strcmp(method, "GetWatcherEvents") ||
-        !strcmp(method, "RemoveWatcher")) {
-        e2b_watcher(req, c, method, msg);
         return;
     }
     e2b_rpc_error(req, "unimplemented", "filesystem.Filesystem/%.64s does not exist", method);
@@ -398,7 +422,7 @@ files_get(struct http_req *req, const struct fsctx *f, const char *path)
     struct err err = {0};
     int fd = -1;
     uint64_t size = 0;
-    int r = vfs_open_read(f->rootfd, &f->ids, path, f->user->root, &fd, &size, &err);
+    int r = fileops_vopen_read(f->fo, path, &fd, &size, &err);
     if (r == -ENOENT) {
         e2b_error(req, 404, "path '%s' does not exist", path);
         return;
@@ -462,9 +486,9 @@ struct upload {
     struct inflate *z;
     uint64_t encoded, decoded; /* gzip: body bytes in, file bytes out */
     struct vfs_meta meta;
-    struct vfs_upload *staged[E2B_UPLOAD_FILES_MAX];
+    struct fileops_upload *staged[E2B_UPLOAD_FILES_MAX];
     size_t n_staged;
-    struct vfs_upload *cur; /* the file the body goes to now; NULL: a part we skip */
+    struct fileops_upload *cur; /* the file the body goes to now; NULL: a part we skip */
     uint64_t max, bytes;
     struct err err; /* why a write failed */
     json_t *answer;
@@ -475,7 +499,7 @@ static void
 up_abort_all(struct upload *u)
 {
     for (size_t i = 0; i < u->n_staged; i++)
-        vfs_upload_abort(TAKE_PTR(u->staged[i]));
+        fileops_upload_abort(TAKE_PTR(u->staged[i]));
     u->n_staged = 0;
     u->cur = NULL;
 }
@@ -486,6 +510,7 @@ upload_close(struct http_req *req, void *ud)
     struct upload *u = ud;
     (void)req;
     up_abort_all(u); /* the body never completed: nothing changes */
+    fs_done(&u->f);
     multipart_free(u->mp);
     inflate_free(u->z);
     json_decref(u->answer);
@@ -526,8 +551,7 @@ up_sandbox_ready(struct upload *u)
     struct entry *e = hashmap_get(u->api->map, u->id);
     if (!e || e->state != E_READY || !e->e2b || e->e2b->paused)
         return false;
-    u->f.rootfd = sandbox_view_fd(e->sb);
-    return u->f.rootfd >= 0;
+    return sandbox_view_fd(e->sb) >= 0;
 }
 
 /* Stages the next file of the upload; rel is what the client named. */
@@ -536,7 +560,7 @@ up_open(struct http_req *req, struct upload *u, const char *rel)
 {
     struct err err = {0};
     char path[PATH_MAX_LEN + 1];
-    struct vfs_upload *up = NULL;
+    struct fileops_upload *up = NULL;
     if (!up_sandbox_ready(u))
         return up_fail(req, u, 502, "The sandbox was not found");
     int r = vfs_resolve(rel, u->user.home, path, sizeof(path), &err);
@@ -558,12 +582,12 @@ up_open(struct http_req *req, struct upload *u, const char *rel)
                        E2B_UPLOAD_FILES_MAX);
         return up_fail(req, u, 413, msg);
     }
-    r = vfs_upload_begin(u->f.rootfd, &u->f.ids, path, u->user.root, u->max, &up, &err);
+    r = fileops_vupload_begin(u->f.fo, path, u->max, &up, &err);
     if (r < 0)
         return up_errno(req, u, r, &err);
     u->staged[u->n_staged++] = up;
     /* Metadata goes on the staged file: it appears together with the data. */
-    r = vfs_set_meta(vfs_upload_fd(up), &u->meta, &err);
+    r = fileops_vset_meta(u->f.fo, fileops_upload_fd(up), &u->meta, &err);
     if (r < 0 && !(r == -EOPNOTSUPP && u->meta.n == 0))
         return up_errno(req, u, r, &err);
     u->cur = up;
@@ -585,7 +609,7 @@ up_write(void *ud, const void *data, size_t n)
     struct upload *u = ud;
     if (!u->cur)
         return 0; /* a part we skip */
-    int r = vfs_upload_write(u->cur, data, n, &u->err);
+    int r = fileops_upload_write(u->cur, data, n, &u->err);
     if (r < 0)
         return r;
     u->bytes += n;
@@ -695,7 +719,7 @@ up_done(struct http_req *req)
     }
     /* The whole body is in: now every file goes in place. */
     for (size_t i = 0; i < u->n_staged; i++) {
-        r = vfs_upload_commit(TAKE_PTR(u->staged[i]), NULL, &err);
+        r = fileops_vupload_commit(TAKE_PTR(u->staged[i]), NULL, &err);
         if (r < 0) {
             (void)up_errno(req, u, r, &err);
             return;
@@ -754,7 +778,7 @@ files_post(struct api *a, struct http_req *req, struct entry *e, const struct fs
     u->req = req;
     u->api = a;
     memcpy(u->id, e->id, sizeof(u->id));
-    u->f = *f;
+    u->f.fo = fileops_ref(f->fo);
     u->user = *f->user;
     u->f.user = &u->user;
     u->max = a->cfg.max_file_bytes;
@@ -810,12 +834,14 @@ files_post(struct api *a, struct http_req *req, struct entry *e, const struct fs
     http_req_stream_body(req, up_chunk, up_done);
 }
 
+static void files_do(struct api *a, struct http_req *req, struct entry *e, struct fsctx *fp,
+                     const struct e2b_user *up);
+
 static void
 files_route(struct api *a, struct http_req *req, struct entry *e)
 {
     struct fsctx f;
     struct e2b_user user;
-    char path[PATH_MAX_LEN + 1];
     struct err err = {0};
     const char *uname = http_req_query(req, "username");
 
@@ -829,14 +855,29 @@ files_route(struct api *a, struct http_req *req, struct entry *e)
         e2b_error(req, 401, "invalid user: '%.64s'", uname);
         return;
     }
-    f.rootfd = sandbox_view_fd(e->sb);
-    if (f.rootfd < 0) {
+    if (sandbox_view_fd(e->sb) < 0) {
         e2b_error(req, 501, "this sandbox has no file system view of its own (isolation mode)");
         return;
     }
-    sandbox_vfs_ids(e->sb, &f.ids);
     f.user = &user;
+    f.fo = NULL;
+    if (sandbox_fileops(e->sb, user.root, &f.fo, &err) < 0) {
+        e2b_error(req, 500, "%s", err.msg);
+        return;
+    }
     api_touch(e);
+    files_do(a, req, e, &f, &user);
+    fs_done(&f);
+}
+
+static void
+files_do(struct api *a, struct http_req *req, struct entry *e, struct fsctx *fp,
+         const struct e2b_user *up)
+{
+    struct fsctx f = *fp;
+    struct e2b_user user = *up;
+    char path[PATH_MAX_LEN + 1];
+    struct err err = {0};
     if (!strcmp(http_req_method(req), "GET") || http_req_is_head(req)) {
         const char *p = http_req_query(req, "path");
         if (vfs_resolve(p ? p : "", user.home, path, sizeof(path), &err) < 0) {

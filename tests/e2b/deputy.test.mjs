@@ -47,9 +47,16 @@ async function native(method, path) {
 
 before(async () => {
   if (!isRoot) return;
+  // a tool bundle (launch, commands.json, schemas/, build stamp) holding a
+  // file only host root may read
   tools = mkdtempSync(join(tmpdir(), 'abx-deputy-tools-'));
-  mkdirSync(join(tools, 'secretive'));
-  plant(join(tools, 'secretive', 'key'));
+  chmodSync(tools, 0o755);
+  const b = join(tools, 'secretive');
+  mkdirSync(join(b, 'schemas'), { recursive: true });
+  writeFileSync(join(b, 'launch'), '#!/bin/sh\necho "[]"\n', { mode: 0o755 });
+  writeFileSync(join(b, 'commands.json'), '[]');
+  writeFileSync(join(b, 'build-stamp.json'), JSON.stringify({ format: 1, name: 'secretive', kind: 'cli', description: 'x' }));
+  plant(join(b, 'key'));
   const s = await setup({ args: ['--tools-dir', tools] });
   d = s.d;
   E = s.sdk;

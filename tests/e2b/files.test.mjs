@@ -157,12 +157,13 @@ test('signed URLs: download and upload without headers; wrong or expired signatu
   const r = await fetch(url);
   assert.equal(r.status, 200);
   assert.equal(await r.text(), 'signed content');
-  const up = await sbx.uploadUrl('up/loaded.txt');
+  // not 'up/...': 'up' is a link to / (above), where "user" may not write
+  const up = await sbx.uploadUrl('upl/loaded.txt');
   const form = new FormData();
   form.append('file', 'via url');
   const u = await fetch(up, { method: 'POST', body: form });
   assert.equal(u.status, 200, await u.clone().text());
-  assert.equal(await sbx.files.read('up/loaded.txt'), 'via url');
+  assert.equal(await sbx.files.read('upl/loaded.txt'), 'via url');
   const bad = url.replace(/signature=v1_[^&]+/, 'signature=v1_AAAA');
   assert.equal((await fetch(bad)).status, 401);
   const other = await sbx.downloadUrl('other.txt');
