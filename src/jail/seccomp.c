@@ -4,7 +4,10 @@
 #include "seccomp.h"
 
 #include <errno.h>
+#include <linux/btrfs.h>
 #include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -329,6 +332,44 @@ ctx_release(scmp_filter_ctx *ctx)
         seccomp_release(*ctx);
 }
 
+/* ioctl requests a sandbox may not make: pushing input into a terminal it
+ * shares, and making btrfs subvolumes or snapshots (a subvolume inside a
+ * sandbox's bounded area is outside its quota group: disk.h). */
+static const uint32_t ioctl_denied[] = {
+        TIOCSTI,
+        BTRFS_IOC_SNAP_CREATE,
+        BTRFS_IOC_SNAP_CREATE_V2,
+        BTRFS_IOC_SUBVOL_CREATE,
+        BTRFS_IOC_SUBVOL_CREATE_V2,
+};
+
+/* Allows ioctl for every request but the denied ones. Rules for a syscall
+ * are OR'ed and each is one masked comparison, so the allowed set is cut
+ * into cubes: split (mask, value) on the next lower bit until a half holds
+ * no denied request, which becomes one rule. The kernel reads the request
+ * as an unsigned int: only the low 32 bits are compared, so high bits
+ * cannot smuggle a denied request past a rule. */
+static int
+allow_ioctls_but(scmp_filter_ctx ctx, const uint32_t *deny, size_t n, uint32_t mask, uint32_t value,
+                 int bit, struct err *err)
+{
+    bool hit = false;
+    for (size_t i = 0; i < n && !hit; i++)
+        hit = (deny[i] & mask) == value;
+    if (!hit) {
+        int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                                 SCMP_A1(SCMP_CMP_MASKED_EQ, mask, value));
+        return r < 0 ? err_setx(err, -r, "seccomp: ioctl rule") : 0;
+    }
+    if (bit < 0)
+        return 0; /* exactly a denied request */
+    uint32_t m = mask | 1u << bit;
+    int r = allow_ioctls_but(ctx, deny, n, m, value, bit - 1, err);
+    if (r == 0)
+        r = allow_ioctls_but(ctx, deny, n, m, value | 1u << bit, bit - 1, err);
+    return r;
+}
+
 int
 seccomp_build_bpf(struct buf *out, struct err *err)
 {
@@ -374,16 +415,9 @@ seccomp_build_bpf(struct buf *out, struct err *err)
             return err_setx(err, -r, "seccomp: socket rule");
     }
 
-    /* ioctl, except TIOCSTI. The kernel reads the request as an unsigned
-     * int, so "not TIOCSTI" is: some bit of the low 32 differs from it -
-     * one rule per bit (rules for a syscall are OR'ed). */
-    for (unsigned bit = 0; bit < 32; bit++) {
-        uint64_t m = 1ULL << bit;
-        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                             SCMP_A1(SCMP_CMP_MASKED_EQ, m, (uint64_t)TIOCSTI & m ? 0 : m));
-        if (r < 0)
-            return err_setx(err, -r, "seccomp: ioctl rule");
-    }
+    r = allow_ioctls_but(ctx, ioctl_denied, ELEMENTSOF(ioctl_denied), 0, 0, 31, err);
+    if (r < 0)
+        return r;
 
     _cleanup_close_ int mfd = memfd_create("abx-seccomp", MFD_CLOEXEC);
     if (mfd < 0)

@@ -6,7 +6,9 @@
  * without namespace flags, clone3 answering ENOSYS so libc falls back to
  * clone, personality only for the harmless values. On top of Docker's:
  * io_uring (as Docker since 2023), AF_VSOCK sockets (a VM host's control
- * channel is not namespaced) and the TIOCSTI ioctl are refused.
+ * channel is not namespaced), the TIOCSTI ioctl and the btrfs ioctls that
+ * make subvolumes and snapshots (they would escape a sandbox's disk bound)
+ * are refused.
  * The result is a classic BPF program handed to abx-init, which installs
  * it on itself so every process in the sandbox inherits it.
  */

@@ -4,12 +4,15 @@
  * probe would succeed or fail differently without the filter) and once
  * after PR_SET_NO_NEW_PRIVS + PR_SET_SECCOMP with the filter from
  * seccomp_build_bpf(). Refused calls must answer EPERM, clone3 ENOSYS; the
- * ordinary calls a program makes must keep working; calls through another
+ * ordinary calls a program makes must keep working (reflinks too, while
+ * making btrfs subvolumes is refused); calls through another
  * ABI (int 0x80) must not get past the architecture check.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/btrfs.h>
 #include <linux/filter.h>
+#include <linux/fs.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -292,6 +295,62 @@ p_tiocsti_high_bits(void)
     return r;
 }
 
+/* A btrfs ioctl on /proc: ENOTTY from the kernel (no subvolume can be
+ * made there even if the filter let it through). */
+static long
+btrfs_on_proc(unsigned long req)
+{
+    struct btrfs_ioctl_vol_args_v2 a;
+    memset(&a, 0, sizeof(a));
+    (void)snprintf(a.name, sizeof(a.name), "abx-test-never");
+    a.fd = -1;
+    int fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    long r = syscall(SYS_ioctl, fd, req, &a);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
+static long
+p_subvol_create(void)
+{
+    return btrfs_on_proc(BTRFS_IOC_SUBVOL_CREATE);
+}
+
+static long
+p_subvol_create_v2(void)
+{
+    return btrfs_on_proc(BTRFS_IOC_SUBVOL_CREATE_V2);
+}
+
+static long
+p_snap_create(void)
+{
+    return btrfs_on_proc(BTRFS_IOC_SNAP_CREATE);
+}
+
+static long
+p_snap_create_v2_high_bits(void)
+{
+    return btrfs_on_proc((1UL << 40) | BTRFS_IOC_SNAP_CREATE_V2);
+}
+
+static long
+p_ficlone(void)
+{
+    /* reflink copies stay allowed (cp tries them first) */
+    return btrfs_on_proc(FICLONE);
+}
+
+static long
+p_fs_info(void)
+{
+    return btrfs_on_proc(BTRFS_IOC_FS_INFO);
+}
+
 static long
 p_ptrace(void)
 {
@@ -470,6 +529,10 @@ test_refused(void **state)
             {"userfaultfd", p_userfaultfd, EPERM},
             {"open_by_handle_at", p_open_by_handle_at, EPERM},
             {"personality(ADDR_NO_RANDOMIZE)", p_personality_addr_no_randomize, EPERM},
+            {"ioctl(BTRFS_IOC_SUBVOL_CREATE)", p_subvol_create, EPERM},
+            {"ioctl(BTRFS_IOC_SUBVOL_CREATE_V2)", p_subvol_create_v2, EPERM},
+            {"ioctl(BTRFS_IOC_SNAP_CREATE)", p_snap_create, EPERM},
+            {"ioctl(BTRFS_IOC_SNAP_CREATE_V2 | 1 << 40)", p_snap_create_v2_high_bits, EPERM},
     };
     char failures[4096] = "";
     int nfail = 0;
@@ -542,6 +605,17 @@ test_allowed(void **state)
     assert_int_equal(with.ret, -1);
     assert_int_equal(with.err, base.err);
     assert_int_equal(with.err, ESRCH);
+
+    /* other ioctls of btrfs's type still reach the kernel */
+    static const probe_fn same[] = {p_ficlone, p_fs_info};
+    for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+        base = run(same[i], false);
+        with = run(same[i], true);
+        assert_int_equal(with.sig, 0);
+        assert_int_equal(with.ret, base.ret);
+        assert_int_equal(with.err, base.err);
+        assert_int_not_equal(with.err, EPERM);
+    }
 }
 
 static void
