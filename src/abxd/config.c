@@ -10,9 +10,13 @@
 #include <string.h>
 
 #include "../http/server.h"
+#include "../jail/disk.h"
 #include "../util/parse.h"
 
-#define DEFAULT_LISTEN "127.0.0.1:8700"
+#define DEFAULT_LISTEN        "127.0.0.1:8700"
+#define DEFAULT_DISK_MB       2048 /* a sandbox's writable space (home) */
+#define DEFAULT_DISK_FLOOR_MB 512  /* what the state file system keeps free */
+#define DISK_MB_MAX           (1ull << 30)
 
 #define DEFAULT_RESERVE_MB 64
 #define MAX_RESERVE_MB     (1u << 20) /* 1 TiB */
@@ -38,6 +42,12 @@ config_usage(const char *prog)
            "  --reserve-mb N       room kept in <state>/reserve and given up when the state\n"
            "                       file system is full, so deletes and GC still work\n"
            "                       (ABX_RESERVE_MB, default %u; 0 = none)\n"
+           "  --disk-mb N          bound of a sandbox's writable space unless it asks\n"
+           "                       (ABX_DISK_MB, default %d; 0 = unbounded, weaker)\n"
+           "  --disk-pool-mb N     size of the sandboxes' disk image <state>/disk.img when\n"
+           "                       it is made (ABX_DISK_POOL_MB, default %llu or what fits)\n"
+           "  --disk-floor-mb N    free space the state file system keeps: uploads past it\n"
+           "                       get 507 (ABX_DISK_FLOOR_MB, default %d)\n"
            "  --help, --version\n"
            "\n"
            "Environment: ABX_API_KEY, ABX_CGROUP (auto|v1|v2), ABX_POOL, ABX_MEMORY_MB,\n"
@@ -54,8 +64,10 @@ config_usage(const char *prog)
            "  ABX_HTTP_BODY_MIN_RATE     bytes/s a body averages per such window (default %u)\n"
            "  ABX_HTTP_MAX_CONNS         connections at once (default %u)\n"
            "  ABX_HTTP_MAX_CONNS_PER_IP  ... from one IPv4 address or IPv6 /64 (default %u)\n",
-           prog, DEFAULT_LISTEN, DEFAULT_RESERVE_MB, HTTP_HEADER_TIMEOUT_S, HTTP_BODY_TIMEOUT_S,
-           HTTP_BODY_MIN_RATE, HTTP_MAX_CONNECTIONS, HTTP_MAX_PER_CLIENT);
+           prog, DEFAULT_LISTEN, DEFAULT_RESERVE_MB, DEFAULT_DISK_MB,
+           (unsigned long long)(DISK_IMAGE_DEFAULT >> 20), DEFAULT_DISK_FLOOR_MB,
+           HTTP_HEADER_TIMEOUT_S, HTTP_BODY_TIMEOUT_S, HTTP_BODY_MIN_RATE, HTTP_MAX_CONNECTIONS,
+           HTTP_MAX_PER_CLIENT);
 }
 
 static int
@@ -126,6 +138,18 @@ set_string(char *dst, size_t n, const char *s, const char *what, struct err *err
     return 0;
 }
 
+/* A size in MiB from a flag, min..DISK_MB_MAX, into bytes. */
+static int
+set_mb(uint64_t *dst, const char *s, uint64_t min, const char *what, struct err *err)
+{
+    uint64_t mb;
+    if (parse_u64(s, &mb) < 0 || mb < min || mb > DISK_MB_MAX)
+        return err_set(err, EINVAL, "%s must be an integer from %llu to %llu, not '%.64s'", what,
+                       (unsigned long long)min, (unsigned long long)DISK_MB_MAX, s);
+    *dst = mb << 20;
+    return 0;
+}
+
 int
 config_load(struct config *c, int argc, char **argv, struct err *err)
 {
@@ -137,6 +161,9 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
             {"templates-dir", required_argument, NULL, 'T'},
             {"domain", required_argument, NULL, 'D'},
             {"reserve-mb", required_argument, NULL, 'R'},
+            {"disk-mb", required_argument, NULL, 'd'},
+            {"disk-pool-mb", required_argument, NULL, 'P'},
+            {"disk-floor-mb", required_argument, NULL, 'F'},
             {"help", no_argument, NULL, 'h'},
             {"version", no_argument, NULL, 'V'},
             {NULL, 0, NULL, 0},
@@ -176,6 +203,8 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     c->http_header_timeout_s = HTTP_HEADER_TIMEOUT_S;
     c->http_body_timeout_s = HTTP_BODY_TIMEOUT_S;
     c->http_body_min_rate = HTTP_BODY_MIN_RATE;
+    c->disk_bytes = (uint64_t)DEFAULT_DISK_MB << 20;
+    c->disk_floor_bytes = (uint64_t)DEFAULT_DISK_FLOOR_MB << 20;
 
     if ((r = set_listen(c, (s = getenv("ABX_LISTEN")) && *s ? s : DEFAULT_LISTEN, err)) < 0)
         return r;
@@ -229,6 +258,18 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
     if ((r = env_u64("ABX_SHM_MB", 1, 1ull << 30, &mb, err)) < 0)
         return r;
     c->shm_bytes = mb << 20;
+    mb = c->disk_bytes >> 20;
+    if ((r = env_u64("ABX_DISK_MB", 0, DISK_MB_MAX, &mb, err)) < 0)
+        return r;
+    c->disk_bytes = mb << 20;
+    mb = c->disk_pool_bytes >> 20;
+    if ((r = env_u64("ABX_DISK_POOL_MB", DISK_IMAGE_MIN >> 20, DISK_MB_MAX, &mb, err)) < 0)
+        return r;
+    c->disk_pool_bytes = mb << 20;
+    mb = c->disk_floor_bytes >> 20;
+    if ((r = env_u64("ABX_DISK_FLOOR_MB", 0, DISK_MB_MAX, &mb, err)) < 0)
+        return r;
+    c->disk_floor_bytes = mb << 20;
     if ((s = getenv("ABX_STORE")) && *s &&
         (r = set_string(c->store, sizeof(c->store), s, "ABX_STORE", err)) < 0)
         return r;
@@ -320,6 +361,19 @@ config_load(struct config *c, int argc, char **argv, struct err *err)
                 return err_set(err, EINVAL, "--reserve-mb must be an integer from 0 to %u",
                                MAX_RESERVE_MB);
             c->reserve_bytes = mb << 20;
+            break;
+        case 'd':
+            if ((r = set_mb(&c->disk_bytes, optarg, 0, "--disk-mb", err)) < 0)
+                return r;
+            break;
+        case 'P':
+            if ((r = set_mb(&c->disk_pool_bytes, optarg, DISK_IMAGE_MIN >> 20, "--disk-pool-mb",
+                            err)) < 0)
+                return r;
+            break;
+        case 'F':
+            if ((r = set_mb(&c->disk_floor_bytes, optarg, 0, "--disk-floor-mb", err)) < 0)
+                return r;
             break;
         case 'h':
             c->show_help = true;

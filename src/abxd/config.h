@@ -28,7 +28,10 @@ struct config {
     uint32_t max_sandboxes;
     uint64_t max_file_bytes;
     uint64_t root_bytes, tmp_bytes, shm_bytes;
-    char store[4096]; /* "" = <state>/store (SQLite); or postgres://... */
+    uint64_t disk_bytes;       /* default bound of a sandbox's writable space; 0 = none (weaker) */
+    uint64_t disk_pool_bytes;  /* size of <state>/disk.img when made; 0 = DISK_IMAGE_DEFAULT */
+    uint64_t disk_floor_bytes; /* free space the state file system keeps (image, store writes) */
+    char store[4096];          /* "" = <state>/store (SQLite); or postgres://... */
     uint32_t store_workers;
     uint64_t mirror_window_s;
     uint64_t ws_idle_s;     /* warm workspace untouched this long is closed; 0 = never */

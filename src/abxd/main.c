@@ -409,7 +409,8 @@ start_workspaces(struct daemon *d, int statefd)
             .mirror_window_ms = d->cfg.mirror_window_s * 1000u,
             .idle_ms = d->cfg.ws_idle_s * 1000u,
             .ignore = &d->ignore,
-            .default_limits = {d->cfg.memory_bytes, d->cfg.cpu_millis, d->cfg.pids},
+            .default_limits = {d->cfg.memory_bytes, d->cfg.cpu_millis, d->cfg.pids,
+                               d->cfg.disk_bytes},
             .max_file_bytes = d->cfg.max_file_bytes,
             .holder = d->holder,
     };
@@ -564,6 +565,9 @@ main(int argc, char **argv)
             .root_bytes = d.cfg.root_bytes,
             .tmp_bytes = d.cfg.tmp_bytes,
             .shm_bytes = d.cfg.shm_bytes,
+            .disk_bytes = d.cfg.isolation == JAIL_NONE ? 0 : d.cfg.disk_bytes,
+            .disk_pool_bytes = d.cfg.disk_pool_bytes,
+            .disk_floor_bytes = d.cfg.disk_floor_bytes,
     };
     r = jail_host_new(&jc, &d.jh, &err);
     if (r < 0) {
@@ -582,10 +586,18 @@ main(int argc, char **argv)
     if (d.cfg.isolation != JAIL_NS)
         log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns'",
                  jail_mode_name(d.cfg.isolation));
+    if (jail_host_disk(d.jh))
+        log_info("disk: %s; a sandbox may write %llu MiB unless it asks for another bound",
+                 jail_host_disk(d.jh), (unsigned long long)(d.cfg.disk_bytes >> 20));
+    else if (d.cfg.isolation != JAIL_NONE && !d.cfg.disk_bytes)
+        log_warn("--disk-mb 0 was asked for: sandboxes' writable space is not bounded and is "
+                 "on the state file system");
+    if (d.cfg.isolation == JAIL_NONE)
+        d.cfg.disk_bytes = 0;
 
     struct sandbox_host_config shc = {
             .pool_size = missing.len ? 0 : d.cfg.pool,
-            .pool_limits = {d.cfg.memory_bytes, d.cfg.cpu_millis, d.cfg.pids},
+            .pool_limits = {d.cfg.memory_bytes, d.cfg.cpu_millis, d.cfg.pids, d.cfg.disk_bytes},
             .max_file_bytes = d.cfg.max_file_bytes,
             .path_prefix = path_prefix,
     };
@@ -632,6 +644,7 @@ main(int argc, char **argv)
             .default_memory_bytes = d.cfg.memory_bytes,
             .default_cpu_millis = d.cfg.cpu_millis,
             .default_pids = d.cfg.pids,
+            .default_disk_bytes = d.cfg.disk_bytes,
             .default_timeout_s = d.cfg.timeout_s,
             .max_timeout_s = d.cfg.max_timeout_s,
             .idle_timeout_s = d.cfg.idle_timeout_s,

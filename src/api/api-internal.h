@@ -24,7 +24,8 @@ struct template_set;
 #define API_ARGV_BYTES    (192 * 1024)
 #define API_META_MAX      64
 #define API_META_BYTES    16384
-#define API_LINE_CHUNK    (48 * 1024) /* output bytes per NDJSON line */
+#define API_LINE_CHUNK    (48 * 1024)         /* output bytes per NDJSON line */
+#define API_DISK_MB_MAX   (UINT64_C(1) << 24) /* disk_mb of a create, as templates' (16 TiB) */
 
 struct api_metrics {
     uint64_t requests, errors_4xx, errors_5xx;
@@ -88,6 +89,10 @@ struct api_create_req {
  * full, -EINVAL bad env: nothing was answered, err says why. */
 int api_create(struct api *a, struct http_req *req, const struct api_create_req *c,
                struct entry **ret, struct err *err);
+/* "disk_mb" of a create body (optional, 1..API_DISK_MB_MAX) into bytes: 1
+ * when present, 0 when absent, -EINVAL (also when the host has no disk
+ * bound). */
+int api_decode_disk_mb(struct api *a, json_t *body, uint64_t *ret_bytes, struct err *err);
 /* Applies template t's resources over lim. */
 void api_template_limits(struct api *a, const struct template *t, struct jail_limits *lim);
 

@@ -194,6 +194,8 @@ api_entry_json(struct api *a, struct entry *e, bool with_usage)
     (void)json_set(o, "cpu", json_real(l->cpu_millis / 1000.0));
     (void)json_set(o, "memory_mb", json_integer((json_int_t)(l->memory_bytes >> 20)));
     (void)json_set(o, "pids", json_integer(l->pids));
+    (void)json_set(o, "disk_mb",
+                   l->disk_bytes ? json_integer((json_int_t)(l->disk_bytes >> 20)) : json_null());
     (void)json_set(o, "isolation", json_string(a->cfg.isolation));
     (void)json_set(o, "metadata", json_incref(e->metadata));
     (void)json_set(
@@ -207,6 +209,9 @@ api_entry_json(struct api *a, struct entry *e, bool with_usage)
             (void)json_set(u, "pids", json_integer((json_int_t)st.pids));
             (void)json_set(u, "cpu_usec", json_integer((json_int_t)st.cpu_usec));
             (void)json_set(u, "oom_kills", json_integer((json_int_t)st.oom_kills));
+            uint64_t disk;
+            if (jail_disk_usage(sandbox_jail(e->sb), &disk) == 0)
+                (void)json_set(u, "disk_bytes", json_integer((json_int_t)disk));
             (void)json_set(o, "usage", u);
         }
     }
@@ -227,14 +232,19 @@ valid_env_key(const char *k)
     return true;
 }
 
-/* Decodes cpu/memory_mb/pids into l (keeping what is absent). */
+/* Decodes cpu/memory_mb/pids/disk_mb into l (keeping what is absent). */
 static int
 decode_limits(struct api *a, json_t *body, struct jail_limits *l, struct err *err)
 {
     double cpu;
-    uint64_t mem, pids;
+    uint64_t mem, pids, disk;
     int r;
 
+    r = api_decode_disk_mb(a, body, &disk, err);
+    if (r < 0)
+        return r;
+    if (r > 0)
+        l->disk_bytes = disk;
     r = json_get_num(body, "cpu", false, 0.01, (double)a->cfg.host_cpus, &cpu, err);
     if (r < 0)
         return r;
@@ -257,6 +267,23 @@ decode_limits(struct api *a, json_t *body, struct jail_limits *l, struct err *er
         l->pids = (uint32_t)pids;
     }
     return 0;
+}
+
+int
+api_decode_disk_mb(struct api *a, json_t *body, uint64_t *ret_bytes, struct err *err)
+{
+    uint64_t mb;
+    int r = json_get_u64(body, "disk_mb", false, API_DISK_MB_MAX, &mb, err);
+    if (r <= 0)
+        return r;
+    if (mb < 1)
+        return err_set(err, EINVAL, "'disk_mb' must be at least 1");
+    if (!a->cfg.default_disk_bytes)
+        return err_set(err, EINVAL,
+                       "'disk_mb' needs a disk bound, and this host runs without one "
+                       "(--disk-mb 0)");
+    *ret_bytes = mb << 20;
+    return 1;
 }
 
 static void
@@ -433,14 +460,15 @@ static void
 create_done(struct http_req *req, const char *body, size_t len)
 {
     struct api *a = ((struct rq *)http_req_userdata(req))->api;
-    static const char *const allowed[] = {"template", "env",       "cpu",      "memory_mb",
-                                          "pids",     "timeout_s", "metadata", NULL};
+    static const char *const allowed[] = {"template", "env",       "cpu",      "memory_mb", "pids",
+                                          "disk_mb",  "timeout_s", "metadata", NULL};
     struct err err = {0};
     json_t *j = NULL;
     const char *tmpl = "base";
     struct api_create_req c = {
             .timeout_s = a->cfg.default_timeout_s,
-            .lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis, a->cfg.default_pids},
+            .lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis, a->cfg.default_pids,
+                    a->cfg.default_disk_bytes},
             .scope = ((struct rq *)http_req_userdata(req))->scope,
     };
     struct entry *e;
@@ -488,6 +516,13 @@ api_template_limits(struct api *a, const struct template *t, struct jail_limits 
         lim->memory_bytes = tmem << 20;
     if (tpids)
         lim->pids = (uint32_t)tpids;
+    /* disk_mb also bounds the home, where the host bounds it at all. */
+    uint64_t disk = 0;
+    for (const struct template *c = t; c && !disk;
+         c = strcmp(c->base, TEMPLATE_BASE_HOST) ? template_set_find(a->templates, c->base) : NULL)
+        disk = c->disk_mb;
+    if (disk && a->cfg.default_disk_bytes)
+        lim->disk_bytes = disk << 20;
 }
 
 static void
@@ -509,7 +544,7 @@ update_done(struct http_req *req, const char *body, size_t len)
 {
     struct rq *q = http_req_userdata(req);
     struct api *a = q->api;
-    static const char *const allowed[] = {"cpu", "memory_mb", "pids", "timeout_s", NULL};
+    static const char *const allowed[] = {"cpu", "memory_mb", "pids", "disk_mb", "timeout_s", NULL};
     struct err err = {0};
     json_t *j = NULL;
     uint64_t timeout;

@@ -27,7 +27,8 @@ struct api_config {
     uint64_t default_memory_bytes;
     uint32_t default_cpu_millis;
     uint32_t default_pids;
-    uint64_t default_timeout_s; /* sandbox life when create gives none; 0 = none */
+    uint64_t default_disk_bytes; /* bound of a sandbox's writable space; 0 = none on this host */
+    uint64_t default_timeout_s;  /* sandbox life when create gives none; 0 = none */
     uint64_t max_timeout_s;
     uint64_t idle_timeout_s;   /* host backstop; 0 = off */
     uint64_t exec_timeout_ms;  /* default exec deadline; 0 = none */

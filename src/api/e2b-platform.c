@@ -178,7 +178,8 @@ detail_json(struct api *a, struct entry *e, bool detail)
     const struct jail_limits *l = sandbox_limits(e->sb);
     unsigned cpus = l->cpu_millis ? (l->cpu_millis + 999) / 1000 : a->cfg.host_cpus;
     uint64_t mem = l->memory_bytes ? l->memory_bytes : a->cfg.host_memory_bytes;
-    uint64_t disk = e->tmpl ? e->tmpl->disk_mb : 0;
+    /* The bound of its writable space, else the template's tmpfs size. */
+    uint64_t disk = l->disk_bytes ? l->disk_bytes >> 20 : e->tmpl ? e->tmpl->disk_mb : 0;
     json_t *o = json_object();
     (void)json_set(o, "sandboxID", json_string(e2b_public_id(e)));
     (void)json_set(o, "templateID", json_string(template_id(e)));
@@ -291,7 +292,8 @@ create_done(struct http_req *req, const char *body, size_t len)
     const char *tmpl = NULL;
     struct api_create_req c = {
             .timeout_s = q->v1 ? E2B_V1_TIMEOUT_S : E2B_DEFAULT_TIMEOUT_S,
-            .lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis, a->cfg.default_pids},
+            .lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis, a->cfg.default_pids,
+                    a->cfg.default_disk_bytes},
             .scope = q->scope,
             .answer = create_answer,
     };
@@ -529,7 +531,10 @@ cold_json(struct api *a, const struct e2b_cold *c, bool detail)
     (void)json_set(o, "state", json_string("paused"));
     (void)json_set(o, "cpuCount", json_integer(cpus ? cpus : 1));
     (void)json_set(o, "memoryMB", json_integer((json_int_t)(mem >> 20)));
-    (void)json_set(o, "diskSizeMB", json_integer((json_int_t)(c->t ? c->t->disk_mb : 0)));
+    (void)json_set(o, "diskSizeMB",
+                   json_integer((json_int_t)(c->lim.disk_bytes ? c->lim.disk_bytes >> 20
+                                             : c->t            ? c->t->disk_mb
+                                                               : 0)));
     (void)json_set(o, "envdVersion", json_string(E2B_ENVD_VERSION));
     (void)json_set(o, "metadata", json_incref(c->meta));
     if (detail) {
@@ -1218,8 +1223,10 @@ metrics(struct api *a, struct http_req *req, struct entry *e)
                        json_integer((json_int_t)(l->memory_bytes ? l->memory_bytes
                                                                  : a->cfg.host_memory_bytes)));
         (void)json_set(m, "memCache", json_integer(0));
-        (void)json_set(m, "diskUsed", json_integer(0));
-        (void)json_set(m, "diskTotal", json_integer(0));
+        uint64_t used = 0;
+        (void)jail_disk_usage(sandbox_jail(e->sb), &used);
+        (void)json_set(m, "diskUsed", json_integer((json_int_t)used));
+        (void)json_set(m, "diskTotal", json_integer((json_int_t)l->disk_bytes));
         (void)json_array_append_new(arr, m);
     }
     api_json(req, 200, arr);

@@ -38,6 +38,7 @@
 #include "../util/workq.h"
 #include "caps.h"
 #include "child.h"
+#include "disk.h"
 #include "proto.h"
 #include "rootfs.h"
 #include "seccomp.h"
@@ -68,8 +69,10 @@ struct jail_host {
     struct buf bpf;
     int init_fd;
     int null_fd;
-    struct workq *wq; /* deletes workspaces off the loop thread */
-    bool oom_protect; /* we may set oom_score_adj to -1000 */
+    struct workq *wq;    /* deletes workspaces off the loop thread */
+    struct disk *disk;   /* where sandboxes' directories are bounded; NULL = none */
+    uint64_t disk_bytes; /* their default bound */
+    bool oom_protect;    /* we may set oom_score_adj to -1000 */
     uint64_t root_bytes, tmp_bytes, shm_bytes;
     size_t nbinds;
     struct {
@@ -110,6 +113,7 @@ struct jail {
     size_t nlayers;
     char *upper;
     uint64_t disk_bytes;
+    uint64_t disk_limit; /* the bound of its directory (disk.h) */
 };
 
 const char *
@@ -206,6 +210,34 @@ check_userns(struct jail_host *h)
     buf_done(&b);
     if (v == 0)
         add_missing(h, "user namespaces (user.max_user_namespaces is 0)");
+}
+
+/* Mounts the bounded disk over sandboxes/ (a failure is a missing part,
+ * for readiness, not an error). */
+static int
+open_disk(struct jail_host *h, const struct jail_host_config *c, struct err *err)
+{
+    char image[PATH_MAX + 16];
+    struct err derr = {0};
+
+    h->disk_bytes = c->disk_bytes;
+    (void)snprintf(image, sizeof(image), "%s/disk.img", h->state_dir);
+    struct disk_config dc = {h->sandboxes_dir, image, c->disk_pool_bytes, c->disk_floor_bytes};
+    if (disk_open(&dc, &h->disk, &derr) < 0) {
+        char what[400];
+        (void)snprintf(what, sizeof(what),
+                       "a disk bound for sandboxes (%s; --disk-mb 0 runs without one)", derr.msg);
+        add_missing(h, what);
+        return 0;
+    }
+    /* The directory is a mount point now: use what is mounted there. */
+    safe_close(h->sandboxes_fd);
+    h->sandboxes_fd = fcntl(disk_dir_fd(h->disk), F_DUPFD_CLOEXEC, 3);
+    if (h->sandboxes_fd < 0)
+        return err_setx(err, errno, "cannot open '%s'", h->sandboxes_dir);
+    if (h->mode == JAIL_UID && fchmod(h->sandboxes_fd, 0711) < 0)
+        return err_setx(err, errno, "cannot make '%s' searchable for uid mode", h->sandboxes_dir);
+    return 0;
 }
 
 int
@@ -335,6 +367,8 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
         (void)snprintf(what, sizeof(what), "seccomp (%s)", serr.msg);
         add_missing(h, what);
     }
+    if (c->disk_bytes && (r = open_disk(h, c, err)) < 0)
+        goto fail;
 
     if (h->mode == JAIL_NS) {
         check_userns(h);
@@ -374,6 +408,7 @@ jail_host_free(struct jail_host *h)
         return NULL;
     jail_host_flush(h);
     safe_close(h->sandboxes_fd);
+    disk_free(h->disk);
     safe_close(h->init_fd);
     safe_close(h->null_fd);
     cgroup_host_free(h->cg);
@@ -413,6 +448,12 @@ jail_host_oom_protect(const struct jail_host *h)
     return h->oom_protect;
 }
 
+const char *
+jail_host_disk(const struct jail_host *h)
+{
+    return h->disk ? disk_describe(h->disk) : NULL;
+}
+
 uint32_t
 jail_host_uid_slots_used(const struct jail_host *h)
 {
@@ -429,6 +470,10 @@ jail_host_reclaim(struct jail_host *h, struct err *err)
         if (r < 0)
             return r;
         n = r;
+    }
+    if (h->disk) {
+        int r = disk_reclaim(h->disk, err);
+        return r < 0 ? r : MAX(n, r);
     }
     /* Whatever is left in sandboxes/ belonged to a run that is over. */
     int dfd = fcntl(h->sandboxes_fd, F_DUPFD_CLOEXEC, 3);
@@ -475,13 +520,24 @@ finish(struct jail *j)
     /* j may be freed by now */
 }
 
+/* Removes the sandbox's directory: its subvolume in one ioctl, or the
+ * tree without a disk. */
+static void
+remove_dir(struct jail *j)
+{
+    if (j->host->disk)
+        (void)disk_area_destroy(j->host->disk, j->id, NULL);
+    else
+        (void)rm_rf_at(j->host->sandboxes_fd, j->id);
+}
+
 static void
 release_resources(struct jail *j)
 {
     if (j->have_dir) {
         safe_close(j->wsfd);
         j->wsfd = -EBADF;
-        (void)rm_rf_at(j->host->sandboxes_fd, j->id);
+        remove_dir(j);
         j->have_dir = false;
     }
     if (j->have_slot) {
@@ -514,7 +570,7 @@ static void
 rm_work(void *ud)
 {
     struct jail *j = ud;
-    (void)rm_rf_at(j->host->sandboxes_fd, j->id);
+    remove_dir(j);
 }
 
 static void
@@ -741,8 +797,13 @@ prepare_dirs(struct jail *j, struct err *err)
 {
     struct jail_host *h = j->host;
 
-    if (mkdirat(h->sandboxes_fd, j->id, 0700) < 0)
+    if (h->disk) {
+        int r = disk_area_create(h->disk, j->id, j->disk_limit, err);
+        if (r < 0)
+            return r;
+    } else if (mkdirat(h->sandboxes_fd, j->id, 0700) < 0) {
         return err_setx(err, errno, "cannot create '%s/%s'", h->sandboxes_dir, j->id);
+    }
     j->have_dir = true;
     /* uid mode has no mount namespace: the sandbox's uid itself walks the
      * host path to its workspace, so the directories above it must be
@@ -897,6 +958,7 @@ jail_create(struct jail_host *h, struct loop *loop, const char *id,
     j->userdata = userdata;
     j->wsfd = j->ctl = j->pidfd = -EBADF;
     j->t0 = now_usec();
+    j->disk_limit = limits->disk_bytes ? limits->disk_bytes : h->disk_bytes;
     (void)strscpy(j->id, id, sizeof(j->id));
     r = copy_fs(j, fs, err);
     if (r < 0)
@@ -1069,7 +1131,14 @@ jail_set_limits(struct jail *j, const struct jail_limits *l, struct err *err)
         return err_set(err, EOPNOTSUPP, "limits need a cgroup (isolation mode '%s')",
                        jail_mode_name(j->host->mode));
     struct cgroup_limits cl = {l->memory_bytes, l->cpu_millis, l->pids};
-    return cgroup_set_limits(j->host->cg, j->id, &cl, err);
+    int r = cgroup_set_limits(j->host->cg, j->id, &cl, err);
+    uint64_t disk = l->disk_bytes ? l->disk_bytes : j->host->disk_bytes;
+    if (r < 0 || !j->host->disk || disk == j->disk_limit)
+        return r;
+    r = disk_area_limit(j->host->disk, j->id, disk, err);
+    if (r == 0)
+        j->disk_limit = disk;
+    return r;
 }
 
 int
@@ -1079,6 +1148,14 @@ jail_stats(struct jail *j, struct cgroup_stats *ret)
     if (!j->have_cgroup)
         return -EOPNOTSUPP;
     return cgroup_get_stats(j->host->cg, j->id, ret);
+}
+
+int
+jail_disk_usage(struct jail *j, uint64_t *ret_bytes)
+{
+    if (!j->host->disk || !j->have_dir)
+        return -EOPNOTSUPP;
+    return disk_area_usage(j->host->disk, j->id, ret_bytes, NULL);
 }
 
 int

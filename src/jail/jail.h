@@ -59,6 +59,13 @@ struct jail_host_config {
     uint64_t shm_bytes;            /* size cap of /dev/shm */
     const struct jail_bind *binds; /* e.g. tool bundles at /.tools; may be NULL */
     size_t nbinds;                 /* at most JAIL_MAX_BINDS */
+    /* A sandbox's writable space on the host (its home) is a subvolume of
+     * a btrfs at state_dir/sandboxes bounded by a quota (disk.h): this
+     * many bytes unless it asks for another bound. 0 = no bound and no
+     * disk (weaker: sandboxes write the state file system). */
+    uint64_t disk_bytes;
+    uint64_t disk_pool_bytes;  /* size of state_dir/disk.img when made; 0 = the default */
+    uint64_t disk_floor_bytes; /* free space the state file system keeps when it is made */
 };
 
 struct jail_host;
@@ -82,6 +89,8 @@ const char *jail_host_cgroup_name(const struct jail_host *h);
 uint32_t jail_host_uid_slots_used(const struct jail_host *h);
 /* Whether inits are shielded from the OOM killer (needs CAP_SYS_RESOURCE). */
 bool jail_host_oom_protect(const struct jail_host *h);
+/* What bounds sandboxes' writable space, for logs; NULL = nothing. */
+const char *jail_host_disk(const struct jail_host *h);
 
 struct jail;
 
@@ -89,6 +98,7 @@ struct jail_limits {
     uint64_t memory_bytes; /* 0 = none */
     uint32_t cpu_millis;   /* 1000 = one core; 0 = none */
     uint32_t pids;         /* 0 = none */
+    uint64_t disk_bytes;   /* bound of the writable space; 0 = the host's (jail_host_config) */
 };
 
 struct jail_timings {
@@ -152,6 +162,9 @@ int jail_spawn(struct jail *j, uint64_t token, const struct jail_spawn *sp, stru
 int jail_signal(struct jail *j, pid_t pid, int sig, bool group);
 int jail_set_limits(struct jail *j, const struct jail_limits *l, struct err *err);
 int jail_stats(struct jail *j, struct cgroup_stats *ret);
+/* Bytes the sandbox holds in its bounded writable space (as the quota
+ * counts them: updated within seconds); -EOPNOTSUPP without a disk. */
+int jail_disk_usage(struct jail *j, uint64_t *ret_bytes);
 int jail_freeze(struct jail *j, bool frozen, struct err *err);
 
 /* Kills everything and cleans up asynchronously; gone (or ready with an

@@ -62,8 +62,10 @@ fail(struct err *err, int r, const char *rel, const char *what)
     case EEXIST:
         return err_set(err, EEXIST, "'%.512s' already exists", p);
     case ENOSPC:
-    case EDQUOT:
         return err_set(err, ENOSPC, "no space left for '%.512s'", p);
+    case EDQUOT:
+        return err_set(err, EDQUOT,
+                       "'%.512s' does not fit: the sandbox's disk bound (disk_mb) is reached", p);
     default:
         return err_setx(err, -r, "cannot %s '%.512s'", what, p);
     }

@@ -52,8 +52,11 @@ fail(struct err *err, int r, const char *path, const char *what)
     case EISDIR:
         return err_set(err, EISDIR, "'%.512s' is a directory", path);
     case ENOSPC:
-    case EDQUOT:
         return err_set(err, ENOSPC, "no space left for '%.512s'", path);
+    case EDQUOT:
+        return err_set(err, EDQUOT,
+                       "'%.512s' does not fit: the sandbox's disk bound (disk_mb) is reached",
+                       path);
     default:
         return err_setx(err, -r, "cannot %s '%.512s'", what, path);
     }

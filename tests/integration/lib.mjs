@@ -31,6 +31,8 @@ export async function startAbxd(opts = {}) {
     PATH: process.env.PATH,
     ABX_API_KEY: key,
     ABX_POOL: '1',
+    // The sandboxes' disk image (<state>/disk.img, allocated in full): small.
+    ABX_DISK_POOL_MB: '512',
     ABX_LOG_LEVEL: 'info',
     ASAN_OPTIONS: process.env.ASAN_OPTIONS ?? 'detect_leaks=1',
     UBSAN_OPTIONS: process.env.UBSAN_OPTIONS ?? 'print_stacktrace=1:halt_on_error=1',
@@ -72,6 +74,8 @@ export async function startAbxd(opts = {}) {
         await exited;
         clearTimeout(t);
       }
+      // An abxd that did not end cleanly leaves its disk mounted.
+      if (!keepState) unmountDisk(stateDir);
       if (!keepState && !opts.stateDir) rmSync(stateDir, { recursive: true, force: true });
       const res = await exited;
       // Sanitizer reports end up in the log; a test run must not have any.
@@ -81,6 +85,19 @@ export async function startAbxd(opts = {}) {
     },
   };
   return d;
+}
+
+// Whether path is a mount point (of this mount namespace).
+export function isMounted(path) {
+  const mi = readFileSync('/proc/self/mountinfo', 'utf8');
+  return mi.split('\n').some((l) => l.split(' ')[4] === path);
+}
+
+// Unmounts the sandboxes' disk of a state directory if it is still mounted
+// (abxd unmounts it when it exits cleanly); the loop device goes with it.
+export function unmountDisk(stateDir) {
+  const p = join(stateDir, 'sandboxes');
+  for (let i = 0; i < 4 && existsSync(p) && isMounted(p); i++) spawnSync('umount', ['-l', p]);
 }
 
 // fetch with the key; returns {status, headers, text, json}.

@@ -1,0 +1,196 @@
+// disk.test.mjs - the bound on a sandbox's writable space (issue 10, item
+// 13): a sandbox's home is a btrfs subvolume with a quota on a disk image
+// abxd mounts at <state>/sandboxes, so writes past disk_mb fail inside the
+// sandbox (EDQUOT) and through the API (507), other sandboxes and the state
+// file system are untouched, --disk-mb sets the default, a sandbox cannot
+// escape its quota with a subvolume of its own, what a crash left is
+// reclaimed, and a host that cannot bound disks says so on /readyz unless
+// told --disk-mb 0.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { statfsSync, readdirSync, existsSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import {
+  startAbxd,
+  api,
+  createSandbox,
+  killSandbox,
+  sh,
+  isRoot,
+  isMounted,
+  sleep,
+} from './lib.mjs';
+
+const skip = !isRoot && 'needs root';
+const BTRFS_MAGIC = 0x9123683e;
+const MiB = 1 << 20;
+
+// Bytes the state directory takes on its own file system (du -x: the
+// disk image counts with its fixed allocation, the mount does not).
+function stateBytes(d) {
+  const r = spawnSync('du', ['-sxB1', d.stateDir], { encoding: 'utf8' });
+  return Number(r.stdout.split(/\s/)[0]);
+}
+
+describe('disk bound', { skip }, () => {
+  let d;
+  const made = [];
+  before(async () => {
+    d = await startAbxd({ env: { ABX_DISK_MB: '64' } });
+  });
+  after(async () => {
+    for (const id of made) await killSandbox(d, id);
+    await d?.stop();
+    if (d) rmSync(d.stateDir, { recursive: true, force: true });
+  });
+
+  test('the disk is a btrfs mounted over <state>/sandboxes', async () => {
+    assert.match(d.log, /disk: btrfs image .*disk\.img \(512 MiB, \/dev\/loop\d+\); a sandbox may write 64 MiB/);
+    assert.ok(isMounted(join(d.stateDir, 'sandboxes')));
+    const r = await api(d, 'GET', '/readyz');
+    assert.equal(r.status, 200, r.text);
+  });
+
+  test('a sandbox with disk_mb 20 cannot write 50 MB; others and the state disk are unaffected', async () => {
+    const a = await createSandbox(d, { disk_mb: 20 });
+    made.push(a.id);
+    assert.equal(a.disk_mb, 20);
+    const b = await createSandbox(d, {});
+    made.push(b.id);
+    const before = stateBytes(d);
+    const r = await sh(d, a.id, 'dd if=/dev/zero of=f bs=1M count=50 2>&1; echo "rc=$?"; sync; ls -l f');
+    assert.match(r.out, /Disk quota exceeded/);
+    assert.match(r.out, /rc=1/);
+    const size = Number(r.out.match(/ (\d+) [A-Z][a-z]{2} /)[1]);
+    assert.ok(size <= 20 * MiB && size >= 15 * MiB, `wrote ${size}`);
+    // The other sandbox (the default 64 MiB) writes while the first is full.
+    const o = await sh(d, b.id, 'dd if=/dev/zero of=g bs=1M count=40 2>&1 && sync && echo ok');
+    assert.match(o.out, /ok/);
+    // Nothing of it landed on the state file system.
+    const grown = stateBytes(d) - before;
+    assert.ok(grown < 4 * MiB, `the state directory grew by ${grown} bytes`);
+    // The usage as the quota counts it.
+    let usage;
+    for (let i = 0; i < 100; i++) {
+      usage = (await api(d, 'GET', `/v1/sandboxes/${a.id}`)).json.usage?.disk_bytes;
+      if (usage >= 15 * MiB) break;
+      await sleep(100);
+    }
+    assert.ok(usage >= 15 * MiB && usage <= 21 * MiB, `usage ${usage}`);
+  });
+
+  test('an upload past the bound answers 507 and leaves nothing', async () => {
+    const a = await createSandbox(d, { disk_mb: 20 });
+    made.push(a.id);
+    const big = Buffer.alloc(30 * MiB, 1);
+    const r = await api(d, 'PUT', `/v1/sandboxes/${a.id}/files/big`, big);
+    assert.equal(r.status, 507, r.text);
+    assert.equal(r.json.error, 'insufficient_storage');
+    assert.match(r.json.message, /disk bound \(disk_mb\)/);
+    const l = await sh(d, a.id, 'ls -A; du -sk .');
+    assert.doesNotMatch(l.out, /big/);
+    const ok = await api(d, 'PUT', `/v1/sandboxes/${a.id}/files/small`, Buffer.alloc(MiB, 2));
+    assert.equal(ok.status, 201, ok.text);
+  });
+
+  test('the default from --disk-mb applies, also to the warm pool', async () => {
+    const a = await createSandbox(d, {});
+    made.push(a.id);
+    assert.equal(a.disk_mb, 64);
+    assert.equal(a.timings.from_pool, true);
+    const r = await sh(d, a.id, 'dd if=/dev/zero of=f bs=1M count=100 2>&1; echo "rc=$?"');
+    assert.match(r.out, /Disk quota exceeded/);
+    // A pool sandbox claimed with another bound gets that one.
+    for (let i = 0; i < 100 && !/^abx_pool_ready 1$/m.test((await api(d, 'GET', '/metrics')).text); i++)
+      await sleep(50);
+    const c = await createSandbox(d, { disk_mb: 8 });
+    made.push(c.id);
+    const w = await sh(d, c.id, 'dd if=/dev/zero of=f bs=1M count=16 2>&1; echo "rc=$?"');
+    assert.match(w.out, /rc=1/);
+  });
+
+  test('disk_mb is checked', async () => {
+    for (const v of [0, -1, 1.5, 'x', 2 ** 40]) {
+      const r = await api(d, 'POST', '/v1/sandboxes', { disk_mb: v });
+      assert.equal(r.status, 400, `${v}: ${r.text}`);
+    }
+  });
+
+  test('a sandbox cannot make a subvolume outside its quota', async () => {
+    const a = await createSandbox(d, { disk_mb: 20 });
+    made.push(a.id);
+    const r = await sh(d, a.id, 'btrfs subvolume create sub 2>&1; echo "rc=$?"; ' +
+      'python3 -c "import fcntl,os; fd=os.open(\'.\',os.O_RDONLY); b=bytearray(4096); ' +
+      'b[8:12]=b\'sub2\'; fcntl.ioctl(fd, 0x5000940e, b)" 2>&1; echo "rc=$?"');
+    assert.match(r.out, /cannot create subvolume: Operation not permitted/);
+    assert.match(r.out, /PermissionError: \[Errno 1\] Operation not permitted/);
+    assert.doesNotMatch(r.out, /rc=0/);
+    assert.equal((await sh(d, a.id, 'ls -A')).out, '');
+  });
+});
+
+describe('disk bound: readiness and --disk-mb 0', { skip }, () => {
+  test('a disk that cannot be made is a missing part of readiness', async () => {
+    // An image larger than the state file system cannot be allocated.
+    const d = await startAbxd({ env: { ABX_DISK_POOL_MB: String(2 ** 30) } });
+    try {
+      const r = await api(d, 'GET', '/readyz');
+      assert.equal(r.status, 503, r.text);
+      assert.match(r.text, /a disk bound for sandboxes \(.*--disk-mb 0 runs without one\)/);
+      const c = await api(d, 'POST', '/v1/sandboxes', {});
+      assert.equal(c.status, 503, c.text);
+      assert.ok(!isMounted(join(d.stateDir, 'sandboxes')));
+      assert.ok(!existsSync(join(d.stateDir, 'disk.img')));
+    } finally {
+      await d.stop();
+    }
+  });
+
+  test('--disk-mb 0 runs unbounded, and says so', async () => {
+    const d = await startAbxd({ args: ['--disk-mb', '0'] });
+    try {
+      assert.match(d.log, /--disk-mb 0 was asked for: sandboxes' writable space is not bounded/);
+      assert.equal((await api(d, 'GET', '/readyz')).status, 200);
+      assert.ok(!isMounted(join(d.stateDir, 'sandboxes')));
+      const a = await createSandbox(d, {});
+      assert.equal(a.disk_mb, null);
+      const r = await api(d, 'POST', '/v1/sandboxes', { disk_mb: 10 });
+      assert.equal(r.status, 400, r.text);
+      assert.match(r.json.message, /--disk-mb 0/);
+      const w = await sh(d, a.id, 'dd if=/dev/zero of=f bs=1M count=30 2>&1; echo "rc=$?"');
+      assert.match(w.out, /rc=0/);
+      await killSandbox(d, a.id);
+    } finally {
+      await d.stop();
+    }
+  });
+});
+
+describe('disk bound: crash and reclaim', { skip }, () => {
+  test('a killed abxd leaves its disk mounted; the next start reuses and empties it', async () => {
+    let d = await startAbxd({ env: { ABX_POOL: '0' } });
+    const a = await createSandbox(d, { disk_mb: 30 });
+    await sh(d, a.id, 'dd if=/dev/zero of=f bs=1M count=10 2>/dev/null; sync');
+    const base = join(d.stateDir, 'sandboxes');
+    assert.ok(readdirSync(base).length >= 1);
+    assert.equal(statfsSync(join(base, readdirSync(base)[0])).type, BTRFS_MAGIC);
+    d.proc.kill('SIGKILL');
+    await d.exited;
+    assert.ok(isMounted(base), 'the mount stays after a crash');
+    d = await startAbxd({ stateDir: d.stateDir, key: d.key, env: { ABX_POOL: '0' } });
+    try {
+      assert.match(d.log, /mounted by an earlier run/);
+      assert.match(d.log, /reclaimed \d+ sandbox/);
+      assert.deepEqual(readdirSync(base), []);
+      const b = await createSandbox(d, { disk_mb: 30 });
+      const r = await sh(d, b.id, 'dd if=/dev/zero of=f bs=1M count=25 2>&1; echo "rc=$?"');
+      assert.match(r.out, /rc=0/, 'the old sandbox\'s space is free again');
+      await killSandbox(d, b.id);
+    } finally {
+      await d.stop({ keepState: true });
+    }
+    assert.ok(!isMounted(base), 'a clean exit unmounts');
+    rmSync(d.stateDir, { recursive: true, force: true });
+  });
+});
