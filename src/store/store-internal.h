@@ -55,7 +55,8 @@ struct store_ops {
 /* Every backend's handle starts with this. */
 struct store {
     const struct store_ops *ops;
-    int tmp_fd; /* staging directory */
+    int tmp_fd;           /* staging directory */
+    uint64_t floor_bytes; /* store_set_floor() */
 };
 
 int store_sqlite_open(const char *dir, struct store **ret, struct err *err);

@@ -113,7 +113,8 @@ static const char schema[] =
         "CREATE TABLE IF NOT EXISTS abx_schema (version integer NOT NULL);"
         "CREATE TABLE IF NOT EXISTS workspaces ("
         "  id text COLLATE \"C\" PRIMARY KEY, created_ms bigint NOT NULL, template text NOT NULL,"
-        "  cpu_millis bigint NOT NULL, memory_bytes bigint NOT NULL, pids bigint NOT NULL);"
+        "  cpu_millis bigint NOT NULL, memory_bytes bigint NOT NULL, pids bigint NOT NULL,"
+        "  disk_bytes bigint NOT NULL DEFAULT 0);"
         "CREATE INDEX IF NOT EXISTS workspaces_created ON workspaces (created_ms, id);"
         "CREATE TABLE IF NOT EXISTS blobs ("
         "  hash text COLLATE \"C\" PRIMARY KEY, size bigint NOT NULL, created_ms bigint NOT NULL);"
@@ -654,10 +655,11 @@ ws_create_tx(struct pg *q, void *ctx, struct err *err)
     p_int(&p, w->cpu_millis);
     p_int(&p, (int64_t)w->memory_bytes);
     p_int(&p, w->pids);
+    p_int(&p, (int64_t)w->disk_bytes);
     struct err e1 = {0};
     int r = run(q, "create workspace",
-                "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids)"
-                " VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids,"
+                " disk_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 &p, NULL, &e1);
     if (r == -EEXIST)
         return err_set(err, EEXIST, "workspace '%s' already exists", w->id);
@@ -672,7 +674,7 @@ pg_ws_create(struct store *s, const struct store_ws *w, struct err *err)
     return tx_run(PG(s), TX_WRITE, ws_create_tx, (void *)(uintptr_t)w, err);
 }
 
-#define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids"
+#define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids, disk_bytes"
 
 static void
 row_ws(const PGresult *res, int row, struct store_ws *w)
@@ -684,6 +686,7 @@ row_ws(const PGresult *res, int row, struct store_ws *w)
     w->cpu_millis = (uint32_t)r_int(res, row, 3);
     w->memory_bytes = (uint64_t)r_int(res, row, 4);
     w->pids = (uint32_t)r_int(res, row, 5);
+    w->disk_bytes = (uint64_t)r_int(res, row, 6);
 }
 
 static int
@@ -1714,6 +1717,26 @@ pg_check(struct store *s, struct store_check_report *rep, struct err *err)
 
 /* --- open / close --- */
 
+/* Version-1 stores made before workspaces had disk_bytes get the column
+ * (0: the host's default). Compatible both ways, so no new version (which
+ * older abxd sharing the database would refuse); looked up first so a
+ * store that has it takes no DDL lock. */
+static int
+add_disk_column(struct pg *q, struct err *err)
+{
+    _cleanup_res_ PGresult *res = NULL;
+    int r = run(q, "schema",
+                "SELECT count(*) FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = 'workspaces' AND column_name = 'disk_bytes'",
+                NULL, &res, err);
+    if (r < 0 || r_int(res, 0, 0) > 0)
+        return r;
+    return run(q, "schema",
+               "ALTER TABLE workspaces ADD COLUMN IF NOT EXISTS disk_bytes bigint NOT NULL "
+               "DEFAULT 0",
+               NULL, NULL, err);
+}
+
 /* Creates the tables unless this schema version is there already. Under a
  * transaction-level advisory lock: CREATE ... IF NOT EXISTS alone races
  * with itself (two creators collide in the catalogs), and the version check
@@ -1738,7 +1761,7 @@ schema_tx(struct pg *q, void *ctx, struct err *err)
             return r;
         int64_t v = r_int(res, 0, 0);
         if (v == SCHEMA_VERSION)
-            return 0;
+            return add_disk_column(q, err);
         if (v > SCHEMA_VERSION)
             return err_set(err, EPROTO,
                            "the PostgreSQL store has schema version %lld; this abxd knows %d",

@@ -52,7 +52,8 @@ struct sq {
 static const char schema[] =
         "CREATE TABLE IF NOT EXISTS workspaces ("
         "  id TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, template TEXT NOT NULL,"
-        "  cpu_millis INTEGER NOT NULL, memory_bytes INTEGER NOT NULL, pids INTEGER NOT NULL);"
+        "  cpu_millis INTEGER NOT NULL, memory_bytes INTEGER NOT NULL, pids INTEGER NOT NULL,"
+        "  disk_bytes INTEGER NOT NULL DEFAULT 0);"
         "CREATE TABLE IF NOT EXISTS blobs ("
         "  hash TEXT PRIMARY KEY, size INTEGER NOT NULL, created_ms INTEGER NOT NULL);"
         "CREATE TABLE IF NOT EXISTS entries ("
@@ -374,8 +375,8 @@ sq_ws_create(struct store *s, const struct store_ws *w, struct err *err)
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     int r = prep(q,
-                 "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids)"
-                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                 "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids,"
+                 " disk_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                  &st, err);
     if (r < 0)
         return r;
@@ -386,6 +387,7 @@ sq_ws_create(struct store *s, const struct store_ws *w, struct err *err)
     (void)sqlite3_bind_int64(st, 4, w->cpu_millis);
     (void)sqlite3_bind_int64(st, 5, (sqlite3_int64)w->memory_bytes);
     (void)sqlite3_bind_int64(st, 6, w->pids);
+    (void)sqlite3_bind_int64(st, 7, (sqlite3_int64)w->disk_bytes);
     int rc = sqlite3_step(st);
     if ((rc & 0xff) == SQLITE_CONSTRAINT)
         return err_set(err, EEXIST, "workspace '%s' already exists", w->id);
@@ -404,9 +406,29 @@ row_ws(sqlite3_stmt *st, struct store_ws *w)
     w->cpu_millis = (uint32_t)sqlite3_column_int64(st, 3);
     w->memory_bytes = (uint64_t)sqlite3_column_int64(st, 4);
     w->pids = (uint32_t)sqlite3_column_int64(st, 5);
+    w->disk_bytes = (uint64_t)sqlite3_column_int64(st, 6);
 }
 
-#define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids"
+#define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids, disk_bytes"
+
+/* Stores made before workspaces had disk_bytes get the column (0: the
+ * host's default); ALTER is a no-op error when another open added it. */
+static int
+add_disk_column(struct sq *q, struct err *err)
+{
+    sqlite3_stmt *st = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (sqlite3_prepare_v2(q->db, "SELECT disk_bytes FROM workspaces LIMIT 0", -1, &st, NULL) ==
+            SQLITE_OK) {
+            sqlite3_finalize(st);
+            return 0;
+        }
+        (void)sqlite3_exec(
+                q->db, "ALTER TABLE workspaces ADD COLUMN disk_bytes INTEGER NOT NULL DEFAULT 0",
+                NULL, NULL, NULL);
+    }
+    return err_set(err, EIO, "store: cannot add column 'disk_bytes': %s", sqlite3_errmsg(q->db));
+}
 
 static int
 sq_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err)
@@ -1575,7 +1597,8 @@ store_sqlite_open(const char *dir, struct store **ret, struct err *err)
         (void)usleep(10000);
     }
     if ((r = sq_exec(q, "PRAGMA synchronous = FULL", err)) < 0 ||
-        (r = sq_exec(q, "PRAGMA foreign_keys = ON", err)) < 0 || (r = sq_exec(q, schema, err)) < 0)
+        (r = sq_exec(q, "PRAGMA foreign_keys = ON", err)) < 0 ||
+        (r = sq_exec(q, schema, err)) < 0 || (r = add_disk_column(q, err)) < 0)
         goto fail;
     *ret = &q->base;
     return 0;

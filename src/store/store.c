@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "../util/cleanup.h"
@@ -431,7 +432,38 @@ struct store_writer {
     int fd;
     EVP_MD_CTX *md;
     uint64_t size, max;
+    uint64_t floor;   /* bytes the file system keeps free */
+    uint64_t checked; /* size when the free space was last looked at */
 };
+
+void
+store_set_floor(struct store *s, uint64_t floor_bytes)
+{
+    s->floor_bytes = floor_bytes;
+}
+
+/* -ENOSPC when writing more bytes would leave less than the floor free. */
+static int
+check_floor(struct store_writer *w, uint64_t more, struct err *err)
+{
+    struct statvfs sv;
+    w->checked = w->size;
+    if (!w->floor || fstatvfs(w->fd, &sv) < 0)
+        return 0;
+    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    if (avail >= w->floor && avail - w->floor >= more)
+        return 0;
+    return err_set(err, ENOSPC,
+                   "the store's file system is down to its reserve: %llu MiB free, %llu MiB of "
+                   "it stay free",
+                   (unsigned long long)(avail >> 20), (unsigned long long)(w->floor >> 20));
+}
+
+int
+store_writer_expect(struct store_writer *w, uint64_t n, struct err *err)
+{
+    return check_floor(w, n, err);
+}
 
 int
 store_writer_begin(struct store *s, uint64_t max_bytes, struct store_writer **ret, struct err *err)
@@ -454,6 +486,12 @@ store_writer_begin(struct store *s, uint64_t max_bytes, struct store_writer **re
         free(w);
         return r;
     }
+    w->floor = s->floor_bytes;
+    int r = check_floor(w, 0, err);
+    if (r < 0) {
+        store_writer_abort(w);
+        return r;
+    }
     *ret = w;
     return 0;
 }
@@ -464,7 +502,10 @@ store_writer_write(struct store_writer *w, const void *data, size_t n, struct er
     if (w->max && n > w->max - w->size)
         return err_set(err, EFBIG, "the file would be larger than %llu bytes",
                        (unsigned long long)w->max);
-    int r = write_full(w->fd, data, n);
+    int r = 0;
+    if (w->size + n - w->checked >= STORE_FLOOR_CHECK_BYTES && (r = check_floor(w, n, err)) < 0)
+        return r;
+    r = write_full(w->fd, data, n);
     if (r == -ENOSPC || r == -EDQUOT)
         return err_set(err, ENOSPC, "no space left to stage the file");
     if (r < 0)

@@ -70,6 +70,7 @@ struct store_ws {
     uint32_t cpu_millis; /* resources a sandbox of this workspace gets; 0 = default */
     uint64_t memory_bytes;
     uint32_t pids;
+    uint64_t disk_bytes; /* bound of its sandbox's writable space (and of its files) */
 };
 
 struct store_usage {
@@ -91,6 +92,16 @@ void store_close(struct store *s);
 /* "sqlite" or "postgres". */
 const char *store_kind(const struct store *s);
 
+#define STORE_FLOOR_CHECK_BYTES (4u << 20) /* a writer looks at the free space this often */
+
+/* Keeps floor_bytes free on the file system writes stage on (for SQLite
+ * that of its blobs and database): a write that would take it below gets
+ * -ENOSPC - when it begins, at store_writer_expect(), and every
+ * STORE_FLOOR_CHECK_BYTES it writes (so it may overshoot by that much).
+ * What is left is the reserve for the database's own writes (a delete
+ * needs its log) and everything else on that file system. 0 = none. */
+void store_set_floor(struct store *s, uint64_t floor_bytes);
+
 /* Workspaces. */
 int store_ws_create(struct store *s, const struct store_ws *ws, struct err *err); /* -EEXIST */
 int store_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err);
@@ -108,6 +119,9 @@ struct store_writer;
 int store_writer_begin(struct store *s, uint64_t max_bytes, struct store_writer **ret,
                        struct err *err);
 int store_writer_write(struct store_writer *w, const void *data, size_t n, struct err *err);
+/* -ENOSPC now when n more bytes would take the file system below the
+ * floor (a client announced the size). */
+int store_writer_expect(struct store_writer *w, uint64_t n, struct err *err);
 uint64_t store_writer_size(const struct store_writer *w);
 /* The staged data so far (borrowed; read it with pread, it is not sealed). */
 int store_writer_fd(const struct store_writer *w);

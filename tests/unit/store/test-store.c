@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -2092,6 +2093,100 @@ test_damaged_reads(void **state)
     free(x);
 }
 
+/* A workspace's disk bound is kept; stores made before it existed get the
+ * column (0) when opened, SQLite and PostgreSQL alike. */
+static void
+test_ws_disk_bytes(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_ws w = {.disk_bytes = 16 << 20}, got;
+    char rnd[13];
+
+    assert_int_equal(rand_id(rnd, 12), 0);
+    (void)snprintf(w.id, sizeof(w.id), "d-%s", rnd);
+    assert_int_equal(store_ws_create(f->s, &w, &err), 0);
+    assert_int_equal(store_ws_get(f->s, w.id, &got, &err), 0);
+    assert_int_equal(got.disk_bytes, 16 << 20);
+    assert_int_equal(store_ws_get(f->s, f->ws, &got, &err), 0);
+    assert_int_equal(got.disk_bytes, 0);
+    assert_int_equal(store_ws_delete(f->s, w.id, &err), 0);
+
+    /* The schema as it was: no disk_bytes column, one workspace. */
+    store_close(f->s);
+    f->s = NULL;
+    if (!strcmp(backend, "postgres")) {
+        PGconn *c = PQconnectdb(f->where);
+        assert_int_equal(PQstatus(c), CONNECTION_OK);
+        PGresult *res = PQexec(c, "ALTER TABLE workspaces DROP COLUMN disk_bytes");
+        assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+        PQclear(res);
+        PQfinish(c);
+    } else {
+        char db[600];
+        sqlite3 *q = NULL;
+        (void)snprintf(db, sizeof(db), "%s/store.db", f->where);
+        assert_int_equal(sqlite3_open(db, &q), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(q,
+                                      "ALTER TABLE workspaces RENAME TO w_old;"
+                                      "CREATE TABLE workspaces (id TEXT PRIMARY KEY,"
+                                      " created_ms INTEGER NOT NULL, template TEXT NOT NULL,"
+                                      " cpu_millis INTEGER NOT NULL, memory_bytes INTEGER NOT NULL,"
+                                      " pids INTEGER NOT NULL);"
+                                      "INSERT INTO workspaces SELECT id, created_ms, template,"
+                                      " cpu_millis, memory_bytes, pids FROM w_old;"
+                                      "DROP TABLE w_old;",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+        sqlite3_close(q);
+    }
+    assert_int_equal(store_open(f->where, f->dir, &f->s, &err), 0);
+    assert_int_equal(store_ws_get(f->s, f->ws, &got, &err), 0);
+    assert_int_equal(got.memory_bytes, 128 << 20);
+    assert_int_equal(got.disk_bytes, 0);
+    assert_int_equal(store_ws_create(f->s, &w, &err), 0);
+    assert_int_equal(store_ws_get(f->s, w.id, &got, &err), 0);
+    assert_int_equal(got.disk_bytes, 16 << 20);
+    assert_int_equal(store_ws_delete(f->s, w.id, &err), 0);
+}
+
+/* A write that would take the file system below the floor is refused,
+ * when it begins, when its size is announced and while it streams. */
+static void
+test_floor(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    struct store_writer *w = NULL;
+    struct statvfs sv;
+    static char mib[1 << 20];
+
+    store_set_floor(f->s, UINT64_C(1) << 60);
+    assert_int_equal(put(f->s, f->ws, "fl/a", "x", NULL, NULL), -ENOSPC);
+    assert_int_equal(store_writer_begin(f->s, 0, &w, &err), -ENOSPC);
+    assert_non_null(strstr(err.msg, "reserve"));
+    err_clear(&err);
+
+    /* Just above what is free: begins, but not for 64 MiB more, and not
+     * for long. (The disk is shared: others may free space meanwhile.) */
+    assert_int_equal(statvfs(f->dir, &sv), 0);
+    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    store_set_floor(f->s, avail - (1 << 20));
+    assert_int_equal(store_writer_begin(f->s, 0, &w, &err), 0);
+    assert_int_equal(store_writer_expect(w, 64 << 20, &err), -ENOSPC);
+    err_clear(&err);
+    int r = 0;
+    for (int i = 0; i < 64 && r == 0; i++)
+        r = store_writer_write(w, mib, sizeof(mib), &err);
+    assert_int_equal(r, -ENOSPC);
+    assert_true(store_writer_size(w) <= STORE_FLOOR_CHECK_BYTES + (1 << 20));
+    store_writer_abort(w);
+    err_clear(&err);
+
+    store_set_floor(f->s, 0);
+    assert_int_equal(put(f->s, f->ws, "fl/a", "x", NULL, NULL), 0);
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_workspaces, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ws_list_and_delete, setup, teardown),
@@ -2124,6 +2219,8 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gc_races_identical_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_holders, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_reads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ws_disk_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_floor, setup, teardown),
 };
 
 int
