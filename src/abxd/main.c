@@ -412,6 +412,7 @@ start_workspaces(struct daemon *d, int statefd)
             .default_limits = {d->cfg.memory_bytes, d->cfg.cpu_millis, d->cfg.pids,
                                d->cfg.disk_bytes},
             .max_file_bytes = d->cfg.max_file_bytes,
+            .floor_bytes = d->cfg.disk_floor_bytes,
             .holder = d->holder,
     };
     r = workspaces_new(d->loop, d->sh, &wc, &d->ws, &err);

@@ -298,6 +298,16 @@ wjob_submit(struct wjob *j, void (*run)(struct store *, struct wjob *))
 
 /* --- create, list, info, delete --- */
 
+/* What bounds a workspace: its sandbox's writable space and its files in
+ * the store (0 = nothing: the host runs without disk bounds). */
+static uint64_t
+ws_disk_bound(const struct api *a, const struct store_ws *m)
+{
+    if (!a->cfg.default_disk_bytes)
+        return 0;
+    return m->disk_bytes ? m->disk_bytes : a->cfg.default_disk_bytes;
+}
+
 /* A workspace's record with the resources its sandboxes get (the host's
  * defaults where the record names none). */
 static json_t *
@@ -314,6 +324,8 @@ ws_json(struct api *a, const struct store_ws *m, enum ws_state st)
     (void)json_set(o, "cpu", json_real(cpu / 1000.0));
     (void)json_set(o, "memory_mb", json_integer((json_int_t)(mem >> 20)));
     (void)json_set(o, "pids", json_integer(m->pids ? m->pids : c->default_pids));
+    uint64_t disk = ws_disk_bound(a, m);
+    (void)json_set(o, "disk_mb", disk ? json_integer((json_int_t)(disk >> 20)) : json_null());
     return o;
 }
 
@@ -334,12 +346,13 @@ create_done(struct http_req *req, const char *body, size_t len)
 {
     struct rq *q = http_req_userdata(req);
     struct api *a = q->api;
-    static const char *const allowed[] = {"id", "template", "cpu", "memory_mb", "pids", NULL};
+    static const char *const allowed[] = {"id",   "template", "cpu", "memory_mb",
+                                          "pids", "disk_mb",  NULL};
     struct err err = {0};
     json_t *j = NULL;
     const char *id = NULL, *tmpl = "base";
     double cpu = 0;
-    uint64_t mem = 0, pids = 0;
+    uint64_t mem = 0, pids = 0, disk = 0;
     struct wjob *wj = NULL;
     int r;
 
@@ -352,7 +365,8 @@ create_done(struct http_req *req, const char *body, size_t len)
         (r = json_get_str(j, "template", false, &tmpl, &err)) < 0 ||
         (r = json_get_num(j, "cpu", false, 0.01, (double)a->cfg.host_cpus, &cpu, &err)) < 0 ||
         (r = json_get_u64(j, "memory_mb", false, a->cfg.host_memory_bytes >> 20, &mem, &err)) < 0 ||
-        (r = json_get_u64(j, "pids", false, 1u << 22, &pids, &err)) < 0)
+        (r = json_get_u64(j, "pids", false, 1u << 22, &pids, &err)) < 0 ||
+        (r = api_decode_disk_mb(a, j, &disk, &err)) < 0)
         goto fail;
     if (id && !valid_ws_id(id)) {
         r = err_set(&err, EINVAL, "'id' must be 1-64 of a-z, 0-9, '-' and '_'");
@@ -384,6 +398,7 @@ create_done(struct http_req *req, const char *body, size_t len)
     wj->meta.cpu_millis = (uint32_t)(cpu * 1000.0 + 0.5);
     wj->meta.memory_bytes = mem << 20;
     wj->meta.pids = (uint32_t)pids;
+    wj->meta.disk_bytes = disk;
     json_decref(j);
     wjob_submit(wj, run_create);
     return;
@@ -558,6 +573,34 @@ warm_check(struct wjob *j, struct err *err)
 
 /* --- uploads --- */
 
+/* A cold write may not take the workspace's files past its disk bound,
+ * or its next wake could not restore them into the bounded sandbox. Sizes
+ * as the store counts them (file system overhead in the sandbox comes on
+ * top); two uploads racing may each pass: the kernel's bound on the wake
+ * is the exact one, and its 507 names the file that did not fit. */
+static int
+cold_bound_check(struct store *s, struct wjob *j, const struct store_entry *prev, bool existed)
+{
+    struct store_usage u;
+    uint64_t size = store_writer_size(j->wr);
+    int r = store_ws_get(s, j->ws, &j->meta, &j->err);
+    if (r < 0)
+        return r;
+    uint64_t bound = ws_disk_bound(j->api, &j->meta);
+    if (!bound)
+        return 0;
+    if ((r = store_usage(s, j->ws, &u, &j->err)) < 0)
+        return r;
+    uint64_t other = u.bytes - (existed && prev->type == STORE_FILE ? MIN(prev->size, u.bytes) : 0);
+    if (size <= bound && other <= bound - size)
+        return 0;
+    return err_set(&j->err, EDQUOT,
+                   "'/%s' does not fit: workspace '%s' would hold %llu MiB, more than its disk "
+                   "bound (disk_mb %llu)",
+                   j->rel, j->ws, (unsigned long long)((other + size + (1u << 20) - 1) >> 20),
+                   (unsigned long long)(bound >> 20));
+}
+
 static void
 run_put_cold(struct store *s, struct wjob *j)
 {
@@ -566,6 +609,9 @@ run_put_cold(struct store *s, struct wjob *j)
     /* Only for the status code (201 new, 200 replaced); the write itself
      * is atomic whatever happens in between. */
     bool existed = store_stat(s, j->ws, j->rel, &prev, &e) == 0;
+    j->r = cold_bound_check(s, j, &prev, existed);
+    if (j->r < 0)
+        return;
     j->r = store_writer_commit(s, j->wr, j->ws, j->rel, 0644, j->has_match ? j->match : NULL, &j->e,
                                &j->err);
     j->wr = NULL;
@@ -667,6 +713,8 @@ put_begin(struct api *a, struct http_req *req, const char *ws, const char *rel)
     (void)snprintf(j->rel, sizeof(j->rel), "%s", rel);
     j->has_match = if_match(req, j->match, sizeof(j->match)) != NULL;
     int r = store_writer_begin(workspaces_loop_store(a->ws), a->cfg.max_file_bytes, &j->wr, &err);
+    if (r == 0 && cl && parse_u64(cl, &len) == 0)
+        r = store_writer_expect(j->wr, len, &err); /* refused before the body, not after */
     if (r < 0) {
         wjob_free(j);
         api_error(req, r, &err);

@@ -586,6 +586,10 @@ meta_done(void *ud)
         lim.cpu_millis = x->meta.cpu_millis;
     if (x->meta.pids)
         lim.pids = x->meta.pids;
+    /* Only where the host bounds disks at all (a record may come from a
+     * host that does, through a shared store). */
+    if (x->meta.disk_bytes && lim.disk_bytes)
+        lim.disk_bytes = x->meta.disk_bytes;
     struct sandbox_spec spec = {.limits = lim};
     char sid[21];
     struct err err = {0};
@@ -862,10 +866,12 @@ workspaces_new(struct loop *loop, struct sandbox_host *sh, const struct workspac
     r = store_open(w->store_where, w->tmp_dir, &w->loop_store, err);
     if (r < 0)
         goto fail;
+    store_set_floor(w->loop_store, c->floor_bytes);
     for (unsigned i = 0; i < n; i++) {
         r = store_open(w->store_where, w->tmp_dir, &w->handles[i], err);
         if (r < 0)
             goto fail;
+        store_set_floor(w->handles[i], c->floor_bytes);
         w->nhandles++;
     }
     r = workq_new(loop, n, &w->wq);

@@ -43,6 +43,7 @@ struct workspaces_config {
     const struct sync_ignore *ignore;
     struct jail_limits default_limits;
     uint64_t max_file_bytes; /* largest file written through the API */
+    uint64_t floor_bytes;    /* free space the store's file system keeps (store_set_floor) */
     const char *holder;      /* this process's name for the GC lease */
 };
 

@@ -2,10 +2,11 @@
 // 13): a sandbox's home is a btrfs subvolume with a quota on a disk image
 // abxd mounts at <state>/sandboxes, so writes past disk_mb fail inside the
 // sandbox (EDQUOT) and through the API (507), other sandboxes and the state
-// file system are untouched, --disk-mb sets the default, a sandbox cannot
-// escape its quota with a subvolume of its own, what a crash left is
-// reclaimed, and a host that cannot bound disks says so on /readyz unless
-// told --disk-mb 0.
+// file system are untouched, --disk-mb sets the default, workspaces keep
+// their disk_mb across restarts and are bounded cold too, the state file
+// system's floor refuses uploads, a sandbox cannot escape its quota with a
+// subvolume of its own, what a crash left is reclaimed, and a host that
+// cannot bound disks says so on /readyz unless told --disk-mb 0.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { statfsSync, readdirSync, existsSync, rmSync } from 'node:fs';
@@ -17,6 +18,7 @@ import {
   createSandbox,
   killSandbox,
   sh,
+  parseNdjson,
   isRoot,
   isMounted,
   sleep,
@@ -31,6 +33,13 @@ const MiB = 1 << 20;
 function stateBytes(d) {
   const r = spawnSync('du', ['-sxB1', d.stateDir], { encoding: 'utf8' });
   return Number(r.stdout.split(/\s/)[0]);
+}
+
+async function wsExec(d, ws, script) {
+  const r = await api(d, 'POST', `/v1/workspaces/${ws}/exec`, { argv: ['/bin/sh', '-c', script] });
+  if (r.status !== 200) return { status: r.status, json: r.json };
+  const p = parseNdjson(r.text);
+  return { status: 200, code: p.result?.exit_code, out: p.stdout.toString(), err: p.stderr.toString() };
 }
 
 describe('disk bound', { skip }, () => {
@@ -127,6 +136,65 @@ describe('disk bound', { skip }, () => {
     assert.match(r.out, /PermissionError: \[Errno 1\] Operation not permitted/);
     assert.doesNotMatch(r.out, /rc=0/);
     assert.equal((await sh(d, a.id, 'ls -A')).out, '');
+  });
+
+  test('workspaces: disk_mb kept across restarts, bounded warm and cold', async () => {
+    const w = await api(d, 'POST', '/v1/workspaces', { disk_mb: 16 });
+    assert.equal(w.status, 201, w.text);
+    assert.equal(w.json.disk_mb, 16);
+    const ws = w.json.id;
+    const dflt = await api(d, 'POST', '/v1/workspaces', {});
+    assert.equal(dflt.json.disk_mb, 64);
+    assert.equal((await api(d, 'POST', '/v1/workspaces', { disk_mb: 0 })).status, 400);
+
+    // Cold: the store refuses what would not fit at the next wake (files
+    // under the sync size cap of 10 MB, so that they are restored).
+    let r = await api(d, 'PUT', `/v1/workspaces/${ws}/files/a.bin`, Buffer.alloc(6 * MiB, 1));
+    assert.equal(r.status, 201, r.text);
+    r = await api(d, 'PUT', `/v1/workspaces/${ws}/files/b.bin`, Buffer.alloc(6 * MiB, 2));
+    assert.equal(r.status, 201, r.text);
+    r = await api(d, 'PUT', `/v1/workspaces/${ws}/files/c.bin`, Buffer.alloc(6 * MiB, 3));
+    assert.equal(r.status, 507, r.text);
+    assert.match(r.json.message, /disk bound \(disk_mb 16\)/);
+    r = await api(d, 'PUT', `/v1/workspaces/${ws}/files/a.bin`, Buffer.alloc(8 * MiB, 4)); // a replacement
+    assert.equal(r.status, 200, r.text);
+
+    await d.stop({ keepState: true });
+    d = await startAbxd({ stateDir: d.stateDir, key: d.key, env: { ABX_DISK_MB: '64' } });
+    assert.match(d.log, /disk: btrfs image/);
+    assert.equal((await api(d, 'GET', `/v1/workspaces/${ws}`)).json.disk_mb, 16);
+
+    // Warm: the kernel bounds it (14 MiB are restored already).
+    const x = await wsExec(d, ws, 'du -sm a.bin b.bin; dd if=/dev/zero of=c.bin bs=1M count=8 2>&1; echo "rc=$?"');
+    assert.equal(x.status, 200, JSON.stringify(x));
+    assert.match(x.out, /^8\s+a\.bin\n6\s+b\.bin\n/);
+    assert.match(x.out, /Disk quota exceeded/);
+    r = await api(d, 'POST', `/v1/workspaces/${ws}/close`);
+    assert.ok(r.status === 200 || r.status === 204, r.text);
+    await api(d, 'DELETE', `/v1/workspaces/${ws}`);
+    await api(d, 'DELETE', `/v1/workspaces/${dflt.json.id}`);
+  });
+});
+
+describe('disk bound: the state file system floor', { skip }, () => {
+  test('uploads are refused once the state file system is down to its floor', async () => {
+    let d = await startAbxd();
+    const ws = (await api(d, 'POST', '/v1/workspaces', {})).json.id;
+    await d.stop({ keepState: true });
+    // The image exists already; the floor is now more than the disk has.
+    d = await startAbxd({ stateDir: d.stateDir, key: d.key, env: { ABX_DISK_FLOOR_MB: String(2 ** 30) } });
+    try {
+      assert.equal((await api(d, 'GET', '/readyz')).status, 200);
+      const r = await api(d, 'PUT', `/v1/workspaces/${ws}/files/x`, Buffer.alloc(1000, 1));
+      assert.equal(r.status, 507, r.text);
+      assert.match(r.json.message, /reserve/);
+      // Reading and deleting still work.
+      assert.equal((await api(d, 'GET', `/v1/workspaces/${ws}`)).status, 200);
+      assert.equal((await api(d, 'DELETE', `/v1/workspaces/${ws}`)).status, 204);
+    } finally {
+      await d.stop();
+      rmSync(d.stateDir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -514,7 +514,9 @@ describe('workspaces across restarts', { skip }, () => {
     const mnt = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=6m', 'tmpfs', dir]);
     assert.equal(mnt.status, 0, String(mnt.stderr));
     try {
-      const d = await startAbxd({ stateDir: join(dir, 'state'), env: { ABX_POOL: '0' } });
+      // The store's own ENOSPC: no floor, and no disk image on 6 MiB.
+      const env = { ABX_POOL: '0', ABX_DISK_FLOOR_MB: '0', ABX_DISK_MB: '0' };
+      const d = await startAbxd({ stateDir: join(dir, 'state'), env });
       try {
         const ws = await mkws(d);
         assert.equal((await api(d, 'PUT', `/v1/workspaces/${ws}/files/keep`, 'keep me')).status, 201);
