@@ -21,6 +21,7 @@
 #   BENCH_LIVE (500) BENCH_THREADS (16) BENCH_SECONDS (10) BENCH_BIG_MIB (1024)
 #   BENCH_SETTLE_S (10) BENCH_WS_FILES (10000) BENCH_WS_REPS (5)
 #   BENCH_WS_WAKE_MIB (100) BENCH_TOOLS_RUNS (10) BENCH_E2B_N (200) BENCH_E2B_WARMUP (20)
+#   BENCH_DISK_AREAS (1000) BENCH_DISK_ROUNDS (200)
 #   BENCH_DOC (docs/performance.md; "-" = do not write)
 #   BENCH_TMPDIR (/var/tmp: the files and the state directory share its disk)
 #   BENCH_QUICK=1 (small counts everywhere; does not write the document)
@@ -34,7 +35,7 @@ CC=${CC:-cc}
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
     : "${BENCH_EXEC_N:=200}" "${BENCH_WARMUP:=20}" "${BENCH_LIFECYCLE_N:=20}" "${BENCH_LIVE:=50}"
     : "${BENCH_SECONDS:=3}" "${BENCH_BIG_MIB:=128}" "${BENCH_SETTLE_S:=2}" "${BENCH_DOC:=-}"
-    : "${BENCH_E2B_N:=30}" "${BENCH_E2B_WARMUP:=5}"
+    : "${BENCH_E2B_N:=30}" "${BENCH_E2B_WARMUP:=5}" "${BENCH_DISK_AREAS:=100}" "${BENCH_DISK_ROUNDS:=20}"
 fi
 N_EXEC=${BENCH_EXEC_N:-2000}
 WARMUP=${BENCH_WARMUP:-200}
@@ -113,6 +114,10 @@ cleanup() {
     trap - EXIT INT TERM
     stop_abxd
     remove_instance_cgroups
+    # The sandboxes' disks (abxd's, disk-bench's), if something did not
+    # unmount them; their loop devices go with the mount.
+    umount -l "$STATE/sandboxes" 2>/dev/null || true
+    umount -l "$WORK/disk/sandboxes" 2>/dev/null || true
     if [ "$rc" -ne 0 ] && [ -f "$WORK/abxd.log" ]; then
         say "abxd's log (last lines):"
         tail -n 20 "$WORK/abxd.log" >&2 || true
@@ -141,8 +146,14 @@ say "building $TOOLS/spawn-bench and $TOOLS/abx-bench"
 "$CC" "${CFLAGS_BENCH[@]}" -Iinclude $(pkg-config --cflags libcurl jansson) \
     -o "$TOOLS/abx-bench" bench/abx-bench.c bench/bench-util.c "$LIBABX" \
     $(pkg-config --libs libcurl jansson) -lpthread -lm
+say "building $TOOLS/disk-bench"
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+"$CC" "${CFLAGS_BENCH[@]}" -Isrc -o "$TOOLS/disk-bench" bench/disk-bench.c bench/bench-util.c \
+    "$BUILD/src/libabx-jail.a" "$BUILD/src/libabx-util.a" \
+    $(pkg-config --libs libseccomp jansson) -lpthread -lm
 SPAWN=$TOOLS/spawn-bench
 ABXB=$TOOLS/abx-bench
+DISKB=$TOOLS/disk-bench
 
 # --- helpers ---
 
@@ -554,6 +565,18 @@ else
 fi
 [ -z "$E2B_NOTE" ] || say "8c. $E2B_NOTE"
 
+# --- 9. the disk bound: a subvolume with a quota per sandbox ---
+
+# src/jail/disk.h on its own, in $WORK (the disk of the state directory):
+# the image made and mounted, then per sandbox what abxd does (create with a
+# limit, destroy), on an empty disk and with BENCH_DISK_AREAS bounded areas
+# holding 64 KiB each; writes with and without a bound meanwhile.
+say "9. the disk bound (disk-bench)"
+DISK_AREAS=${BENCH_DISK_AREAS:-1000}
+DISK_ROUNDS=${BENCH_DISK_ROUNDS:-200}
+mkdir -p "$WORK/disk"
+measure "$DISKB" --dir "$WORK/disk" --areas "$DISK_AREAS" --rounds "$DISK_ROUNDS" || true
+
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table ---
@@ -824,6 +847,17 @@ $(store_row "$BIG_MIB" get "GET from the store")
 **8b. Tool call** on a warm workspace (curl, one request at a time, $TC_N each; csv-summary \`summarize\` of a 100-row CSV; p50 / p99 / mean in ms): through \`POST /v1/workspaces/{ws}/tools/csv-summary:summarize\` **$(ms "$(get tool_call.p50_us)")** / $(ms "$(get tool_call.p99_us)") / $(ms "$(get tool_call.mean_us)"); the same launcher through \`POST .../exec\` **$(ms "$(get tool_exec.p50_us)")** / $(ms "$(get tool_exec.p99_us)") / $(ms "$(get tool_exec.mean_us)").
 
 $(e2b_section)
+
+**9. Disk bound** (bench/disk-bench.c on src/jail/disk.h, no abxd: a btrfs image of $(get disk.make.image_mib) MiB in the bench's directory, one subvolume with a qgroup limit of 64 MiB per sandbox; $DISK_ROUNDS rounds each; p50 / p99 in ms): making the image (fallocate, mkfs.btrfs, loop, mount, quotas) $(get disk.make.ms) ms, mounting it again at a restart $(get disk.mount.ms) ms.
+
+| per sandbox | empty disk | with $(get disk.fill.areas) bounded subvolumes |
+| --- | ---: | ---: |
+| create + limit | $(ms "$(get disk.empty_create.p50_us)") / $(ms "$(get disk.empty_create.p99_us)") | $(ms "$(get disk.many_create.p50_us)") / $(ms "$(get disk.many_create.p99_us)") |
+| destroy | $(ms "$(get disk.empty_destroy.p50_us)") / $(ms "$(get disk.empty_destroy.p99_us)") | $(ms "$(get disk.many_destroy.p50_us)") / $(ms "$(get disk.many_destroy.p99_us)") |
+| write of 256 MiB + fsync, bounded area (MiB/s) | $(get disk.write_bounded_empty.mib_per_s) | $(get disk.write_bounded_many.mib_per_s) |
+| the same, unbounded area (MiB/s) | $(get disk.write_unbounded_empty.mib_per_s) | $(get disk.write_unbounded_many.mib_per_s) |
+
+Making the $(get disk.fill.areas) (64 KiB written into each): $(get disk.fill.ms) ms in all, create p50 / p99 $(ms "$(get disk.fill_create.p50_us)") / $(ms "$(get disk.fill_create.p99_us)") ms. With them: reading one's usage p50 $(ms "$(get disk.usage.p50_us)") ms, a new limit p50 $(ms "$(get disk.limit.p50_us)") ms; destroying all of them (reclaim) $(get disk.reclaim.ms) ms.
 
 **Context**: GET /healthz with wrk (2 threads, 16 connections, 5 s): $(get healthz.rps) requests/s (mean latency $(get healthz.latency_avg)).
 
