@@ -646,6 +646,7 @@ main(int argc, char **argv)
             .default_cpu_millis = d.cfg.cpu_millis,
             .default_pids = d.cfg.pids,
             .default_disk_bytes = d.cfg.disk_bytes,
+            .disk_floor_bytes = d.cfg.disk_floor_bytes,
             .default_timeout_s = d.cfg.timeout_s,
             .max_timeout_s = d.cfg.max_timeout_s,
             .idle_timeout_s = d.cfg.idle_timeout_s,

@@ -28,6 +28,7 @@ struct api_config {
     uint32_t default_cpu_millis;
     uint32_t default_pids;
     uint64_t default_disk_bytes; /* bound of a sandbox's writable space; 0 = none on this host */
+    uint64_t disk_floor_bytes;   /* free space the state file system keeps (template layers) */
     uint64_t default_timeout_s;  /* sandbox life when create gives none; 0 = none */
     uint64_t max_timeout_s;
     uint64_t idle_timeout_s;   /* host backstop; 0 = off */

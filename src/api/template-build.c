@@ -19,17 +19,32 @@
  * template joins the set, and templates/<name>/current points at it. A
  * failed or abandoned build (the client went away) leaves nothing. Not
  * thread-safe; file work blocks the loop (copy steps, the id shift).
+ *
+ * Where the host bounds sandboxes' disks (jail.h), the writable layer is
+ * not .build-<id>/fs but fs/ in a bounded directory of the sandboxes' disk
+ * (build-<id>, as large as the template's disk_mb): what the steps write
+ * never reaches the state file system unbounded. Once the sandbox is gone
+ * and the ids are shifted there, `cp -a` (a process watched through its
+ * pidfd, so the loop does not wait) copies it to .build-<id>/fs - owners,
+ * modes, xattrs (overlay's opaque markers), whiteouts, hard links and holes
+ * as they are; a tree nothing else writes any more - if the state file
+ * system keeps its floor with it.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../sandbox/vfs.h"
@@ -50,6 +65,7 @@
 #define BUILD_QUEUE_MAX       (256 * 1024)     /* NDJSON waiting for the client */
 #define BUILD_LINE_MAX        4096             /* a longer output line is split */
 #define BUILD_ENV_MAX         (TEMPLATE_ENV_MAX * 4 + TEMPLATE_STEPS_MAX)
+#define BUILD_CP_ERR_MAX      400 /* bytes of cp's complaints kept for the error */
 
 struct build {
     struct api *a;
@@ -78,6 +94,12 @@ struct build {
     struct buf q;    /* NDJSON lines for the client */
     struct buf line; /* a partial output line */
     bool failed, succeeded, installed, ending;
+    bool prepared; /* fs/ is as every sandbox can use it (prepare_fs()) */
+    char area[32]; /* build-<id> on the sandboxes' disk holds fs/; "" = none */
+    char area_path[PATH_MAX];
+    pid_t cp_pid; /* the copy of fs/ out of the area, while it runs */
+    int cp_pidfd, cp_errfd;
+    struct loop_io *cp_io;
 };
 
 static void build_unref(struct build *b);
@@ -98,6 +120,15 @@ pathf(char *out, size_t n, const char *fmt, ...)
 static void
 build_free(struct build *b)
 {
+    if (b->cp_pid > 0) {
+        (void)kill(b->cp_pid, SIGKILL);
+        (void)waitpid(b->cp_pid, NULL, 0);
+    }
+    loop_io_free(b->cp_io);
+    safe_close(b->cp_pidfd);
+    safe_close(b->cp_errfd);
+    if (b->area[0])
+        jail_host_area_destroy(sandbox_host_jail(b->a->sh), b->area);
     proc_reader_free(b->rd);
     tar_extract_free(b->x);
     safe_close(b->tfd);
@@ -385,6 +416,7 @@ copy_step(struct build *b, const struct template_step *st, struct err *err)
 }
 
 static void succeed(struct build *b);
+static void copy_out(struct build *b);
 
 static void
 next_step(struct build *b)
@@ -440,15 +472,13 @@ next_step(struct build *b)
 
 /* --- install --- */
 
+/* The writable layer at fs as every sandbox can use it: overlay's work
+ * directories gone, usr/ etc/ opt/ there, ids shifted (layer.h). */
 static int
-install(struct build *b, char *ret_layer, size_t n)
+prepare_fs(struct build *b, const char *fs)
 {
     struct err err = {0};
-    char fs[PATH_MAX + 8], p[PATH_MAX + 64], ndir[PATH_MAX + 64], layer[PATH_MAX + 96];
-    _cleanup_(buf_donep) struct buf lw = {0};
-    int r;
-
-    (void)pathf(fs, sizeof(fs), "%s/fs", b->dir);
+    char p[PATH_MAX + 64];
     _cleanup_close_ int fsfd = open(fs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fsfd < 0)
         return err_set(&b->err, errno, "cannot open '%s'", fs);
@@ -459,9 +489,22 @@ install(struct build *b, char *ret_layer, size_t n)
         if (mkdirat(fsfd, tops[i], 0755) < 0 && errno != EEXIST)
             return err_set(&b->err, errno, "cannot create '%s/%s'", fs, tops[i]);
     }
-    r = layer_shift_ids(fsfd, b->first, &err);
+    int r = layer_shift_ids(fsfd, b->first, &err);
     if (r < 0)
         return err_set(&b->err, -r, "%s", err.msg);
+    return 0;
+}
+
+static int
+install(struct build *b, char *ret_layer, size_t n)
+{
+    char fs[PATH_MAX + 8], ndir[PATH_MAX + 64], layer[PATH_MAX + 96];
+    _cleanup_(buf_donep) struct buf lw = {0};
+    int r;
+
+    (void)pathf(fs, sizeof(fs), "%s/fs", b->dir);
+    if (!b->prepared && (r = prepare_fs(b, fs)) < 0)
+        return r;
     buf_init(&lw, BUF_UNLIMITED);
     for (size_t i = 0; i < b->n_lowers; i++)
         (void)buf_printf(&lw, "%s\n", b->lowers[i]);
@@ -544,6 +587,107 @@ succeed(struct build *b)
     end_stream(b);
 }
 
+/* --- the layer out of the bounded area --- */
+
+static void
+copy_done(struct loop_io *io, uint32_t revents, void *ud)
+{
+    struct build *b = ud;
+    siginfo_t si;
+    char msg[BUILD_CP_ERR_MAX + 1];
+    (void)io;
+    (void)revents;
+
+    memset(&si, 0, sizeof(si));
+    if (waitid((idtype_t)P_PIDFD, (id_t)b->cp_pidfd, &si, WEXITED | WNOHANG) < 0 || !si.si_pid)
+        return; /* spurious */
+    b->cp_pid = 0;
+    loop_io_free(b->cp_io);
+    b->cp_io = NULL;
+    b->cp_pidfd = safe_close(b->cp_pidfd);
+    ssize_t k = pread(b->cp_errfd, msg, BUILD_CP_ERR_MAX, 0);
+    msg[k > 0 ? k : 0] = '\0';
+    for (char *c = msg; *c; c++)
+        if (*c == '\n')
+            *c = ' ';
+    b->cp_errfd = safe_close(b->cp_errfd);
+    jail_host_area_destroy(sandbox_host_jail(b->a->sh), b->area);
+    b->area[0] = '\0';
+    if (si.si_code == CLD_EXITED && si.si_status == 0) {
+        succeed(b);
+    } else {
+        b->succeeded = false;
+        fail(b, "cannot copy the layer out of its bounded area: %s", msg[0] ? msg : "cp failed");
+    }
+    build_unref(b);
+}
+
+/* Starts `cp -a AREA/fs DIR/fs` once fs/ in the area is prepared, if the
+ * state file system keeps its floor with the layer on it. */
+static void
+copy_out(struct build *b)
+{
+    char src[PATH_MAX + 8], dst[PATH_MAX + 8];
+    struct statvfs sv;
+    uint64_t used = 0;
+
+    (void)pathf(src, sizeof(src), "%s/fs", b->area_path);
+    (void)pathf(dst, sizeof(dst), "%s/fs", b->dir);
+    if (prepare_fs(b, src) < 0) {
+        b->succeeded = false;
+        fail(b, "cannot install the template: %s", b->err.msg);
+        return;
+    }
+    b->prepared = true;
+    /* The quota counts what the file system committed: commit it. */
+    _cleanup_close_ int afd = open(b->area_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (afd >= 0)
+        (void)syncfs(afd);
+    (void)jail_host_area_usage(sandbox_host_jail(b->a->sh), b->area, &used);
+    if (statvfs(b->tdir, &sv) == 0 &&
+        (uint64_t)sv.f_bavail * sv.f_frsize < used + b->a->cfg.disk_floor_bytes) {
+        b->succeeded = false;
+        fail(b,
+             "no room for the layer (%llu MiB) on the state file system, which keeps %llu MiB "
+             "free",
+             (unsigned long long)(used >> 20),
+             (unsigned long long)(b->a->cfg.disk_floor_bytes >> 20));
+        return;
+    }
+    static const char *const envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
+    const char *cp = access("/usr/bin/cp", X_OK) == 0 ? "/usr/bin/cp" : "/bin/cp";
+    const char *argv[] = {cp, "-a", "--reflink=never", "--no-target-directory", src, dst, NULL};
+    posix_spawn_file_actions_t fa;
+    int r = 0;
+    b->cp_errfd = memfd_create("abx-cp-err", MFD_CLOEXEC);
+    if (b->cp_errfd < 0 || posix_spawn_file_actions_init(&fa) != 0) {
+        b->succeeded = false;
+        fail(b, "cannot copy the layer: %s", strerror(errno));
+        return;
+    }
+    r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (r == 0)
+        r = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    if (r == 0)
+        r = posix_spawn_file_actions_adddup2(&fa, b->cp_errfd, 2);
+    if (r == 0)
+        r = posix_spawn(&b->cp_pid, cp, &fa, NULL, (char *const *)(uintptr_t)argv,
+                        (char *const *)(uintptr_t)envp);
+    (void)posix_spawn_file_actions_destroy(&fa);
+    if (r == 0) {
+        b->cp_pidfd = (int)syscall(SYS_pidfd_open, b->cp_pid, 0);
+        r = b->cp_pidfd < 0 ? errno : 0;
+    }
+    if (r == 0)
+        r = -loop_io_add(b->a->loop, b->cp_pidfd, EPOLLIN, copy_done, b, &b->cp_io);
+    if (r != 0) {
+        b->succeeded = false;
+        fail(b, "cannot copy the layer: %s", strerror(r));
+        return;
+    }
+    b->refs++; /* copy_done's */
+}
+
 /* --- the build sandbox --- */
 
 static void
@@ -553,7 +697,9 @@ sb_gone(struct sandbox *sb, void *ud)
     (void)sb;
     proc_reader_free(b->rd);
     b->rd = NULL;
-    if (b->succeeded && !b->failed)
+    if (b->succeeded && !b->failed && b->area[0])
+        copy_out(b);
+    else if (b->succeeded && !b->failed)
         succeed(b);
     else if (!b->failed)
         fail(b, "the build sandbox ended on its own");
@@ -690,9 +836,21 @@ start_sandbox(struct build *b, struct err *err)
             return r;
     }
     char fs[PATH_MAX + 8];
-    (void)pathf(fs, sizeof(fs), "%s/fs", b->dir);
+    struct jail_host *jh = sandbox_host_jail(a->sh);
+    (void)pathf(b->area, sizeof(b->area), "build-%s", b->id);
+    r = jail_host_area_create(jh, b->area, disk << 20, b->area_path, sizeof(b->area_path), err);
+    if (r == -EOPNOTSUPP) {
+        b->area[0] = '\0'; /* no disk bound: on the state file system */
+        err_clear(err);
+    } else if (r < 0) {
+        b->area[0] = '\0';
+        return r;
+    }
+    (void)pathf(fs, sizeof(fs), "%s/fs", b->area[0] ? b->area_path : b->dir);
     if (mkdir(fs, 0755) < 0)
         return err_setx(err, errno, "cannot create '%s'", fs);
+    if (disk && a->cfg.default_disk_bytes)
+        lim.disk_bytes = disk << 20; /* its home too */
     struct jail_fs jfs = {
             .layers = b->lowers, .nlayers = b->n_lowers, .upper = fs, .disk_bytes = disk << 20};
     struct sandbox_spec spec = {.limits = lim, .fs = &jfs};
@@ -813,6 +971,7 @@ api_template_build(struct api *a, struct http_req *req, const struct api_scope *
     }
     b->a = a;
     b->tfd = -EBADF;
+    b->cp_pidfd = b->cp_errfd = -EBADF;
     b->refs = 1; /* the request */
     buf_init(&b->q, BUF_UNLIMITED);
     buf_init(&b->line, BUILD_LINE_MAX + 1);

@@ -454,6 +454,32 @@ jail_host_disk(const struct jail_host *h)
     return h->disk ? disk_describe(h->disk) : NULL;
 }
 
+int
+jail_host_area_create(struct jail_host *h, const char *name, uint64_t limit_bytes, char *ret_path,
+                      size_t n, struct err *err)
+{
+    if (!h->disk)
+        return err_set(err, EOPNOTSUPP, "no disk bound on this host");
+    if (!strchr(name, '-'))
+        return err_set(err, EINVAL, "'%.64s' could be a sandbox's name", name);
+    if ((size_t)snprintf(ret_path, n, "%s/%s", h->sandboxes_dir, name) >= n)
+        return err_set(err, ENAMETOOLONG, "path of '%.64s' too long", name);
+    return disk_area_create(h->disk, name, limit_bytes ? limit_bytes : h->disk_bytes, err);
+}
+
+int
+jail_host_area_usage(struct jail_host *h, const char *name, uint64_t *ret_bytes)
+{
+    return h->disk ? disk_area_usage(h->disk, name, ret_bytes, NULL) : -EOPNOTSUPP;
+}
+
+void
+jail_host_area_destroy(struct jail_host *h, const char *name)
+{
+    if (h->disk)
+        (void)disk_area_destroy(h->disk, name, NULL);
+}
+
 uint32_t
 jail_host_uid_slots_used(const struct jail_host *h)
 {

@@ -91,6 +91,16 @@ uint32_t jail_host_uid_slots_used(const struct jail_host *h);
 bool jail_host_oom_protect(const struct jail_host *h);
 /* What bounds sandboxes' writable space, for logs; NULL = nothing. */
 const char *jail_host_disk(const struct jail_host *h);
+/* A bounded directory on the sandboxes' disk that belongs to no sandbox
+ * (a template build's writable layer, which outlives its sandbox):
+ * state_dir/sandboxes/<name>, mode 0700, bounded by limit_bytes (0 = the
+ * host's default). name is [a-z0-9-] with a '-' (sandbox ids have none).
+ * Its path goes to ret_path. -EOPNOTSUPP without a disk. Removed by
+ * jail_host_area_destroy() or the next start's reclaim. */
+int jail_host_area_create(struct jail_host *h, const char *name, uint64_t limit_bytes,
+                          char *ret_path, size_t n, struct err *err);
+int jail_host_area_usage(struct jail_host *h, const char *name, uint64_t *ret_bytes);
+void jail_host_area_destroy(struct jail_host *h, const char *name);
 
 struct jail;
 

@@ -176,6 +176,74 @@ describe('disk bound', { skip }, () => {
   });
 });
 
+// A one-file ustar archive (what POST /v1/templates takes).
+function tarOne(name, data) {
+  const h = Buffer.alloc(512);
+  const d = Buffer.from(data);
+  h.write(name, 0, 'utf8');
+  h.write('0000644\0', 100);
+  h.write('0000000\0', 108);
+  h.write('0000000\0', 116);
+  h.write(d.length.toString(8).padStart(11, '0') + '\0', 124);
+  h.write('00000000000\0', 136);
+  h.write('0', 156);
+  h.write('ustar\0' + '00', 257, 'latin1');
+  h.fill(' ', 148, 156);
+  let sum = 0;
+  for (const b of h) sum += b;
+  h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148, 'latin1');
+  const pad = Buffer.alloc((512 - (d.length % 512)) % 512);
+  return Buffer.concat([h, d, pad, Buffer.alloc(1024)]);
+}
+
+async function buildTemplate(d, yaml) {
+  const r = await api(d, 'POST', '/v1/templates', tarOne('sandbox-template.yaml', yaml), {
+    headers: { 'content-type': 'application/x-tar' },
+  });
+  assert.equal(r.status, 200, r.text);
+  const lines = r.text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  return { lines, last: lines[lines.length - 1] };
+}
+
+describe('disk bound: template builds', { skip }, () => {
+  let d;
+  before(async () => {
+    d = await startAbxd();
+  });
+  after(async () => {
+    await d?.stop();
+  });
+
+  test("a build's writable layer is bounded by disk_mb, off the state file system", async () => {
+    const before = stateBytes(d);
+    const r = await buildTemplate(d, 'name: fat\nresources: {disk_mb: 20}\nsteps:\n' +
+      '  - run: dd if=/dev/zero of=/usr/big bs=1M count=50\n');
+    assert.ok(r.lines.some((l) => /Disk quota exceeded/.test(l.line ?? '')), JSON.stringify(r.lines));
+    assert.match(r.last.error, /step 1 .*exited with 1/);
+    assert.ok(stateBytes(d) - before < 4 * MiB, 'the state directory grew');
+    assert.equal((await api(d, 'GET', '/v1/templates/fat')).status, 404);
+    for (let i = 0; i < 50 && readdirSync(join(d.stateDir, 'sandboxes')).some((n) => n.startsWith('build-')); i++)
+      await sleep(100);
+    assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')).filter((n) => n.startsWith('build-')), []);
+  });
+
+  test('a build within its bound is copied out of the area into its layer', async () => {
+    const r = await buildTemplate(d, 'name: slim\nresources: {disk_mb: 40}\nsteps:\n' +
+      '  - run: mkdir -p /opt/s && dd if=/dev/urandom of=/opt/s/f bs=1M count=8 2>/dev/null && ' +
+      'ln /opt/s/f /opt/s/g && mkfifo /opt/s/p && rm -rf /etc/X11 && echo done\n');
+    assert.equal(r.last.done, true, JSON.stringify(r.last));
+    const fs = join(d.stateDir, 'templates', 'slim', 'current', 'fs');
+    const st = spawnSync('stat', ['-c', '%h %F %t:%T', join(fs, 'opt/s/f'), join(fs, 'opt/s/p')], { encoding: 'utf8' });
+    assert.match(st.stdout, /^2 regular file/m);
+    assert.match(st.stdout, /fifo/);
+    assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')).filter((n) => n.startsWith('build-')), []);
+    const s = await createSandbox(d, { template: 'slim' });
+    const x = await sh(d, s.id, 'ls /opt/s; test -e /etc/X11 && echo there || echo gone; du -sm /opt/s/f');
+    assert.match(x.out, /^f\ng\np\ngone\n8\s/);
+    await killSandbox(d, s.id);
+  });
+});
+
 describe('disk bound: the state file system floor', { skip }, () => {
   test('uploads are refused once the state file system is down to its floor', async () => {
     let d = await startAbxd();
