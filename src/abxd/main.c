@@ -69,6 +69,17 @@ struct daemon {
     int statefd; /* borrowed from main() */
 };
 
+/* An early return from main() once the jail host exists must still
+ * unmount the sandboxes' disk (jail_host_free() does), or its mount and
+ * loop device outlive us. */
+static struct jail_host *exit_jail_host;
+
+static void
+free_jail_host_at_exit(void)
+{
+    exit_jail_host = jail_host_free(exit_jail_host);
+}
+
 /* Raises RLIMIT_NOFILE to its hard limit; returns the limit now in force. */
 static uint32_t
 raise_nofile(void)
@@ -575,6 +586,8 @@ main(int argc, char **argv)
         log_err("cannot set up sandboxing: %s", err.msg);
         return 1;
     }
+    exit_jail_host = d.jh;
+    (void)atexit(free_jail_host_at_exit);
     r = jail_host_reclaim(d.jh, &err);
     if (r < 0)
         log_warn("reclaiming sandboxes of an earlier run failed: %s", err.msg);
@@ -721,7 +734,7 @@ main(int argc, char **argv)
     tools_registry_free(d.tools);
     template_set_free(d.templates);
     sandbox_host_free(d.sh);
-    jail_host_free(d.jh);
+    d.jh = exit_jail_host = jail_host_free(d.jh);
     loop_timer_free(d.sweep);
     loop_timer_free(d.shutdown_timer);
     loop_free(d.loop);

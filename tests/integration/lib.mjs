@@ -53,8 +53,14 @@ export async function startAbxd(opts = {}) {
   while (!port) {
     const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
     if (m) port = Number(m[1]);
-    else if (proc.exitCode !== null || Date.now() > deadline)
+    else if (proc.exitCode !== null || Date.now() > deadline) {
+      // What it made goes, as stop() would do.
+      if (proc.exitCode === null) proc.kill('SIGKILL');
+      await exited;
+      unmountDisk(stateDir);
+      if (!opts.stateDir) rmSync(stateDir, { recursive: true, force: true });
       throw new Error(`abxd did not start:\n${log}`);
+    }
     else await sleep(20);
   }
   const d = {
