@@ -1,7 +1,8 @@
 /*
  * jail.c - sandbox creation, the control channel to init, and teardown.
  *
- * Creation: take a uid slot, make the state directory and workspace, make
+ * Creation: take a uid slot, make the state directory and workspace (on
+ * the bounded disk, disk.h: a subvolume with the sandbox's quota), make
  * the cgroup and set its limits, clone() into a new pid namespace and exec
  * the embedded abx-init, protect it from the OOM killer and send it its
  * configuration. init joins its cgroups, makes its other namespaces and its
@@ -9,8 +10,9 @@
  *
  * Teardown: SIGKILL init (its pid namespace dies with it; uid mode kills
  * the cgroup instead), reap it through its pidfd, remove the cgroup
- * (retrying while the kernel finishes), the directory tree, and free the
- * uid slot. Only then is the owner told the jail is gone.
+ * (retrying while the kernel finishes), the directory (one ioctl for a
+ * subvolume, a walk of the tree without a disk, off the loop either way),
+ * and free the uid slot. Only then is the owner told the jail is gone.
  */
 #include "jail.h"
 
