@@ -799,8 +799,12 @@ fileops_upload_write(struct fileops_upload *up, const void *data, size_t n, stru
         return err_set(err, EFBIG, "'/%.512s' would be larger than %llu bytes", up->rel,
                        (unsigned long long)up->max);
     int r = write_full(up->fd, data, n);
-    if (r == -ENOSPC || r == -EDQUOT)
-        return err_set(err, ENOSPC, "no space left for '/%.512s'", up->rel);
+    if (r == -EDQUOT)
+        return err_set(err, EDQUOT,
+                       "'%s%.512s' does not fit: the sandbox's disk bound (disk_mb) is reached",
+                       up->view ? "" : "/", up->rel);
+    if (r == -ENOSPC)
+        return err_set(err, ENOSPC, "no space left for '%s%.512s'", up->view ? "" : "/", up->rel);
     if (r < 0)
         return err_setx(err, -r, "cannot write '/%.512s'", up->rel);
     up->written += n;

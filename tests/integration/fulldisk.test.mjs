@@ -75,7 +75,16 @@ describe('full state file system', { skip }, () => {
 
   test('starts with 0 bytes free, deletes a workspace, runs GC, re-creates its reserve', async () => {
     const stateDir = join(mnt, 'state');
-    const env = { ABX_RESERVE_MB: String(RESERVE_MB), ABX_POOL: '0', ABX_MIRROR_WINDOW_S: '2' };
+    // The state directory is a 48 MiB tmpfs: no room for the sandboxes'
+    // disk image (item 13) nor for its 512 MiB floor; this test is about
+    // the reserve, so both are off.
+    const env = {
+      ABX_RESERVE_MB: String(RESERVE_MB),
+      ABX_POOL: '0',
+      ABX_MIRROR_WINDOW_S: '2',
+      ABX_DISK_MB: '0',
+      ABX_DISK_FLOOR_MB: '0',
+    };
     d = await startAbxd({ stateDir, env });
     let r = await api(d, 'POST', '/v1/workspaces', { id: 'full-1' });
     assert.equal(r.status, 201, r.text);
@@ -119,7 +128,7 @@ describe('full state file system', { skip }, () => {
   test('a restart writes nothing a previous start left correct', async () => {
     const stateDir = mkdtempSync(join(tmpdir(), 'abx-it-restart-'));
     try {
-      const env = { ABX_POOL: '0', ABX_RESERVE_MB: '1' };
+      const env = { ABX_POOL: '0', ABX_RESERVE_MB: '1', ABX_DISK_MB: '0', ABX_DISK_FLOOR_MB: '0' };
       let a = await startAbxd({ stateDir, env });
       await a.stop({ keepState: true });
       const names = ['abx-sudo', 'etc', 'etc/passwd', 'etc/profile.d/zz-abx-tools.sh', 'reserve'].filter((n) =>
