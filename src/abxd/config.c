@@ -1,7 +1,7 @@
 /*
  * config.c - parse abxd's flags and ABX_* variables, strictly.
  */
-#include "config.h"
+#include "abxd/config.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../http/server.h"
-#include "../jail/disk.h"
-#include "../util/parse.h"
+#include "http/server.h"
+#include "jail/disk.h"
+#include "util/parse.h"
 
 #define DEFAULT_LISTEN        "127.0.0.1:8700"
 #define DEFAULT_DISK_MB       2048 /* a sandbox's writable space (home) */

@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../jail/jail.h"
-#include "../util/err.h"
+#include "jail/jail.h"
+#include "util/err.h"
 
 struct config {
     char listen_host[64];

@@ -23,22 +23,22 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
-#include "../api/api.h"
-#include "../http/server.h"
-#include "../jail/jail.h"
-#include "../sandbox/sandbox.h"
-#include "../sync/sync.h"
-#include "../template/set.h"
-#include "../tools/registry.h"
-#include "../util/buf.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/log.h"
-#include "../util/rand.h"
-#include "../util/reserve.h"
-#include "../util/timeutil.h"
-#include "../workspace/workspace.h"
-#include "config.h"
+#include "abxd/config.h"
+#include "api/api.h"
+#include "http/server.h"
+#include "jail/jail.h"
+#include "sandbox/sandbox.h"
+#include "sync/sync.h"
+#include "template/set.h"
+#include "tools/registry.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/log.h"
+#include "util/rand.h"
+#include "util/reserve.h"
+#include "util/timeutil.h"
+#include "workspace/workspace.h"
 
 #define SWEEP_MS_MAX      10000 /* idle sweeps run at most this far apart */
 #define SHUTDOWN_GRACE_MS 15000
@@ -696,8 +696,9 @@ main(int argc, char **argv)
             /* what the configuration asks, within what the descriptors allow;
              * one client never gets all of it */
             .max_connections = MIN(d.cfg.http_max_conns, fd_connections(nofile)),
-            .max_per_client = MIN(d.cfg.http_max_per_client,
-                                  MAX(1u, MIN(d.cfg.http_max_conns, fd_connections(nofile)) * 3 / 4)),
+            .max_per_client =
+                    MIN(d.cfg.http_max_per_client,
+                        MAX(1u, MIN(d.cfg.http_max_conns, fd_connections(nofile)) * 3 / 4)),
             .conn_timeout_s = 300,
             .conn_memory = 128 * 1024,
             .header_timeout_s = d.cfg.http_header_timeout_s,

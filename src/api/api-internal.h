@@ -5,11 +5,11 @@
 
 #include <jansson.h>
 
-#include "../util/err.h"
-#include "../util/hashmap.h"
-#include "../util/list.h"
-#include "../workspace/workspace.h"
-#include "api.h"
+#include "api/api.h"
+#include "util/err.h"
+#include "util/hashmap.h"
+#include "util/list.h"
+#include "workspace/workspace.h"
 
 struct tools_registry;
 struct template;

@@ -2,7 +2,7 @@
  * api.c - routing, authentication, the table of live sandboxes with their
  * deadlines, and the operational routes (health, readiness, drain, metrics).
  */
-#include "api.h"
+#include "api/api.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../template/set.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/rand.h"
-#include "../util/timeutil.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "template/set.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/rand.h"
+#include "util/timeutil.h"
 
 #define API_MAX_SEGMENTS 8
 

@@ -12,11 +12,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../http/server.h"
-#include "../sandbox/sandbox.h"
-#include "../util/buf.h"
-#include "../util/loop.h"
-#include "../workspace/workspace.h"
+#include "http/server.h"
+#include "sandbox/sandbox.h"
+#include "util/buf.h"
+#include "util/loop.h"
+#include "workspace/workspace.h"
 
 struct api;
 

@@ -20,11 +20,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../http/connect.h"
-#include "../util/b64.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "e2b-internal.h"
+#include "api/e2b-internal.h"
+#include "http/connect.h"
+#include "util/b64.h"
+#include "util/json.h"
+#include "util/log.h"
 
 /* --- answers --- */
 

@@ -23,16 +23,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../http/inflate.h"
-#include "../http/multipart.h"
-#include "../sandbox/vfs.h"
-#include "../template/template.h"
-#include "../util/b64.h"
-#include "../util/fd.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/parse.h"
-#include "e2b-internal.h"
+#include "api/e2b-internal.h"
+#include "http/inflate.h"
+#include "http/multipart.h"
+#include "sandbox/vfs.h"
+#include "template/template.h"
+#include "util/b64.h"
+#include "util/fd.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/parse.h"
 
 #define SMALL_READ_MAX       (16 * 1024 * 1024) /* files whose size stat cannot tell */
 #define E2B_UPLOAD_FILES_MAX 256                /* files one POST /files may write */

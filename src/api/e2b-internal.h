@@ -16,8 +16,8 @@
 
 #include <jansson.h>
 
-#include "../util/list.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "util/list.h"
 
 #define E2B_ENVD_VERSION "0.6.4"
 #define E2B_TOKEN_LEN    40                /* hex characters of an envd access token */

@@ -17,13 +17,13 @@
 #include <strings.h>
 #include <time.h>
 
-#include "../template/set.h"
-#include "../util/cleanup.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/rand.h"
-#include "../util/timeutil.h"
-#include "e2b-internal.h"
+#include "api/e2b-internal.h"
+#include "template/set.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/rand.h"
+#include "util/timeutil.h"
 
 #define E2B_DEFAULT_TIMEOUT_S 300
 #define E2B_V1_TIMEOUT_S      15

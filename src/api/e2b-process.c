@@ -15,13 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../http/connect.h"
-#include "../template/template.h"
-#include "../util/b64.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/timeutil.h"
-#include "e2b-internal.h"
+#include "api/e2b-internal.h"
+#include "http/connect.h"
+#include "template/template.h"
+#include "util/b64.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/timeutil.h"
 
 #define OUT_CHUNK (32 * 1024)                     /* output bytes per data event */
 #define OUT_ROOM  (OUT_CHUNK / 3 * 4 + 4096 + 64) /* worst-case size of one envelope */

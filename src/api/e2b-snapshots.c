@@ -25,18 +25,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../sandbox/snapshot.h"
-#include "../sandbox/vfs.h"
-#include "../template/set.h"
-#include "../util/buf.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/rand.h"
-#include "../util/timeutil.h"
-#include "../util/workq.h"
-#include "e2b-internal.h"
+#include "api/e2b-internal.h"
+#include "sandbox/snapshot.h"
+#include "sandbox/vfs.h"
+#include "template/set.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/rand.h"
+#include "util/timeutil.h"
+#include "util/workq.h"
 
 #define SNAP_LIST_MAX 100  /* snapshots per page */
 #define SNAP_SCAN_MAX 4096 /* snapshots a listing reads */

@@ -53,17 +53,17 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "../http/connect.h"
-#include "../sandbox/vfs.h"
-#include "../template/template.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/parse.h"
-#include "../util/rand.h"
-#include "../util/timeutil.h"
-#include "e2b-internal.h"
+#include "api/e2b-internal.h"
+#include "http/connect.h"
+#include "sandbox/vfs.h"
+#include "template/template.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/parse.h"
+#include "util/rand.h"
+#include "util/timeutil.h"
 
 #define WATCH_DIRS_MAX     8192                  /* inotify watches (directories) of one stream */
 #define WATCH_QUEUE_MAX    (1024 * 1024)         /* bytes of envelopes queued for a slow client */

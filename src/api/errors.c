@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../util/buf.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "util/buf.h"
+#include "util/json.h"
+#include "util/log.h"
 
 struct mapping {
     int errnum;

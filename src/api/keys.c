@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../template/set.h"
-#include "../util/json.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "template/set.h"
+#include "util/json.h"
 
 #define KEYS_MAX      256
 #define KEYS_FILE_MAX (1024 * 1024)

@@ -8,9 +8,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../util/json.h"
-#include "../util/path.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "util/json.h"
+#include "util/path.h"
 
 int
 api_path_nul_check(struct http_req *req)

@@ -41,16 +41,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../http/httpresp.h"
-#include "../jail/jail.h"
-#include "../template/template.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/parse.h"
-#include "../util/timeutil.h"
-#include "../util/workq.h"
-#include "api-internal.h"
-#include "e2b-internal.h"
+#include "api/api-internal.h"
+#include "api/e2b-internal.h"
+#include "http/httpresp.h"
+#include "jail/jail.h"
+#include "template/template.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/parse.h"
+#include "util/timeutil.h"
+#include "util/workq.h"
 
 #define PORTS_BUF                (64 * 1024)  /* bytes buffered each way */
 #define PORTS_REQ_HEAD_MAX       (256 * 1024) /* the request head sent upstream */

@@ -47,19 +47,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../sandbox/vfs.h"
-#include "../template/command.h"
-#include "../template/layer.h"
-#include "../template/set.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/path.h"
-#include "../util/rand.h"
-#include "../util/tar.h"
-#include "../util/timeutil.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "sandbox/vfs.h"
+#include "template/command.h"
+#include "template/layer.h"
+#include "template/set.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/path.h"
+#include "util/rand.h"
+#include "util/tar.h"
+#include "util/timeutil.h"
 
 #define BUILD_STEP_TIMEOUT_MS (60 * 60 * 1000) /* one step */
 #define BUILD_QUEUE_MAX       (256 * 1024)     /* NDJSON waiting for the client */

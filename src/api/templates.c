@@ -16,13 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../template/command.h"
-#include "../template/set.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/rand.h"
-#include "../util/timeutil.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "template/command.h"
+#include "template/set.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/rand.h"
+#include "util/timeutil.h"
 
 #define CODE_MAX PROC_STDIN_MAX /* bytes of a code snippet (it goes in on stdin) */
 

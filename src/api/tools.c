@@ -22,14 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../template/set.h"
-#include "../tools/registry.h"
-#include "../tools/schema.h"
-#include "../util/b64.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/timeutil.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "template/set.h"
+#include "tools/registry.h"
+#include "tools/schema.h"
+#include "util/b64.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/timeutil.h"
 
 #define TOOL_OUTPUT_MAX (1024 * 1024) /* bytes of stdout (and of stderr) kept per call */
 #define TOOL_ARGS_MAX   (128 * 1024)  /* bytes of the arguments JSON handed to launch */

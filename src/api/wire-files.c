@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../template/template.h"
-#include "../util/json.h"
-#include "../util/parse.h"
-#include "../util/path.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "template/template.h"
+#include "util/json.h"
+#include "util/parse.h"
+#include "util/path.h"
 
 static int
 normalize(struct http_req *req, const char *raw, char *out, size_t outsz)

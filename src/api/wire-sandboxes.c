@@ -13,13 +13,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../template/template.h"
-#include "../util/b64.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/parse.h"
-#include "../util/timeutil.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "template/template.h"
+#include "util/b64.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/parse.h"
+#include "util/timeutil.h"
 
 #define LINE_ROOM (API_LINE_CHUNK / 3 * 4 + 256) /* worst-case size of one output line */
 #define HOLD_MS   10                             /* see struct out_op */

@@ -19,14 +19,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/json.h"
-#include "../util/log.h"
-#include "../util/parse.h"
-#include "../util/path.h"
-#include "../util/rand.h"
-#include "../util/timeutil.h"
-#include "api-internal.h"
+#include "api/api-internal.h"
+#include "util/cleanup.h"
+#include "util/json.h"
+#include "util/log.h"
+#include "util/parse.h"
+#include "util/path.h"
+#include "util/rand.h"
+#include "util/timeutil.h"
 
 #define WS_ID_MAX 64
 

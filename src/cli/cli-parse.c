@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "util/parse.h"
 
 #define DECIMAL_DIGITS_MAX 15 /* exact in a double */

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "util/b64.h"
 #include "util/buf.h"
 #include "util/fd.h"

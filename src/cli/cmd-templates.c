@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "template/template.h"
 #include "util/b64.h"
 #include "util/buf.h"

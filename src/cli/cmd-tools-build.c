@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "tools/build.h"
 
 #define DEFAULT_SRC      "sample-tools"

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 #include "util/b64.h"
 #include "util/buf.h"
 #include "util/fd.h"

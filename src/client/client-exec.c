@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client-internal.h"
+#include "client/client-internal.h"
 #include "util/b64.h"
 #include "util/cleanup.h"
 #include "util/parse.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client-internal.h"
+#include "client/client-internal.h"
 #include "util/cleanup.h"
 
 #define ANSWER_MAX CLIENT_BODY_MAX

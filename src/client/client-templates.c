@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client-internal.h"
+#include "client/client-internal.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
 #include "util/tar.h"

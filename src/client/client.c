@@ -20,7 +20,7 @@
 
 #include <curl/curl.h>
 
-#include "client-internal.h"
+#include "client/client-internal.h"
 #include "util/cleanup.h"
 
 #define CONNECT_TIMEOUT_MS_DEFAULT 10000

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "client-internal.h"
+#include "client/client-internal.h"
 
 void
 ndjson_init(struct ndjson *nd, size_t max_line)

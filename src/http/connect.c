@@ -8,13 +8,13 @@
  * buffers it until it is complete. The JSON written by the encoder is built
  * by hand: this piece stays below the JSON library.
  */
-#include "connect.h"
+#include "http/connect.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 
-#include "../util/cleanup.h"
+#include "util/cleanup.h"
 
 /* Payload buffers larger than this are freed after each message rather than
  * kept for the next one, so a single big message does not pin memory. */

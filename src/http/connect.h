@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/buf.h"
-#include "../util/err.h"
+#include "util/buf.h"
+#include "util/err.h"
 
 #define CONNECT_ENV_HEADER      5 /* bytes before each payload */
 #define CONNECT_FLAG_DATA       0x00

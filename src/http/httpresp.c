@@ -6,14 +6,14 @@
  * pointers stay valid and the checks need no incremental state. The body
  * states never buffer: data bytes are handed out straight from the input.
  */
-#include "httpresp.h"
+#include "http/httpresp.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "../util/buf.h"
+#include "util/buf.h"
 
 enum state {
     S_HEAD,

@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/cleanup.h"
-#include "../util/err.h"
+#include "util/cleanup.h"
+#include "util/err.h"
 
 #define HTTPRESP_HEAD_MAX    (64 * 1024) /* bytes of a status line plus header fields */
 #define HTTPRESP_HEADERS_MAX 256         /* header fields in one head */

@@ -7,7 +7,7 @@
  * than that is fed in slices. Output is drained whenever the buffer fills,
  * which is what bounds memory for highly compressed input.
  */
-#include "inflate.h"
+#include "http/inflate.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -17,8 +17,8 @@
 
 #include <stddef.h>
 
-#include "../util/cleanup.h"
-#include "../util/err.h"
+#include "util/cleanup.h"
+#include "util/err.h"
 
 #define INFLATE_CHUNK (64 * 1024) /* largest piece handed to the callback, bytes */
 

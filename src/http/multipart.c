@@ -12,7 +12,7 @@
  * the delimiter it needs no buffer, and if it turns out to be content it is
  * handed out from the delimiter string itself.
  */
-#include "multipart.h"
+#include "http/multipart.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../util/buf.h"
+#include "util/buf.h"
 
 #define DELIM_PREFIX "\r\n--"
 #define NONE         SIZE_MAX /* offset of an absent value */

@@ -31,8 +31,8 @@
 
 #include <stddef.h>
 
-#include "../util/cleanup.h"
-#include "../util/err.h"
+#include "util/cleanup.h"
+#include "util/err.h"
 
 #define MULTIPART_BOUNDARY_MAX 70          /* RFC 2046 */
 #define MULTIPART_HEADERS_MAX  (16 * 1024) /* default: header bytes per part */

@@ -27,7 +27,7 @@
  * same way. The framing rules MHD does not enforce are checked on the
  * complete head, before the surface sees the request.
  */
-#include "server.h"
+#include "http/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,11 +41,11 @@
 
 #include <microhttpd.h>
 
-#include "../util/buf.h"
-#include "../util/cleanup.h"
-#include "../util/log.h"
-#include "../util/parse.h"
-#include "../util/timeutil.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/parse.h"
+#include "util/timeutil.h"
 
 #define HTTP_DEFAULT_BODY_MAX 0
 #define HTTP_DRAIN_MAX        (64 * 1024 * 1024) /* body bytes we swallow after an error */

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/err.h"
-#include "../util/loop.h"
+#include "util/err.h"
+#include "util/loop.h"
 
 #define HTTP_STREAM_BUF (256 * 1024) /* bytes a stream buffers ahead of the socket */
 

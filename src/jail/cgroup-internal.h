@@ -3,7 +3,7 @@
  */
 #pragma once
 
-#include "cgroup.h"
+#include "jail/cgroup.h"
 
 enum cgroup_ctrl {
     CG_MEMORY,

@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "cgroup-internal.h"
+#include "jail/cgroup-internal.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
 
 static const char *const ctrl_names[_CG_MAX] = {"memory", "pids", "cpu", "freezer", "cpuacct"};
 

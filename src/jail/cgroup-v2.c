@@ -14,10 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "cgroup-internal.h"
+#include "jail/cgroup-internal.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
 
 #define V2_CONTROLLERS "+memory +pids +cpu"
 

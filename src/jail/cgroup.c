@@ -1,7 +1,7 @@
 /*
  * cgroup.c - layout detection and the dispatch to the v1 or v2 backend.
  */
-#include "cgroup.h"
+#include "jail/cgroup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,10 +13,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "cgroup-internal.h"
+#include "jail/cgroup-internal.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
 
 static bool
 valid_name(const char *name)

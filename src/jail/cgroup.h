@@ -17,8 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/buf.h"
-#include "../util/err.h"
+#include "util/buf.h"
+#include "util/err.h"
 
 enum cgroup_version {
     CGROUP_NONE = 0,

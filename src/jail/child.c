@@ -8,7 +8,7 @@
  * create as failed). Sharing the memory spares copying abxd's page tables
  * for a child that only execs.
  */
-#include "child.h"
+#include "jail/child.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>

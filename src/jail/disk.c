@@ -22,7 +22,7 @@
  * and is removed here; newer ones refuse that while the cleaner still
  * drops the tree (EBUSY) and remove it themselves afterwards.
  */
-#include "disk.h"
+#include "jail/disk.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -45,9 +45,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
 
 #define DISK_LOOP_TRIES   16    /* LOOP_CTL_GET_FREE raced by another attach */
 #define DISK_MKFS_ERR_MAX 512   /* bytes of mkfs.btrfs's output kept for the error */

@@ -30,7 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../util/err.h"
+#include "util/err.h"
 
 #define DISK_IMAGE_DEFAULT (8ull << 30)   /* image size when none is configured */
 #define DISK_IMAGE_MIN     (256ull << 20) /* smallest image (btrfs needs ~120 MiB) */

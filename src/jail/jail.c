@@ -14,7 +14,7 @@
  * subvolume, a walk of the tree without a disk, off the loop either way),
  * and free the uid slot. Only then is the owner told the jail is gone.
  */
-#include "jail.h"
+#include "jail/jail.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,18 +33,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "../util/timeutil.h"
-#include "../util/workq.h"
-#include "caps.h"
-#include "child.h"
-#include "disk.h"
-#include "proto.h"
-#include "rootfs.h"
-#include "seccomp.h"
-#include "uidpool.h"
+#include "jail/caps.h"
+#include "jail/child.h"
+#include "jail/disk.h"
+#include "jail/proto.h"
+#include "jail/rootfs.h"
+#include "jail/seccomp.h"
+#include "jail/uidpool.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
+#include "util/timeutil.h"
+#include "util/workq.h"
 
 #define JAIL_CREATE_TIMEOUT_MS 15000 /* init must be ready by then */
 #define JAIL_KILL_GRACE_MS     2000  /* none mode: init gets this long to clean up */

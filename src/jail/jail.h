@@ -19,10 +19,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/buf.h"
-#include "../util/err.h"
-#include "../util/loop.h"
-#include "cgroup.h"
+#include "jail/cgroup.h"
+#include "util/buf.h"
+#include "util/err.h"
+#include "util/loop.h"
 
 enum jail_mode {
     JAIL_NS,   /* user, mount, pid, net, ipc, uts, cgroup namespaces + uid + cgroup */

@@ -4,7 +4,7 @@
  * Linked into abxd and into the static abx-init; uses no allocation, no
  * stdio and no errno-setting library calls beyond memcpy/strlen.
  */
-#include "proto.h"
+#include "jail/proto.h"
 
 #include <errno.h>
 #include <string.h>

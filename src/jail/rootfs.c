@@ -2,7 +2,7 @@
  * rootfs.c - build the shared /etc from generated files and a host allowlist,
  * and place abx-sudo; both only when what a previous start left differs.
  */
-#include "rootfs.h"
+#include "jail/rootfs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/rand.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/rand.h"
 
 #define COPY_MAX_DEPTH 8
 #define COPY_MAX_FILES 50000

@@ -15,7 +15,7 @@
  */
 #pragma once
 
-#include "../util/err.h"
+#include "util/err.h"
 
 #define ROOTFS_HOSTNAME "sandbox"
 #define ROOTFS_USER_UID 1000

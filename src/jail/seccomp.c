@@ -1,7 +1,7 @@
 /*
  * seccomp.c - build and export the sandbox filter with libseccomp.
  */
-#include "seccomp.h"
+#include "jail/seccomp.h"
 
 #include <errno.h>
 #include <linux/btrfs.h>
@@ -16,7 +16,7 @@
 
 #include <seccomp.h>
 
-#include "../util/cleanup.h"
+#include "util/cleanup.h"
 
 /* Docker's default allowlist (moby profiles/seccomp/default.json), without
  * the entries it grants only with CAP_SYS_ADMIN, CAP_SYS_PTRACE & co, and

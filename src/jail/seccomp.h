@@ -14,8 +14,8 @@
  */
 #pragma once
 
-#include "../util/buf.h"
-#include "../util/err.h"
+#include "util/buf.h"
+#include "util/err.h"
 
 /* Appends the filter (struct sock_filter[]) to out. */
 int seccomp_build_bpf(struct buf *out, struct err *err);

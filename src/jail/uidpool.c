@@ -10,7 +10,7 @@
  * pool also takes the bytes of the old slot indices it overlaps there. Those
  * bytes lie below 65536, where no range lock reaches (bases start there).
  */
-#include "uidpool.h"
+#include "jail/uidpool.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
 
 struct uidpool {
     int fd;

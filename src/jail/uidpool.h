@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/err.h"
+#include "util/err.h"
 
 /* The pool of daemons that locked slot indices: their default base, range
  * size and most slots (the old ABX_UID_SLOTS limit). */

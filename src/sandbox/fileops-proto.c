@@ -5,7 +5,7 @@
  * Linked into abxd, into the static abx-fileops and into the fuzz target;
  * no allocation, no stdio, no logging.
  */
-#include "fileops-proto.h"
+#include "sandbox/fileops-proto.h"
 
 #include <errno.h>
 #include <string.h>

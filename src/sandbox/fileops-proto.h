@@ -28,10 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../jail/proto.h"
-#include "files.h"
-#include "snapshot.h"
-#include "vfs.h"
+#include "jail/proto.h"
+#include "sandbox/files.h"
+#include "sandbox/snapshot.h"
+#include "sandbox/vfs.h"
 
 #define FOP_VERSION     1
 #define FOP_MSG_MAX     (128 * 1024) /* bytes per packet */

@@ -9,7 +9,7 @@
  * One that dies, hangs or misbehaves during a request fails that request:
  * we never resend something it may have half done.
  */
-#include "fileops.h"
+#include "sandbox/fileops.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -27,11 +27,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../jail/jail.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/timeutil.h"
-#include "fileops-proto.h"
+#include "jail/jail.h"
+#include "sandbox/fileops-proto.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/timeutil.h"
 
 #define HELLO_TIMEOUT_MS 10000
 #define CANCEL_TICK_MS   100 /* how often a waiting call looks for a shutdown */

@@ -42,10 +42,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/err.h"
-#include "files.h"
-#include "snapshot.h"
-#include "vfs.h"
+#include "sandbox/files.h"
+#include "sandbox/snapshot.h"
+#include "sandbox/vfs.h"
+#include "util/err.h"
 
 #define FILEOPS_HELPERS         2 /* helper processes one handle may run at once */
 #define FILEOPS_TIMEOUT_MS      (60 * 1000)

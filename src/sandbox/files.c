@@ -1,7 +1,7 @@
 /*
  * files.c - confined file operations on a workspace root descriptor.
  */
-#include "files.h"
+#include "sandbox/files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,12 +14,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/buf.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "../util/path.h"
-#include "../util/rand.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
+#include "util/path.h"
+#include "util/rand.h"
 
 const char *
 files_type_name(enum files_type t)

@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/err.h"
+#include "util/err.h"
 
 #define FILES_VERSION_LEN 16
 #define FILES_WALK_MAX    100000  /* entries one walk may return */

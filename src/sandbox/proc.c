@@ -7,7 +7,7 @@
  * over its rate (throttled, until t_trickle). update_reading() turns them
  * into the watchers' events.
  */
-#include "proc.h"
+#include "sandbox/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,10 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../util/buf.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/timeutil.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/timeutil.h"
 
 #define READ_CHUNK     (64 * 1024)
 #define READS_PER_WAKE 4

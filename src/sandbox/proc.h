@@ -34,9 +34,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/err.h"
-#include "../util/list.h"
-#include "../util/loop.h"
+#include "util/err.h"
+#include "util/list.h"
+#include "util/loop.h"
 
 #define PROC_LOG_MAX        (1024 * 1024) /* bytes of output kept per process */
 #define PROC_STDIN_MAX      (1024 * 1024) /* bytes of stdin queued per process */

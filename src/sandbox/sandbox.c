@@ -1,7 +1,7 @@
 /*
  * sandbox.c - the local Sandbox: a jail, a warm pool, and a process table.
  */
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,15 +15,15 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "../jail/rootfs.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "../util/path.h"
-#include "../util/rand.h"
-#include "../util/timeutil.h"
-#include "fileops.h"
-#include "vfs.h"
+#include "jail/rootfs.h"
+#include "sandbox/fileops.h"
+#include "sandbox/vfs.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
+#include "util/path.h"
+#include "util/rand.h"
+#include "util/timeutil.h"
 
 #define POOL_RETRY_MS 1000 /* after a pool jail failed to start */
 

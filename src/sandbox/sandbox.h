@@ -33,13 +33,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../jail/jail.h"
-#include "../util/err.h"
-#include "../util/list.h"
-#include "../util/loop.h"
-#include "fileops.h"
-#include "files.h"
-#include "proc.h"
+#include "jail/jail.h"
+#include "sandbox/fileops.h"
+#include "sandbox/files.h"
+#include "sandbox/proc.h"
+#include "util/err.h"
+#include "util/list.h"
+#include "util/loop.h"
 
 #define SANDBOX_MAX_RUNNING 1024 /* running processes per sandbox, starting ones included */
 #define SANDBOX_MAX_FDS     3072 /* descriptors a sandbox's processes hold in abxd */

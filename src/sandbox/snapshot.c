@@ -10,7 +10,7 @@
  * opened with O_NOFOLLOW and checked again with fstat, so a name swapped
  * between the two calls is skipped (out) or refused (in), never followed.
  */
-#include "snapshot.h"
+#include "sandbox/snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "vfs.h"
+#include "sandbox/vfs.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
 
 const char *const SNAPSHOT_DIRS[] = {"home/user", "root", "tmp", "var", "opt", "run", "mnt", "srv"};
 const unsigned SNAPSHOT_NDIRS = sizeof(SNAPSHOT_DIRS) / sizeof(SNAPSHOT_DIRS[0]);

@@ -31,7 +31,7 @@
 
 #include <stdint.h>
 
-#include "../util/err.h"
+#include "util/err.h"
 
 struct vfs_ids;
 

@@ -9,7 +9,7 @@
  * the path of a descriptor: d_path() across mount namespaces is not what
  * the sandbox sees.
  */
-#include "vfs.h"
+#include "sandbox/vfs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,11 +25,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "../jail/rootfs.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "../util/rand.h"
+#include "jail/rootfs.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
+#include "util/rand.h"
 
 #define VFS_RESOLVE         (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
 #define VFS_RETRIES         32          /* openat2 -EAGAIN (a rename raced "..") and swap retries */

@@ -33,8 +33,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/err.h"
-#include "../util/path.h"
+#include "util/err.h"
+#include "util/path.h"
 
 #define VFS_LIST_MAX     100000  /* entries one vfs_list() may report */
 #define VFS_REMOVE_MAX   1000000 /* entries one vfs_remove() may delete */

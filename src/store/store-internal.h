@@ -4,7 +4,7 @@
  */
 #pragma once
 
-#include "store.h"
+#include "store/store.h"
 
 #define STORE_CHUNK     (1024 * 1024)    /* PostgreSQL blob chunk */
 #define STORE_PIN_MS    (10 * 60 * 1000) /* how long a write's pin protects its blob */

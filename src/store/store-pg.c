@@ -78,10 +78,10 @@
 
 #include <libpq-fe.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/rand.h"
-#include "store-internal.h"
+#include "store/store-internal.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/rand.h"
 
 #define SCHEMA_VERSION  1
 #define SCHEMA_LOCK_KEY INT64_C(0x6162782d73746f72) /* "abx-stor": advisory lock id */

@@ -35,10 +35,10 @@
 
 #include <sqlite3.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "store-internal.h"
+#include "store/store-internal.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
 
 struct dirlock;
 

@@ -3,7 +3,7 @@
  * staging writer that hashes data on its way to the store, the verifier
  * that hashes it on its way out, and the GC lease's holder names.
  */
-#include "store.h"
+#include "store/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +16,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "../util/path.h"
-#include "../util/timeutil.h"
-#include "store-internal.h"
+#include "store/store-internal.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
+#include "util/path.h"
+#include "util/timeutil.h"
 
 uint64_t
 store_now_ms(void)

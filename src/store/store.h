@@ -45,7 +45,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/err.h"
+#include "util/err.h"
 
 #define STORE_HASH_LEN 64 /* hex SHA-256 */
 

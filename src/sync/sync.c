@@ -2,7 +2,7 @@
  * sync.c - restore (store -> sandbox, verified) and mirror (sandbox ->
  * store, pull-only, deletions detected), with ignore rules.
  */
-#include "sync.h"
+#include "sync/sync.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -11,11 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../sandbox/files.h"
-#include "../util/cleanup.h"
-#include "../util/hashmap.h"
-#include "../util/path.h"
-#include "../util/timeutil.h"
+#include "sandbox/files.h"
+#include "util/cleanup.h"
+#include "util/hashmap.h"
+#include "util/path.h"
+#include "util/timeutil.h"
 
 static const char *const default_ignores[] = {
         ".venv/",

@@ -32,9 +32,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../sandbox/fileops.h"
-#include "../store/store.h"
-#include "../util/err.h"
+#include "sandbox/fileops.h"
+#include "store/store.h"
+#include "util/err.h"
 
 #define SYNC_IGNORE_MAX     64
 #define SYNC_DEFAULT_MAX_MB 10

@@ -12,7 +12,7 @@
  * quotes, here-documents) it refuses every later placeholder rather than
  * guess. It does not model bash-only syntax beyond what it refuses.
  */
-#include "command.h"
+#include "template/command.h"
 
 #include <errno.h>
 #include <math.h>

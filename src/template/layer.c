@@ -1,7 +1,7 @@
 /*
  * layer.c - digests, id shifting and stacks of built template layers.
  */
-#include "layer.h"
+#include "template/layer.h"
 
 #include <dirent.h>
 #include <errno.h>

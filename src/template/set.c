@@ -1,7 +1,7 @@
 /*
  * set.c - load the templates directory strictly; look templates up.
  */
-#include "set.h"
+#include "template/set.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -9,7 +9,7 @@
  * tree against the template schema into struct template, refusing unknown
  * keys and bad values. Building images and running commands live elsewhere.
  */
-#include "template.h"
+#include "template/template.h"
 
 #include <assert.h>
 #include <fcntl.h>

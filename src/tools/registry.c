@@ -1,7 +1,7 @@
 /*
  * registry.c - discover tool bundles strictly, select and look up commands.
  */
-#include "registry.h"
+#include "tools/registry.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/buf.h"
-#include "../util/cleanup.h"
-#include "../util/fd.h"
-#include "../util/parse.h"
-#include "schema.h"
+#include "tools/schema.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/parse.h"
 
 struct tools_registry {
     char dir[PATH_MAX];

@@ -22,8 +22,8 @@
 
 #include <jansson.h>
 
-#include "../util/cleanup.h"
-#include "../util/err.h"
+#include "util/cleanup.h"
+#include "util/err.h"
 
 #define TOOLS_NAME_MAX     64            /* bytes of a package or command name */
 #define TOOLS_MAX_PACKAGES 256           /* bundles in a tools directory */

@@ -10,7 +10,7 @@
  * This file does not call err_set(): it is compiled into libabxtool.a,
  * which must not carry util's symbols.
  */
-#include "schema.h"
+#include "tools/schema.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -20,7 +20,7 @@
 
 #include <jansson.h>
 
-#include "schema.c" /* IWYU pragma: keep */
+#include "tools/schema.c" /* IWYU pragma: keep */
 
 #define ARGS_MAX_DEPTH 64  /* nesting of a call's JSON before jansson sees it */
 #define COMMANDS_MAX   256 /* commands of one tool (the builder's limit too) */

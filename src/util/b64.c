@@ -1,7 +1,7 @@
 /*
  * b64.c - strict base64 codec.
  */
-#include "b64.h"
+#include "util/b64.h"
 
 #include <errno.h>
 

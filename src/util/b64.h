@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "util/buf.h"
 
 static inline size_t
 b64_encoded_len(size_t n)

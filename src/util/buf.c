@@ -1,7 +1,7 @@
 /*
  * buf.c - bounded growable buffer (after git's strbuf and curl's dynbuf).
  */
-#include "buf.h"
+#include "util/buf.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cleanup.h"
+#include "util/cleanup.h"
 
 struct buf {
     char *data; /* len bytes then a NUL; points at a static "" until first growth */

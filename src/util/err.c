@@ -1,7 +1,7 @@
 /*
  * err.c - struct err: first-writer-wins error messages without allocation.
  */
-#include "err.h"
+#include "util/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 
 #include <stdbool.h>
 
-#include "cleanup.h"
+#include "util/cleanup.h"
 
 #define ERR_MSG_MAX 256
 

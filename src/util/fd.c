@@ -1,7 +1,7 @@
 /*
  * fd.c - descriptor helpers and trusted-tree file utilities.
  */
-#include "fd.h"
+#include "util/fd.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "rand.h"
+#include "util/cleanup.h"
+#include "util/rand.h"
 
 int
 fd_set_nonblock(int fd, bool on)

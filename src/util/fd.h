@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "buf.h"
+#include "util/buf.h"
 
 int fd_set_nonblock(int fd, bool on);
 int fd_set_cloexec(int fd, bool on);

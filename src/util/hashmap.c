@@ -1,7 +1,7 @@
 /*
  * hashmap.c - open-addressing string map.
  */
-#include "hashmap.h"
+#include "util/hashmap.h"
 
 #include <errno.h>
 #include <stdint.h>

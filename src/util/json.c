@@ -1,15 +1,15 @@
 /*
  * json.c - strict request decoding helpers over jansson.
  */
-#include "json.h"
+#include "util/json.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "b64.h"
-#include "utf8.h"
+#include "util/b64.h"
+#include "util/utf8.h"
 
 static int
 json_depth_ok(json_t *v, int depth)

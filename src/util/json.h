@@ -14,8 +14,8 @@
 
 #include <jansson.h>
 
-#include "buf.h"
-#include "err.h"
+#include "util/buf.h"
+#include "util/err.h"
 
 #define JSON_MAX_DEPTH 64 /* nesting we accept in a request body */
 

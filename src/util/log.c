@@ -1,7 +1,7 @@
 /*
  * log.c - stderr logging with optional journald priority prefixes.
  */
-#include "log.h"
+#include "util/log.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "util/utf8.h"
 
 #define LOG_CUT "..."
 

@@ -17,7 +17,7 @@
 
 #include <syslog.h>
 
-#include "cleanup.h"
+#include "util/cleanup.h"
 
 #define LOG_LINE_MAX 2048 /* bytes of one line, newline included */
 

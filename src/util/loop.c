@@ -4,16 +4,16 @@
  * Freed watchers are parked on a graveyard list until the batch that may
  * still reference them (epoll_wait's event array) has been dispatched.
  */
-#include "loop.h"
+#include "util/loop.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "list.h"
-#include "timeutil.h"
+#include "util/cleanup.h"
+#include "util/list.h"
+#include "util/timeutil.h"
 
 #define LOOP_MAX_EVENTS 256
 

@@ -1,7 +1,7 @@
 /*
  * parse.c - strict parsers (no sign, no blanks, no overflow, no junk).
  */
-#include "parse.h"
+#include "util/parse.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
  * path.c - confined path resolution against a pinned root descriptor.
  */
-#include "path.h"
+#include "util/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cleanup.h"
+#include "util/cleanup.h"
 
 #define RESOLVE_CONFINED (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 

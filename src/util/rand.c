@@ -1,7 +1,7 @@
 /*
  * rand.c - getrandom()-backed ids and tokens (rejection sampling, no bias).
  */
-#include "rand.h"
+#include "util/rand.h"
 
 #include <errno.h>
 #include <stdint.h>

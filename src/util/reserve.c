@@ -5,7 +5,7 @@
  * them (ext4, xfs, btrfs, tmpfs); where it is not supported the file is
  * written with zeros, which a compressing file system would not keep.
  */
-#include "reserve.h"
+#include "util/reserve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "fd.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
 
 static int
 fs_free(int dirfd, uint64_t *ret)

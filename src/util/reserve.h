@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "util/err.h"
 
 #define RESERVE_NAME     "reserve"      /* below the directory given */
 #define RESERVE_TMP_NAME ".reserve.tmp" /* while it is being allocated */

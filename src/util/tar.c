@@ -6,7 +6,7 @@
  * header (each bounded), and never more: content goes straight to the
  * caller in the pieces it arrived in.
  */
-#include "tar.h"
+#include "util/tar.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "cleanup.h"
-#include "fd.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
 
 enum rstate { R_HEADER, R_DATA, R_META, R_PAD, R_END };
 enum meta_kind { M_LONGNAME, M_LONGLINK, M_PAX, M_SKIP };

@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "err.h"
+#include "util/err.h"
 
 #define TAR_BLOCK       512
 #define TAR_NAME_MAX    4095         /* bytes of a path or link target */

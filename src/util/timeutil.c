@@ -1,7 +1,7 @@
 /*
  * timeutil.c - clock reads and RFC 3339 formatting.
  */
-#include "timeutil.h"
+#include "util/timeutil.h"
 
 #include <stdio.h>
 

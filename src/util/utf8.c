@@ -2,7 +2,7 @@
  * utf8.c - strict UTF-8 validation, lossy conversion and escaping of byte
  * strings. Not a Unicode library: no normalization, no widths, no case.
  */
-#include "utf8.h"
+#include "util/utf8.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "buf.h"
+#include "util/buf.h"
 
 #define UTF8_REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD, what an invalid byte becomes */
 

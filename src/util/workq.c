@@ -2,7 +2,7 @@
  * workq.c - a mutex-and-condvar queue feeding worker threads, with an
  * eventfd that wakes the loop for completions.
  */
-#include "workq.h"
+#include "util/workq.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -13,8 +13,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-#include "list.h"
+#include "util/cleanup.h"
+#include "util/list.h"
 
 struct work {
     struct list link;

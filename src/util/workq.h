@@ -8,7 +8,7 @@
  */
 #pragma once
 
-#include "loop.h"
+#include "util/loop.h"
 
 struct workq;
 

@@ -10,7 +10,7 @@
  * descriptor, so a sandbox dying under a job cannot pull the tree from
  * under it; the job's result is then simply dropped.
  */
-#include "workspace.h"
+#include "workspace/workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,13 +20,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/cleanup.h"
-#include "../util/hashmap.h"
-#include "../util/list.h"
-#include "../util/log.h"
-#include "../util/rand.h"
-#include "../util/timeutil.h"
-#include "../util/workq.h"
+#include "util/cleanup.h"
+#include "util/hashmap.h"
+#include "util/list.h"
+#include "util/log.h"
+#include "util/rand.h"
+#include "util/timeutil.h"
+#include "util/workq.h"
 
 enum wait_kind { WAIT_READY, WAIT_SETTLE, WAIT_FLUSH, WAIT_CLOSE };
 

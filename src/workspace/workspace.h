@@ -25,11 +25,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../sandbox/sandbox.h"
-#include "../store/store.h"
-#include "../sync/sync.h"
-#include "../util/err.h"
-#include "../util/loop.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+#include "sync/sync.h"
+#include "util/err.h"
+#include "util/loop.h"
 
 struct workspaces;
 struct wsx;

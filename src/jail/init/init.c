@@ -46,9 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../caps.h"
-#include "../proto.h"
-#include "sudo-server.h"
+#include "jail/caps.h"
+#include "jail/init/sudo-server.h"
+#include "jail/proto.h"
 
 #define CTL_FD       3
 #define MAX_TRACKED  4096 /* processes abxd started and has not seen exit */

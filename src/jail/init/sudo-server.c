@@ -20,7 +20,7 @@
  *
  * This is not a policy engine: no sudoers, no passwords, no logging.
  */
-#include "sudo-server.h"
+#include "jail/init/sudo-server.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +36,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../sudo/sudo-proto.h"
+#include "jail/sudo/sudo-proto.h"
 
 #define SUDO_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

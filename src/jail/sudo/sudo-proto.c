@@ -5,7 +5,7 @@
  * Linked into abx-sudo, abx-init and the fuzz target; no allocation, no
  * stdio.
  */
-#include "sudo-proto.h"
+#include "jail/sudo/sudo-proto.h"
 
 #include <errno.h>
 #include <string.h>

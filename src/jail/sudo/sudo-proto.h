@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../proto.h"
+#include "jail/proto.h"
 
 #define SUDO_SOCKET_NAME  "abx-sudo" /* abstract: "\0abx-sudo" */
 #define SUDO_VERSION      1

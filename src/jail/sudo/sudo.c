@@ -33,7 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sudo-proto.h"
+#include "jail/sudo/sudo-proto.h"
 
 #define SECURE_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define TOOLBIN     "/.toolbin" /* tool shims (docs/tools.md) stay first on PATH */
