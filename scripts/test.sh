@@ -117,6 +117,14 @@ node_suite build-asan/src integration-asan
 note "E2B SDK compatibility tests (ASan+UBSan abxd)"
 node_suite build-asan/src e2b-asan tests/e2b
 
+note "layering (DESIGN.md's dependency rules on the includes)"
+if python3 scripts/layering.py >"$LOGDIR/layering.log" 2>&1; then
+    PASS=$((PASS + 1))
+else
+    bad "layering"
+    sed 's/^/  /' "$LOGDIR/layering.log"
+fi
+
 note "clang-format"
 unformatted=$(git ls-files '*.c' '*.h' | while read -r f; do
     [ -f "$f" ] && ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1 && echo "$f"; done)

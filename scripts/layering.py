@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""layering.py - the dependency rules of DESIGN.md, checked on the includes.
+
+Every project include is written "piece/header.h" (relative to src/, or
+"abx/..." for the public headers in include/). A file of piece P may
+include headers of P and of the pieces below P, as BELOW says - nothing
+else. A piece's *-internal.h is for its own files only. Files of the sub-
+pieces of a piece (src/P/<sub>/...) may not include each other in a
+circle. Prints every violation as file:line and exits 1 if there is one.
+
+Run from the top of the checkout (make check and make test do).
+"""
+import os
+import re
+import sys
+
+# piece -> the pieces it may use directly (closure taken below). The
+# order is DESIGN.md's: util <- http, jail, store <- sandbox, sync <-
+# workspace, tools, template <- api <- abxd; client <- cli.
+BELOW = {
+    'util': [],
+    'http': ['util'],
+    'jail': ['util'],
+    'store': ['util'],
+    'net': ['util'],
+    'image': ['util'],
+    'sandbox': ['jail', 'util'],
+    'snapshot': ['sandbox'],
+    'sync': ['sandbox', 'store'],
+    'workspace': ['sync', 'sandbox', 'store'],
+    'tools': ['util', 'abx'],
+    'toolkit': ['tools', 'util', 'abx'],
+    'template': ['util'],
+    'cluster': ['sandbox', 'store'],
+    'api': ['workspace', 'sync', 'sandbox', 'snapshot', 'store', 'jail', 'http', 'tools',
+            'template', 'net', 'image', 'cluster'],
+    'abxd': ['api'],
+    'client': ['util', 'abx'],
+    # The CLI validates templates and builds tool bundles offline: it uses
+    # those pieces' parsers as a documented exception (docs/architecture.md).
+    'cli': ['client', 'template', 'tools', 'toolkit'],
+    'abx': [],
+}
+
+
+def closure():
+    out = {}
+    for p in BELOW:
+        seen, todo = set(), list(BELOW[p])
+        while todo:
+            q = todo.pop()
+            if q in seen:
+                continue
+            seen.add(q)
+            todo += BELOW.get(q, [])
+        out[p] = seen
+    return out
+
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def main():
+    allowed = closure()
+    bad = []
+    subedges = {}
+    for dp, _, files in os.walk('src'):
+        for f in sorted(files):
+            if not f.endswith(('.c', '.h')):
+                continue
+            path = os.path.join(dp, f)
+            rel = os.path.relpath(path, 'src').split(os.sep)
+            piece = rel[0]
+            text = open(path, encoding='utf-8', errors='replace').read()
+            for m in INCLUDE.finditer(text):
+                inc = m.group(1)
+                line = text.count('\n', 0, m.start()) + 1
+                where = f'{path}:{line}'
+                parts = inc.split('/')
+                if len(parts) < 2:
+                    bad.append(f'{where}: "{inc}": write includes as "piece/header.h"')
+                    continue
+                q = parts[0]
+                if q not in BELOW:
+                    bad.append(f'{where}: "{inc}": no piece {q!r}')
+                    continue
+                if q != piece and q not in allowed.get(piece, set()):
+                    bad.append(f'{where}: "{inc}": {piece} may not use {q} (not below it)')
+                if q != piece and parts[-1].endswith('-internal.h'):
+                    bad.append(f'{where}: "{inc}": {q}\'s internal header, outside {q}')
+                # sub-pieces: src/P/<sub>/file including src/P/<other>/...
+                if q == piece and len(rel) > 2 and len(parts) > 2 and parts[1] != rel[1]:
+                    subedges.setdefault((piece, rel[1]), set()).add(parts[1])
+    # circles between sub-pieces of one piece
+    for (piece, sub), outs in subedges.items():
+        for o in outs:
+            if sub in subedges.get((piece, o), set()):
+                if sub < o:
+                    bad.append(f'src/{piece}: sub-pieces {sub} and {o} include each other')
+    for b in bad:
+        print(b)
+    if bad:
+        print(f'layering: {len(bad)} violation(s)', file=sys.stderr)
+        return 1
+    print('layering: ok')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
