@@ -254,7 +254,8 @@ start_abxd() { # start_abxd POOL
     local tools=()
     [ -d build/tools ] && tools=(--tools-dir build/tools)
     note_cmd "ABX_API_KEY=<generated> ${ABX_LOG_LEVEL:+ABX_LOG_LEVEL=$ABX_LOG_LEVEL }ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir \$WORK/state ${tools[*]}"
-    ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir "$STATE" "${tools[@]}" >"$WORK/abxd.log" 2>&1 &
+    # shellcheck disable=SC2086 # ABXD_EXTRA: words on purpose (section 10)
+    ABX_POOL=$pool bin/abxd --listen 127.0.0.1:0 --state-dir "$STATE" "${tools[@]}" ${ABXD_EXTRA:-} >"$WORK/abxd.log" 2>&1 &
     ABXD_PID=$!
     PORT=
     for ((i = 0; i < 300; i++)); do
@@ -577,6 +578,23 @@ DISK_ROUNDS=${BENCH_DISK_ROUNDS:-200}
 mkdir -p "$WORK/disk"
 measure "$DISKB" --dir "$WORK/disk" --areas "$DISK_AREAS" --rounds "$DISK_ROUNDS" || true
 
+# --- 10. file operations: through the file helper, and in-process ---
+
+# The same native file operations on one sandbox, against an abxd in the ns
+# mode (every file operation goes through the sandbox user's abx-fileops
+# helper) and one in the none mode (the same functions inside abxd, with
+# abxd's rights): the difference is what the helper costs.
+say "10. file operations through the file helper (ns) and in-process (none)"
+# Both with the home on the state directory's file system (--disk-mb 0),
+# so that only the helper differs, not the file system under the files.
+FO_N=${BENCH_FO_N:-500}
+ABXD_EXTRA="--disk-mb 0" start_abxd 1
+measure python3 bench/fileops-bench.py --url "$URL" --key "$ABX_API_KEY" --name fo_ns -n "$FO_N" || true
+stop_abxd
+ABXD_EXTRA="--isolation none --disk-mb 0" start_abxd 1
+measure python3 bench/fileops-bench.py --url "$URL" --key "$ABX_API_KEY" --name fo_none -n "$FO_N" || true
+stop_abxd
+
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table ---
@@ -858,6 +876,17 @@ $(e2b_section)
 | the same, unbounded area (MiB/s) | $(get disk.write_unbounded_empty.mib_per_s) | $(get disk.write_unbounded_many.mib_per_s) |
 
 Making the $(get disk.fill.areas) (64 KiB written into each): $(get disk.fill.ms) ms in all, create p50 / p99 $(ms "$(get disk.fill_create.p50_us)") / $(ms "$(get disk.fill_create.p99_us)") ms. With them: reading one's usage p50 $(ms "$(get disk.usage.p50_us)") ms, a new limit p50 $(ms "$(get disk.limit.p50_us)") ms; destroying all of them (reclaim) $(get disk.reclaim.ms) ms.
+
+**10. File operations through the file helper** (bench/fileops-bench.py: native routes on one sandbox over one keep-alive connection, $FO_N runs each after 50, the walk 50 runs; ns = every operation in the sandbox user's abx-fileops helper, none = the same functions inside abxd; both with \`--disk-mb 0\`, so the files are on the same file system; p50 / p99 in ms)
+
+| operation | ns (helper) | none (in-process) | helper's extra p50 |
+| --- | --- | --- | --- |
+$(for op in put_4k get_4k head walk; do
+    case $op in put_4k) l="PUT of 4 KiB" ;; get_4k) l="GET of 4 KiB" ;; head) l="HEAD" ;; walk) l="walk of 1,000 files" ;; esac
+    a=$(get fo_ns.$op.p50_us); b=$(get fo_none.$op.p50_us)
+    d=-; if [ "$a" != - ] && [ "$b" != - ]; then d=$(ms $((a - b))); fi
+    printf '| %s | %s / %s | %s / %s | %s |\n' "$l" "$(ms "$a")" "$(ms "$(get fo_ns.$op.p99_us)")" "$(ms "$b")" "$(ms "$(get fo_none.$op.p99_us)")" "$d"
+done)
 
 **Context**: GET /healthz with wrk (2 threads, 16 connections, 5 s): $(get healthz.rps) requests/s (mean latency $(get healthz.latency_avg)).
 
