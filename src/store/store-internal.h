@@ -6,13 +6,28 @@
 
 #include "store/store.h"
 
-#define STORE_CHUNK     (1024 * 1024)    /* PostgreSQL blob chunk */
-#define STORE_PIN_MS    (10 * 60 * 1000) /* how long a write's pin protects its blob */
-#define STORE_ORPHAN_MS (60 * 60 * 1000) /* blob files without a row older than this go */
+#define STORE_CHUNK       (1024 * 1024)    /* PostgreSQL blob chunk */
+#define STORE_PIN_MS      (10 * 60 * 1000) /* how long a write's pin protects its blob */
+#define STORE_ORPHAN_MS   (60 * 60 * 1000) /* blob files without a row older than this go */
+#define STORE_TX_ATTEMPTS 5 /* tries of a transaction whose failure the backend calls transient */
+
+enum store_tx {
+    STORE_TX_WRITE, /* reads the latest state and changes it */
+    STORE_TX_READ,  /* reads one snapshot, changes nothing */
+};
 
 struct store_ops {
     const char *kind;
     void (*close)(struct store *s);
+    /* Transactions, driven by store_tx_run(). begin opens one of that
+     * kind; commit ends it (a failed commit leaves nothing changed);
+     * rollback ends it if one is open and is harmless otherwise; retry
+     * says whether the failure just seen is worth another attempt from
+     * the start (a deadlock, a serialization failure). */
+    int (*tx_begin)(struct store *s, enum store_tx kind, struct err *err);
+    int (*tx_commit)(struct store *s, struct err *err);
+    void (*tx_rollback)(struct store *s);
+    bool (*tx_retry)(struct store *s);
     int (*ws_create)(struct store *s, const struct store_ws *ws, struct err *err);
     int (*ws_get)(struct store *s, const char *id, struct store_ws *ret, struct err *err);
     int (*ws_list)(struct store *s, store_ws_fn fn, void *ud, struct err *err);
@@ -69,6 +84,14 @@ void store_split(const char *path, char *parent, char *name);
 bool store_path_ok(const char *path, bool root_ok);
 /* Whether ws is a valid workspace id: 1-64 of [a-z0-9_-]. */
 bool store_ws_ok(const char *ws);
+
+/* Runs fn inside a transaction of that kind and commits it; rolls back when
+ * fn or the commit fails, and tries again from the start (up to
+ * STORE_TX_ATTEMPTS, a few milliseconds apart) while the backend says the
+ * failure is transient. fn must be safe to run again from the start. Only
+ * the failure that is returned reaches err. */
+typedef int (*store_tx_fn)(struct store *s, void *ctx, struct err *err);
+int store_tx_run(struct store *s, enum store_tx kind, store_tx_fn fn, void *ctx, struct err *err);
 
 /* Wall-clock milliseconds (mtimes, created_ms). */
 uint64_t store_now_ms(void);

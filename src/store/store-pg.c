@@ -73,7 +73,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <libpq-fe.h>
@@ -81,11 +80,9 @@
 #include "store/store-internal.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
-#include "util/rand.h"
 
 #define SCHEMA_VERSION  1
 #define SCHEMA_LOCK_KEY INT64_C(0x6162782d73746f72) /* "abx-stor": advisory lock id */
-#define TX_ATTEMPTS     5 /* tries of a transaction that hit a deadlock or serialization failure */
 #define PAGE_ROWS       256    /* rows per query when listing, walking, collecting, checking */
 #define MIN_SERVER      110000 /* PostgreSQL 11 */
 
@@ -406,20 +403,26 @@ affected(PGresult *res)
     return n;
 }
 
-/* --- transactions --- */
+/* --- transactions (store_tx_run() drives them) --- */
+
+#define TX_WRITE "BEGIN"
+#define TX_READ  "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 static int
-begin(struct pg *q, const char *sql, struct err *err)
+pg_tx_begin(struct store *s, enum store_tx kind, struct err *err)
 {
-    int r = run(q, "begin", sql, NULL, NULL, err);
+    struct pg *q = PG(s);
+    q->sqlstate[0] = '\0';
+    int r = run(q, "begin", kind == STORE_TX_READ ? TX_READ : TX_WRITE, NULL, NULL, err);
     if (r >= 0)
         q->in_tx = true;
     return r;
 }
 
 static int
-commit(struct pg *q, struct err *err)
+pg_tx_commit(struct store *s, struct err *err)
 {
+    struct pg *q = PG(s);
     _cleanup_res_ PGresult *res = NULL;
     int r = run(q, "commit", "COMMIT", NULL, &res, err);
     q->in_tx = false;
@@ -429,8 +432,9 @@ commit(struct pg *q, struct err *err)
 }
 
 static void
-rollback(struct pg *q)
+pg_tx_rollback(struct store *s)
 {
+    struct pg *q = PG(s);
     if (!q->in_tx)
         return;
     q->in_tx = false;
@@ -438,42 +442,12 @@ rollback(struct pg *q)
         PQclear(PQexec(q->conn, "ROLLBACK"));
 }
 
-#define TX_WRITE "BEGIN"
-#define TX_READ  "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-
-typedef int (*tx_fn)(struct pg *q, void *ctx, struct err *err);
-
-/* Runs fn inside a transaction, again (up to TX_ATTEMPTS) after a deadlock
- * or serialization failure. fn must be safe to run again from the start.
- * Only the failure that is returned reaches err. */
-static int
-tx_run(struct pg *q, const char *begin_sql, tx_fn fn, void *ctx, struct err *err)
+/* A deadlock or a serialization failure: the other party goes on, we try
+ * again. */
+static bool
+pg_tx_retry(struct store *s)
 {
-    for (int attempt = 1;; attempt++) {
-        struct err e1 = {0};
-        q->sqlstate[0] = '\0';
-        int r = begin(q, begin_sql, &e1);
-        if (r >= 0)
-            r = fn(q, ctx, &e1);
-        if (r >= 0) {
-            int c = commit(q, &e1);
-            if (c < 0)
-                r = c;
-        }
-        rollback(q);
-        if (r >= 0)
-            return r;
-        if (!retryable(q) || attempt >= TX_ATTEMPTS) {
-            if (err && !err_isset(err))
-                *err = e1;
-            return r;
-        }
-        /* Back off 5-15 ms per attempt so the other party can finish. */
-        unsigned char j = 0;
-        (void)rand_bytes(&j, 1);
-        struct timespec ts = {0, (long)(attempt * 5000 + (j % 100) * 100) * 1000L};
-        (void)nanosleep(&ts, NULL);
-    }
+    return retryable(PG(s));
 }
 
 /* --- rows --- */
@@ -645,8 +619,9 @@ delete_tree(struct pg *q, const char *ws, const char *path, struct err *err)
 /* --- workspaces --- */
 
 static int
-ws_create_tx(struct pg *q, void *ctx, struct err *err)
+ws_create_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     const struct store_ws *w = ctx;
     struct pgp p = {0};
     p_text(&p, w->id);
@@ -671,7 +646,7 @@ ws_create_tx(struct pg *q, void *ctx, struct err *err)
 static int
 pg_ws_create(struct store *s, const struct store_ws *w, struct err *err)
 {
-    return tx_run(PG(s), TX_WRITE, ws_create_tx, (void *)(uintptr_t)w, err);
+    return store_tx_run(s, STORE_TX_WRITE, ws_create_tx, (void *)(uintptr_t)w, err);
 }
 
 #define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids, disk_bytes"
@@ -742,8 +717,9 @@ pg_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
 }
 
 static int
-ws_delete_tx(struct pg *q, void *ctx, struct err *err)
+ws_delete_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     const char *id = ctx;
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
@@ -759,7 +735,7 @@ ws_delete_tx(struct pg *q, void *ctx, struct err *err)
 static int
 pg_ws_delete(struct store *s, const char *id, struct err *err)
 {
-    return tx_run(PG(s), TX_WRITE, ws_delete_tx, (void *)(uintptr_t)id, err);
+    return store_tx_run(s, STORE_TX_WRITE, ws_delete_tx, (void *)(uintptr_t)id, err);
 }
 
 static int
@@ -929,16 +905,18 @@ check_target(struct pg *q, const struct commit_ctx *c, bool lock, struct err *er
 }
 
 static int
-upload_tx(struct pg *q, void *ctx, struct err *err)
+upload_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     const struct commit_ctx *c = ctx;
     int r = blob_insert(q, c->fd, c->hash, c->size, err);
     return r < 0 ? r : 0;
 }
 
 static int
-commit_tx(struct pg *q, void *ctx, struct err *err)
+commit_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     struct commit_ctx *c = ctx;
     char parent[4100], name[4100];
     int r;
@@ -999,11 +977,11 @@ pg_commit(struct store *s, const char *ws, const char *path, uint32_t mode, cons
              * off the blob until commit_tx references it. */
             r = check_target(q, &c, false, err);
             if (r >= 0)
-                r = tx_run(q, TX_WRITE, upload_tx, &c, err);
+                r = store_tx_run(&q->base, STORE_TX_WRITE, upload_tx, &c, err);
         }
     }
     if (r >= 0)
-        r = tx_run(q, TX_WRITE, commit_tx, &c, err);
+        r = store_tx_run(&q->base, STORE_TX_WRITE, commit_tx, &c, err);
     if (r < 0) {
         unpin(q, c.pin);
         return r;
@@ -1073,8 +1051,9 @@ out:
 }
 
 static int
-read_tx(struct pg *q, void *ctx, struct err *err)
+read_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     struct read_ctx *c = ctx;
     int r = ws_check(q, c->ws, false, err);
     if (r < 0)
@@ -1105,7 +1084,7 @@ pg_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct s
     /* One snapshot for the entry and all its chunks: a concurrent delete
      * and GC cannot pull the blob out from under the copy. */
     struct read_ctx c = {ws, path, ret, -EBADF};
-    int r = tx_run(PG(s), TX_READ, read_tx, &c, err);
+    int r = store_tx_run(s, STORE_TX_READ, read_tx, &c, err);
     if (r < 0) {
         safe_close(c.fd);
         return r;
@@ -1235,8 +1214,9 @@ struct remove_ctx {
 };
 
 static int
-remove_tx(struct pg *q, void *ctx, struct err *err)
+remove_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     const struct remove_ctx *c = ctx;
     struct store_entry cur;
     int r = ws_check(q, c->ws, true, err);
@@ -1261,7 +1241,7 @@ static int
 pg_remove(struct store *s, const char *ws, const char *path, const char *if_match, struct err *err)
 {
     struct remove_ctx c = {ws, path, if_match};
-    return tx_run(PG(s), TX_WRITE, remove_tx, &c, err);
+    return store_tx_run(s, STORE_TX_WRITE, remove_tx, &c, err);
 }
 
 struct mkdir_ctx {
@@ -1270,8 +1250,9 @@ struct mkdir_ctx {
 };
 
 static int
-mkdir_tx(struct pg *q, void *ctx, struct err *err)
+mkdir_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     struct mkdir_ctx *c = ctx;
     int r = ws_check(q, c->ws, true, err);
     if (r < 0)
@@ -1283,7 +1264,7 @@ static int
 pg_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created, struct err *err)
 {
     struct mkdir_ctx c = {ws, path, false};
-    int r = tx_run(PG(s), TX_WRITE, mkdir_tx, &c, err);
+    int r = store_tx_run(s, STORE_TX_WRITE, mkdir_tx, &c, err);
     if (r < 0)
         return r;
     *ret_created = c.created;
@@ -1291,8 +1272,9 @@ pg_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created, s
 }
 
 static int
-rmdir_tx(struct pg *q, void *ctx, struct err *err)
+rmdir_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     const struct remove_ctx *c = ctx;
     int r = ws_check(q, c->ws, true, err);
     if (r < 0)
@@ -1306,7 +1288,7 @@ static int
 pg_rmdir(struct store *s, const char *ws, const char *path, struct err *err)
 {
     struct remove_ctx c = {ws, path, NULL};
-    return tx_run(PG(s), TX_WRITE, rmdir_tx, &c, err);
+    return store_tx_run(s, STORE_TX_WRITE, rmdir_tx, &c, err);
 }
 
 struct rename_ctx {
@@ -1315,8 +1297,9 @@ struct rename_ctx {
 };
 
 static int
-rename_tx(struct pg *q, void *ctx, struct err *err)
+rename_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     const struct rename_ctx *c = ctx;
     struct store_entry src, dst;
     char tparent[4100], tname[4100], lo[4100], hi[4100];
@@ -1371,7 +1354,7 @@ pg_rename(struct store *s, const char *ws, const char *from, const char *to, boo
           struct err *err)
 {
     struct rename_ctx c = {ws, from, to, overwrite};
-    return tx_run(PG(s), TX_WRITE, rename_tx, &c, err);
+    return store_tx_run(s, STORE_TX_WRITE, rename_tx, &c, err);
 }
 
 /* --- GC --- */
@@ -1517,8 +1500,9 @@ struct blob_check {
 };
 
 static int
-check_blob_tx(struct pg *q, void *ctx, struct err *err)
+check_blob_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     struct blob_check *c = ctx;
     unsigned char dg[EVP_MAX_MD_SIZE];
     unsigned dl = 0;
@@ -1666,7 +1650,7 @@ pg_check(struct store *s, struct store_check_report *rep, struct err *err)
         for (int i = 0; i < n; i++) {
             (void)r_str(res, i, 0, after, sizeof(after));
             struct blob_check c = {after, 0, ""};
-            r = tx_run(q, TX_READ, check_blob_tx, &c, err);
+            r = store_tx_run(&q->base, STORE_TX_READ, check_blob_tx, &c, err);
             if (r < 0)
                 return r;
             if (c.verdict == 2)
@@ -1742,8 +1726,9 @@ add_disk_column(struct pg *q, struct err *err)
  * with itself (two creators collide in the catalogs), and the version check
  * keeps a running database from taking DDL locks on every open. */
 static int
-schema_tx(struct pg *q, void *ctx, struct err *err)
+schema_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct pg *q = PG(s);
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     int r;
@@ -1789,6 +1774,10 @@ pg_close(struct store *s)
 static const struct store_ops pg_ops = {
         .kind = "postgres",
         .close = pg_close,
+        .tx_begin = pg_tx_begin,
+        .tx_commit = pg_tx_commit,
+        .tx_rollback = pg_tx_rollback,
+        .tx_retry = pg_tx_retry,
         .ws_create = pg_ws_create,
         .ws_get = pg_ws_get,
         .ws_list = pg_ws_list,
@@ -1857,7 +1846,8 @@ store_pg_open(const char *url, const char *tmp_dir, struct store **ret, struct e
                     PQserverVersion(q->conn) / 10000);
         goto fail;
     }
-    if ((r = session_setup(q, err)) < 0 || (r = tx_run(q, TX_WRITE, schema_tx, NULL, err)) < 0)
+    if ((r = session_setup(q, err)) < 0 ||
+        (r = store_tx_run(&q->base, STORE_TX_WRITE, schema_tx, NULL, err)) < 0)
         goto fail;
     *ret = &q->base;
     return 0;

@@ -136,28 +136,45 @@ bind_text(sqlite3_stmt *st, int i, const char *s)
     (void)sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
 }
 
-static int
-begin(struct sq *q, struct err *err)
-{
-    return sq_exec(q, "BEGIN IMMEDIATE", err);
-}
-
-static int
-commit(struct sq *q, struct err *err)
-{
-    return sq_exec(q, "COMMIT", err);
-}
-
-static void
-rollback(struct sq *q)
-{
-    (void)sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-}
-
 static struct sq *
 SQ(struct store *s)
 {
     return (struct sq *)s;
+}
+
+/* --- transactions (store_tx_run() drives them) --- */
+
+/* A writer takes the store's one write lock at once (IMMEDIATE), so no
+ * statement inside meets a lock it would not wait for; a reader's snapshot
+ * starts with its first read. */
+static int
+sq_tx_begin(struct store *s, enum store_tx kind, struct err *err)
+{
+    return sq_exec(SQ(s), kind == STORE_TX_READ ? "BEGIN" : "BEGIN IMMEDIATE", err);
+}
+
+static int
+sq_tx_commit(struct store *s, struct err *err)
+{
+    return sq_exec(SQ(s), "COMMIT", err);
+}
+
+static void
+sq_tx_rollback(struct store *s)
+{
+    struct sq *q = SQ(s);
+    if (!sqlite3_get_autocommit(q->db))
+        (void)sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Never: the busy handler has waited up to 30 s for the write lock before
+ * SQLITE_BUSY comes back, and with the lock taken at BEGIN no statement
+ * can deadlock on it; another attempt would only make that wait longer. */
+static bool
+sq_tx_retry(struct store *s)
+{
+    (void)s;
+    return false;
 }
 
 /* --- rows --- */
@@ -577,81 +594,90 @@ ensure_blob(struct sq *q, int fd, const char *hash, uint64_t size, struct err *e
     return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "insert blob");
 }
 
+struct commit_ctx {
+    const char *ws, *path, *if_match, *hash;
+    uint32_t mode;
+    int fd;
+    uint64_t size, now;
+    sqlite3_int64 pin;
+};
+
+static int
+commit_tx(struct store *s, void *ctx, struct err *err)
+{
+    struct sq *q = SQ(s);
+    struct commit_ctx *c = ctx;
+    char parent[4100], name[4100];
+    struct store_entry cur;
+    int r, have;
+
+    store_split(c->path, parent, name);
+    if ((r = ws_exists(q, c->ws, err)) < 0)
+        return r;
+    have = get_entry(q, c->ws, c->path, &cur, err);
+    if (have < 0)
+        return have;
+    if (have && cur.type == STORE_DIR)
+        return err_set(err, EISDIR, "'/%s' is a directory", c->path);
+    if ((r = check_if_match(c->path, &cur, have, c->if_match, err)) < 0 ||
+        (r = mkdir_locked(q, c->ws, parent, NULL, err)) < 0 ||
+        (r = ensure_blob(q, c->fd, c->hash, c->size, err)) < 0)
+        return r;
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    r = prep(q,
+             "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+             " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8)"
+             " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
+             " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
+             &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, c->ws);
+    bind_text(st, 2, c->path);
+    bind_text(st, 3, parent);
+    bind_text(st, 4, name);
+    bind_text(st, 5, c->hash);
+    (void)sqlite3_bind_int64(st, 6, (sqlite3_int64)c->size);
+    (void)sqlite3_bind_int(st, 7, (int)c->mode);
+    (void)sqlite3_bind_int64(st, 8, (sqlite3_int64)c->now);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE)
+        return sq_fail(q, rc, err, "write entry");
+    unpin(q, c->pin);
+    return 0;
+}
+
 static int
 sq_commit(struct store *s, const char *ws, const char *path, uint32_t mode, const char *if_match,
           int fd, const char *hash, uint64_t size, struct store_entry *ret, struct err *err)
 {
     struct sq *q = SQ(s);
-    char parent[4100], name[4100];
-    struct store_entry cur;
-    sqlite3_int64 pin_id = 0;
-    uint64_t now = store_now_ms();
-    int r, have;
-
-    r = pin(q, hash, &pin_id, err);
+    struct commit_ctx c = {
+            .ws = ws,
+            .path = path,
+            .if_match = if_match,
+            .hash = hash,
+            .mode = mode ? mode : 0644,
+            .fd = fd,
+            .size = size,
+            .now = store_now_ms(),
+    };
+    int r = pin(q, hash, &c.pin, err);
     if (r < 0)
         return r;
-    r = begin(q, err);
+    r = store_tx_run(s, STORE_TX_WRITE, commit_tx, &c, err);
     if (r < 0) {
-        unpin(q, pin_id);
+        unpin(q, c.pin);
         return r;
     }
-    store_split(path, parent, name);
-    if ((r = ws_exists(q, ws, err)) < 0)
-        goto fail;
-    have = get_entry(q, ws, path, &cur, err);
-    if (have < 0) {
-        r = have;
-        goto fail;
-    }
-    if (have && cur.type == STORE_DIR) {
-        r = err_set(err, EISDIR, "'/%s' is a directory", path);
-        goto fail;
-    }
-    if ((r = check_if_match(path, &cur, have, if_match, err)) < 0 ||
-        (r = mkdir_locked(q, ws, parent, NULL, err)) < 0 ||
-        (r = ensure_blob(q, fd, hash, size, err)) < 0)
-        goto fail;
-    {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(q,
-                 "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
-                 " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8)"
-                 " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
-                 " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
-                 &st, err);
-        if (r < 0)
-            goto fail;
-        bind_text(st, 1, ws);
-        bind_text(st, 2, path);
-        bind_text(st, 3, parent);
-        bind_text(st, 4, name);
-        bind_text(st, 5, hash);
-        (void)sqlite3_bind_int64(st, 6, (sqlite3_int64)size);
-        (void)sqlite3_bind_int(st, 7, (int)(mode ? mode : 0644));
-        (void)sqlite3_bind_int64(st, 8, (sqlite3_int64)now);
-        int rc = sqlite3_step(st);
-        if (rc != SQLITE_DONE) {
-            r = sq_fail(q, rc, err, "write entry");
-            goto fail;
-        }
-    }
-    unpin(q, pin_id);
-    r = commit(q, err);
-    if (r < 0)
-        goto fail;
     memset(ret, 0, sizeof(*ret));
     (void)snprintf(ret->path, sizeof(ret->path), "%s", path);
     ret->type = STORE_FILE;
     ret->size = size;
     memcpy(ret->hash, hash, STORE_HASH_LEN + 1);
-    ret->mode = mode ? mode : 0644;
-    ret->mtime_ms = now;
+    ret->mode = c.mode;
+    ret->mtime_ms = c.now;
     return 0;
-fail:
-    rollback(q);
-    unpin(q, pin_id);
-    return r;
 }
 
 static int
@@ -786,63 +812,70 @@ sq_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, voi
     return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "walk");
 }
 
+struct remove_ctx {
+    const char *ws, *path, *if_match;
+};
+
+static int
+remove_tx(struct store *s, void *ctx, struct err *err)
+{
+    struct sq *q = SQ(s);
+    const struct remove_ctx *c = ctx;
+    struct store_entry cur;
+    int r = ws_exists(q, c->ws, err);
+    if (r < 0)
+        return r;
+    int have = get_entry(q, c->ws, c->path, &cur, err);
+    if (have < 0)
+        return have;
+    if ((r = check_if_match(c->path, &cur, have, c->if_match, err)) < 0)
+        return r;
+    if (!have)
+        return err_set(err, ENOENT, "no such file: '/%s'", c->path);
+    if (cur.type == STORE_DIR)
+        return err_set(err, EISDIR, "'/%s' is a directory: use rmdir", c->path);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    r = prep(q, "DELETE FROM entries WHERE ws = ?1 AND path = ?2", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, c->ws);
+    bind_text(st, 2, c->path);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "delete");
+}
+
 static int
 sq_remove(struct store *s, const char *ws, const char *path, const char *if_match, struct err *err)
 {
+    struct remove_ctx c = {ws, path, if_match};
+    return store_tx_run(s, STORE_TX_WRITE, remove_tx, &c, err);
+}
+
+struct mkdir_ctx {
+    const char *ws, *path;
+    bool created;
+};
+
+static int
+mkdir_tx(struct store *s, void *ctx, struct err *err)
+{
     struct sq *q = SQ(s);
-    struct store_entry cur;
-    int have;
-    int r = begin(q, err);
+    struct mkdir_ctx *c = ctx;
+    int r = ws_exists(q, c->ws, err);
     if (r < 0)
         return r;
-    if ((r = ws_exists(q, ws, err)) < 0)
-        goto fail;
-    have = get_entry(q, ws, path, &cur, err);
-    if (have < 0) {
-        r = have;
-        goto fail;
-    }
-    if ((r = check_if_match(path, &cur, have, if_match, err)) < 0)
-        goto fail;
-    if (!have) {
-        r = err_set(err, ENOENT, "no such file: '/%s'", path);
-        goto fail;
-    }
-    if (cur.type == STORE_DIR) {
-        r = err_set(err, EISDIR, "'/%s' is a directory: use rmdir", path);
-        goto fail;
-    }
-    {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(q, "DELETE FROM entries WHERE ws = ?1 AND path = ?2", &st, err);
-        if (r < 0)
-            goto fail;
-        bind_text(st, 1, ws);
-        bind_text(st, 2, path);
-        int rc = sqlite3_step(st);
-        if (rc != SQLITE_DONE) {
-            r = sq_fail(q, rc, err, "delete");
-            goto fail;
-        }
-    }
-    return commit(q, err);
-fail:
-    rollback(q);
-    return r;
+    return mkdir_locked(q, c->ws, c->path, &c->created, err);
 }
 
 static int
 sq_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created, struct err *err)
 {
-    struct sq *q = SQ(s);
-    int r = begin(q, err);
+    struct mkdir_ctx c = {ws, path, false};
+    int r = store_tx_run(s, STORE_TX_WRITE, mkdir_tx, &c, err);
     if (r < 0)
         return r;
-    if ((r = ws_exists(q, ws, err)) < 0 || (r = mkdir_locked(q, ws, path, ret_created, err)) < 0) {
-        rollback(q);
-        return r;
-    }
-    return commit(q, err);
+    *ret_created = c.created;
+    return 0;
 }
 
 static int
@@ -863,75 +896,63 @@ delete_tree(struct sq *q, const char *ws, const char *path, struct err *err)
 }
 
 static int
-sq_rmdir(struct store *s, const char *ws, const char *path, struct err *err)
+rmdir_tx(struct store *s, void *ctx, struct err *err)
 {
     struct sq *q = SQ(s);
+    const struct remove_ctx *c = ctx;
     struct store_entry e;
-    int have;
-    int r = begin(q, err);
+    int r = ws_exists(q, c->ws, err);
     if (r < 0)
         return r;
-    if ((r = ws_exists(q, ws, err)) < 0)
-        goto fail;
-    have = get_entry(q, ws, path, &e, err);
-    if (have < 0) {
-        r = have;
-        goto fail;
-    }
-    if (!have) {
-        r = err_set(err, ENOENT, "no such directory: '/%s'", path);
-        goto fail;
-    }
-    if (e.type != STORE_DIR) {
-        r = err_set(err, ENOTDIR, "'/%s' is not a directory", path);
-        goto fail;
-    }
-    if ((r = delete_tree(q, ws, path, err)) < 0)
-        goto fail;
-    return commit(q, err);
-fail:
-    rollback(q);
-    return r;
+    int have = get_entry(q, c->ws, c->path, &e, err);
+    if (have < 0)
+        return have;
+    if (!have)
+        return err_set(err, ENOENT, "no such directory: '/%s'", c->path);
+    if (e.type != STORE_DIR)
+        return err_set(err, ENOTDIR, "'/%s' is not a directory", c->path);
+    return delete_tree(q, c->ws, c->path, err);
 }
 
 static int
-sq_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
-          struct err *err)
+sq_rmdir(struct store *s, const char *ws, const char *path, struct err *err)
+{
+    struct remove_ctx c = {ws, path, NULL};
+    return store_tx_run(s, STORE_TX_WRITE, rmdir_tx, &c, err);
+}
+
+struct rename_ctx {
+    const char *ws, *from, *to;
+    bool overwrite;
+};
+
+static int
+rename_tx(struct store *s, void *ctx, struct err *err)
 {
     struct sq *q = SQ(s);
+    const struct rename_ctx *c = ctx;
     struct store_entry src, dst;
     char tparent[4100], tname[4100], lo[4100], hi[4100];
-    int have;
-    int r = begin(q, err);
+    int r = ws_exists(q, c->ws, err);
     if (r < 0)
         return r;
-    if ((r = ws_exists(q, ws, err)) < 0)
-        goto fail;
-    have = get_entry(q, ws, from, &src, err);
-    if (have <= 0) {
-        r = have < 0 ? have : err_set(err, ENOENT, "no such file or directory: '/%s'", from);
-        goto fail;
-    }
-    have = get_entry(q, ws, to, &dst, err);
-    if (have < 0) {
-        r = have;
-        goto fail;
-    }
+    int have = get_entry(q, c->ws, c->from, &src, err);
+    if (have <= 0)
+        return have < 0 ? have : err_set(err, ENOENT, "no such file or directory: '/%s'", c->from);
+    have = get_entry(q, c->ws, c->to, &dst, err);
+    if (have < 0)
+        return have;
     if (have) {
-        if (!overwrite) {
-            r = err_set(err, EEXIST, "'/%s' already exists", to);
-            goto fail;
-        }
-        if (dst.type == STORE_DIR || src.type == STORE_DIR) {
-            r = err_set(err, EEXIST, "'/%s' exists and only a file may replace a file", to);
-            goto fail;
-        }
-        if ((r = delete_tree(q, ws, to, err)) < 0)
-            goto fail;
+        if (!c->overwrite)
+            return err_set(err, EEXIST, "'/%s' already exists", c->to);
+        if (dst.type == STORE_DIR || src.type == STORE_DIR)
+            return err_set(err, EEXIST, "'/%s' exists and only a file may replace a file", c->to);
+        if ((r = delete_tree(q, c->ws, c->to, err)) < 0)
+            return r;
     }
-    store_split(to, tparent, tname);
-    if ((r = mkdir_locked(q, ws, tparent, NULL, err)) < 0)
-        goto fail;
+    store_split(c->to, tparent, tname);
+    if ((r = mkdir_locked(q, c->ws, tparent, NULL, err)) < 0)
+        return r;
     {
         /* The entry itself, then everything below it (directories). */
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -940,45 +961,44 @@ sq_rename(struct store *s, const char *ws, const char *from, const char *to, boo
                  " WHERE ws = ?1 AND path = ?2",
                  &st, err);
         if (r < 0)
-            goto fail;
-        bind_text(st, 1, ws);
-        bind_text(st, 2, from);
-        bind_text(st, 3, to);
+            return r;
+        bind_text(st, 1, c->ws);
+        bind_text(st, 2, c->from);
+        bind_text(st, 3, c->to);
         bind_text(st, 4, tparent);
         bind_text(st, 5, tname);
         (void)sqlite3_bind_int64(st, 6, (sqlite3_int64)store_now_ms());
         int rc = sqlite3_step(st);
-        if (rc != SQLITE_DONE) {
-            r = sq_fail(q, rc, err, "rename");
-            goto fail;
-        }
+        if (rc != SQLITE_DONE)
+            return sq_fail(q, rc, err, "rename");
     }
-    if (src.type == STORE_DIR) {
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        /* substr() counts characters in TEXT and bytes in a BLOB; ?5 is
-         * a byte offset, so the old prefix is cut as bytes (a directory
-         * named "\xc3\xa9" is one character but two bytes). */
-        r = prep(q,
-                 "UPDATE entries SET path = ?4 || CAST(substr(CAST(path AS BLOB), ?5) AS TEXT),"
-                 " parent = ?4 || CAST(substr(CAST(parent AS BLOB), ?5) AS TEXT)"
-                 " WHERE ws = ?1 AND path > ?2 AND path < ?3",
-                 &st, err);
-        if (r < 0)
-            goto fail;
-        bind_text(st, 1, ws);
-        bind_below(st, 2, from, lo, hi);
-        bind_text(st, 4, to);
-        (void)sqlite3_bind_int(st, 5, (int)strlen(from) + 1);
-        int rc = sqlite3_step(st);
-        if (rc != SQLITE_DONE) {
-            r = sq_fail(q, rc, err, "rename tree");
-            goto fail;
-        }
-    }
-    return commit(q, err);
-fail:
-    rollback(q);
-    return r;
+    if (src.type != STORE_DIR)
+        return 0;
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    /* substr() counts characters in TEXT and bytes in a BLOB; ?5 is a
+     * byte offset, so the old prefix is cut as bytes (a directory named
+     * "\xc3\xa9" is one character but two bytes). */
+    r = prep(q,
+             "UPDATE entries SET path = ?4 || CAST(substr(CAST(path AS BLOB), ?5) AS TEXT),"
+             " parent = ?4 || CAST(substr(CAST(parent AS BLOB), ?5) AS TEXT)"
+             " WHERE ws = ?1 AND path > ?2 AND path < ?3",
+             &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, c->ws);
+    bind_below(st, 2, c->from, lo, hi);
+    bind_text(st, 4, c->to);
+    (void)sqlite3_bind_int(st, 5, (int)strlen(c->from) + 1);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "rename tree");
+}
+
+static int
+sq_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
+          struct err *err)
+{
+    struct rename_ctx c = {ws, from, to, overwrite};
+    return store_tx_run(s, STORE_TX_WRITE, rename_tx, &c, err);
 }
 
 /* --- GC --- */
@@ -1080,6 +1100,60 @@ struct sweep_item {
     char name[STORE_HASH_LEN + 5];
 };
 
+struct unlink_ctx {
+    const struct sweep_item *items;
+    int n;
+    uint64_t min_age_ms;
+    bool count;
+    struct store_gc_stats *st_out;
+};
+
+/* Files unlinked stay unlinked whatever becomes of the transaction, so
+ * they are counted as they go (a second run finds them gone). */
+static int
+unlink_tx(struct store *s, void *ctx, struct err *err)
+{
+    struct sq *q = SQ(s);
+    const struct unlink_ctx *c = ctx;
+    _cleanup_stmt_ sqlite3_stmt *sel = NULL;
+    uint64_t now = store_now_ms();
+    int r = prep(q, "SELECT 1 FROM blobs WHERE hash = ?1", &sel, err);
+    if (r < 0)
+        return r;
+    for (int i = 0; i < c->n; i++) {
+        const char *name = c->items[i].name;
+        int kind = blob_name_kind(name);
+        struct stat sb;
+        _cleanup_close_ int d = blob_dir(q, name, false, NULL);
+        if (d < 0 || kind == NAME_OTHER || fstatat(d, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(sb.st_mode))
+            continue;
+        if (kind == NAME_BLOB) {
+            uint64_t mtime =
+                    (uint64_t)sb.st_mtim.tv_sec * 1000u + (uint64_t)sb.st_mtim.tv_nsec / 1000000u;
+            if (c->min_age_ms && (mtime > now || now - mtime < c->min_age_ms))
+                continue;
+            char hash[STORE_HASH_LEN + 1];
+            memcpy(hash, name, STORE_HASH_LEN);
+            hash[STORE_HASH_LEN] = '\0';
+            (void)sqlite3_reset(sel);
+            bind_text(sel, 1, hash);
+            int rc = sqlite3_step(sel);
+            if (rc == SQLITE_ROW)
+                continue; /* referenced again (a writer stored it meanwhile) */
+            if (rc != SQLITE_DONE)
+                return sq_fail(q, rc, err, "gc lookup");
+        }
+        if (unlinkat(d, name, 0) < 0)
+            continue;
+        c->st_out->bytes_freed += (uint64_t)sb.st_size;
+        if (kind == NAME_BLOB && c->count)
+            c->st_out->blobs_deleted++;
+    }
+    (void)sqlite3_reset(sel);
+    return 0;
+}
+
 /*
  * Deletes the files among names that have no blobs row, inside one BEGIN
  * IMMEDIATE transaction. Deciding "no row" and unlinking must not be split
@@ -1099,64 +1173,26 @@ static int
 unlink_unreferenced(struct sq *q, const struct sweep_item *items, int n, uint64_t min_age_ms,
                     bool count, struct store_gc_stats *st_out, struct err *err)
 {
-    _cleanup_stmt_ sqlite3_stmt *sel = NULL;
-    uint64_t now = store_now_ms();
-    int r = begin(q, err);
-    if (r < 0)
-        return r;
-    r = prep(q, "SELECT 1 FROM blobs WHERE hash = ?1", &sel, err);
-    if (r < 0)
-        goto fail;
-    for (int i = 0; i < n; i++) {
-        const char *name = items[i].name;
-        int kind = blob_name_kind(name);
-        struct stat sb;
-        _cleanup_close_ int d = blob_dir(q, name, false, NULL);
-        if (d < 0 || kind == NAME_OTHER || fstatat(d, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
-            !S_ISREG(sb.st_mode))
-            continue;
-        if (kind == NAME_BLOB) {
-            uint64_t mtime =
-                    (uint64_t)sb.st_mtim.tv_sec * 1000u + (uint64_t)sb.st_mtim.tv_nsec / 1000000u;
-            if (min_age_ms && (mtime > now || now - mtime < min_age_ms))
-                continue;
-            char hash[STORE_HASH_LEN + 1];
-            memcpy(hash, name, STORE_HASH_LEN);
-            hash[STORE_HASH_LEN] = '\0';
-            (void)sqlite3_reset(sel);
-            bind_text(sel, 1, hash);
-            int rc = sqlite3_step(sel);
-            if (rc == SQLITE_ROW)
-                continue; /* referenced again (a writer stored it meanwhile) */
-            if (rc != SQLITE_DONE) {
-                r = sq_fail(q, rc, err, "gc lookup");
-                goto fail;
-            }
-        }
-        if (unlinkat(d, name, 0) < 0)
-            continue;
-        st_out->bytes_freed += (uint64_t)sb.st_size;
-        if (kind == NAME_BLOB && count)
-            st_out->blobs_deleted++;
-    }
-    (void)sqlite3_reset(sel);
-    return commit(q, err);
-fail:
-    rollback(q);
-    return r;
+    struct unlink_ctx c = {items, n, min_age_ms, count, st_out};
+    return store_tx_run(&q->base, STORE_TX_WRITE, unlink_tx, &c, err);
 }
 
+struct batch_ctx {
+    struct sweep_item *items;
+    int n;
+};
+
+/* Collects a batch of candidates (unreferenced, unpinned) and deletes
+ * their rows, and expired pins. */
 static int
-gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err *err)
+batch_tx(struct store *s, void *ctx, struct err *err)
 {
+    struct sq *q = SQ(s);
+    struct batch_ctx *c = ctx;
     uint64_t now = store_now_ms();
-    _cleanup_free_ struct sweep_item *items = calloc(GC_BATCH, sizeof(*items));
-    int n = 0;
-    if (!items)
-        return err_set(err, ENOMEM, "store: out of memory");
-    int r = begin(q, err);
-    if (r < 0)
-        return r;
+    int r;
+
+    c->n = 0;
     {
         _cleanup_stmt_ sqlite3_stmt *st = NULL;
         r = prep(
@@ -1167,56 +1203,57 @@ gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err
                 " LIMIT ?2",
                 &st, err);
         if (r < 0)
-            goto fail;
+            return r;
         (void)sqlite3_bind_int64(st, 1, (sqlite3_int64)now);
         (void)sqlite3_bind_int(st, 2, GC_BATCH);
         int rc;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < GC_BATCH) {
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW && c->n < GC_BATCH) {
             const char *h = (const char *)sqlite3_column_text(st, 0);
             if (h && strlen(h) == STORE_HASH_LEN)
-                memcpy(items[n++].name, h, STORE_HASH_LEN + 1);
+                memcpy(c->items[c->n++].name, h, STORE_HASH_LEN + 1);
         }
-        if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-            r = sq_fail(q, rc, err, "gc scan");
-            goto fail;
-        }
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+            return sq_fail(q, rc, err, "gc scan");
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < c->n; i++) {
         _cleanup_stmt_ sqlite3_stmt *del = NULL;
         r = prep(q, "DELETE FROM blobs WHERE hash = ?1", &del, err);
         if (r < 0)
-            goto fail;
-        bind_text(del, 1, items[i].name);
+            return r;
+        bind_text(del, 1, c->items[i].name);
         int rc = sqlite3_step(del);
-        if (rc != SQLITE_DONE) {
-            r = sq_fail(q, rc, err, "gc delete");
-            goto fail;
-        }
-        st_out->blobs_deleted++;
+        if (rc != SQLITE_DONE)
+            return sq_fail(q, rc, err, "gc delete");
     }
-    {
-        _cleanup_stmt_ sqlite3_stmt *del = NULL;
-        r = prep(q, "DELETE FROM pins WHERE expires_ms <= ?1", &del, err);
-        if (r < 0)
-            goto fail;
-        (void)sqlite3_bind_int64(del, 1, (sqlite3_int64)now);
-        (void)sqlite3_step(del);
-    }
-    r = commit(q, err);
+    _cleanup_stmt_ sqlite3_stmt *del = NULL;
+    r = prep(q, "DELETE FROM pins WHERE expires_ms <= ?1", &del, err);
     if (r < 0)
-        goto fail;
-    st_out->blobs_seen += (uint64_t)n;
-    *ret_more = n == GC_BATCH;
-    if (n == 0)
+        return r;
+    (void)sqlite3_bind_int64(del, 1, (sqlite3_int64)now);
+    (void)sqlite3_step(del);
+    return 0;
+}
+
+static int
+gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err *err)
+{
+    _cleanup_free_ struct sweep_item *items = calloc(GC_BATCH, sizeof(*items));
+    if (!items)
+        return err_set(err, ENOMEM, "store: out of memory");
+    struct batch_ctx c = {items, 0};
+    int r = store_tx_run(&q->base, STORE_TX_WRITE, batch_tx, &c, err);
+    if (r < 0)
+        return r;
+    st_out->blobs_deleted += (uint64_t)c.n;
+    st_out->blobs_seen += (uint64_t)c.n;
+    *ret_more = c.n == GC_BATCH;
+    if (c.n == 0)
         return 0;
     /* Rows first, files after: a crash in between leaves files without
      * rows (orphans, which a later sweep deletes), never a row without its
      * file. The files go under the write lock again, and only if no writer
      * stored the same content meanwhile. */
-    return unlink_unreferenced(q, items, n, 0, false, st_out, err);
-fail:
-    rollback(q);
-    return r;
+    return unlink_unreferenced(q, items, c.n, 0, false, st_out, err);
 }
 
 /* Blob files with no row (a crash between placing a blob and committing
@@ -1517,6 +1554,10 @@ sq_close(struct store *s)
 static const struct store_ops sqlite_ops = {
         .kind = "sqlite",
         .close = sq_close,
+        .tx_begin = sq_tx_begin,
+        .tx_commit = sq_tx_commit,
+        .tx_rollback = sq_tx_rollback,
+        .tx_retry = sq_tx_retry,
         .ws_create = sq_ws_create,
         .ws_get = sq_ws_get,
         .ws_list = sq_ws_list,

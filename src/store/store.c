@@ -14,12 +14,14 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/store-internal.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
 #include "util/path.h"
+#include "util/rand.h"
 #include "util/timeutil.h"
 
 uint64_t
@@ -200,6 +202,37 @@ store_verify_done(struct store_verify *v)
 {
     EVP_MD_CTX_free(v->md);
     v->md = NULL;
+}
+
+/* --- transactions --- */
+
+int
+store_tx_run(struct store *s, enum store_tx kind, store_tx_fn fn, void *ctx, struct err *err)
+{
+    for (int attempt = 1;; attempt++) {
+        struct err e1 = {0};
+        int r = s->ops->tx_begin(s, kind, &e1);
+        if (r >= 0)
+            r = fn(s, ctx, &e1);
+        if (r >= 0) {
+            int c = s->ops->tx_commit(s, &e1);
+            if (c < 0)
+                r = c;
+        }
+        s->ops->tx_rollback(s);
+        if (r >= 0)
+            return r;
+        if (attempt >= STORE_TX_ATTEMPTS || !s->ops->tx_retry(s)) {
+            if (err && !err_isset(err))
+                *err = e1;
+            return r;
+        }
+        /* Back off 5-15 ms per attempt so the other party can finish. */
+        unsigned char j = 0;
+        (void)rand_bytes(&j, 1);
+        struct timespec ts = {0, (long)(attempt * 5000 + (j % 100) * 100) * 1000L};
+        (void)nanosleep(&ts, NULL);
+    }
 }
 
 int
