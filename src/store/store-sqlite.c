@@ -310,30 +310,58 @@ check_if_match(const char *path, const struct store_entry *cur, bool exists, con
 
 /* --- blobs on disk --- */
 
+/* A name in blobs/ab/: a blob ("<hash>"), or a writer's temporary
+ * ("<hash>.tmp", see blob_place()). 0 for anything else. */
+enum { BLOB_NAME_OTHER, BLOB_NAME_BLOB, BLOB_NAME_TMP };
+
+static bool
+is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
 static int
-blob_dir(struct sq *q, const char *hash, bool create, struct err *err)
+blob_name_kind(const char *name)
+{
+    size_t n = strlen(name);
+    if (n != STORE_HASH_LEN && !(n == STORE_HASH_LEN + 4 && !strcmp(name + STORE_HASH_LEN, ".tmp")))
+        return BLOB_NAME_OTHER;
+    for (size_t i = 0; i < STORE_HASH_LEN; i++)
+        if (!is_hex(name[i]))
+            return BLOB_NAME_OTHER;
+    return n == STORE_HASH_LEN ? BLOB_NAME_BLOB : BLOB_NAME_TMP;
+}
+
+struct blob_name {
+    char name[STORE_HASH_LEN + 5];
+};
+
+typedef int (*blob_scan_fn)(void *ud, const struct blob_name *names, int n, struct err *err);
+
+static int
+blob_dir(int blobs_fd, const char *hash, bool create, struct err *err)
 {
     char sub[3] = {hash[0], hash[1], '\0'};
-    int fd = openat(q->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = openat(blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0 || errno != ENOENT || !create)
         return fd >= 0 ? fd : err_setx(err, errno, "cannot open blob directory '%s'", sub);
     /* The first of 256: made once, and durably (its entry in blobs/). */
-    if (mkdirat(q->blobs_fd, sub, 0755) == 0) {
-        if (fsync(q->blobs_fd) < 0)
+    if (mkdirat(blobs_fd, sub, 0755) == 0) {
+        if (fsync(blobs_fd) < 0)
             return err_setx(err, errno, "cannot sync the blob directory");
     } else if (errno != EEXIST) {
         return err_setx(err, errno, "cannot create blob directory '%s'", sub);
     }
-    fd = openat(q->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fd = openat(blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return err_setx(err, errno, "cannot open blob directory '%s'", sub);
     return fd;
 }
 
 static int
-blob_open(struct sq *q, const char *hash, struct err *err)
+blob_open(int blobs_fd, const char *hash, struct err *err)
 {
-    _cleanup_close_ int d = blob_dir(q, hash, false, err);
+    _cleanup_close_ int d = blob_dir(blobs_fd, hash, false, err);
     if (d < 0)
         return d;
     int fd = openat(d, hash, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -356,10 +384,10 @@ blob_open(struct sq *q, const char *hash, struct err *err)
  * deletes it), and no row: the write was not acknowledged.
  */
 static int
-blob_place(struct sq *q, int fd, const char *hash, struct err *err)
+blob_place(int blobs_fd, int fd, const char *hash, struct err *err)
 {
     char proc[64], tmp[STORE_HASH_LEN + 5];
-    _cleanup_close_ int d = blob_dir(q, hash, true, err);
+    _cleanup_close_ int d = blob_dir(blobs_fd, hash, true, err);
     if (d < 0)
         return d;
     (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
@@ -576,11 +604,11 @@ ensure_blob(struct sq *q, int fd, const char *hash, uint64_t size, struct err *e
         /* The row is not proof of the file (a file deleted by hand, a
          * store restored from an incomplete backup). We hold the write
          * lock, so what we see now stays true until commit. */
-        _cleanup_close_ int d = blob_dir(q, hash, false, NULL);
+        _cleanup_close_ int d = blob_dir(q->blobs_fd, hash, false, NULL);
         if (d >= 0 && faccessat(d, hash, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
             return 0;
     }
-    r = blob_place(q, fd, hash, err);
+    r = blob_place(q->blobs_fd, fd, hash, err);
     if (r < 0 || have_row)
         return r;
     _cleanup_stmt_ sqlite3_stmt *ins = NULL;
@@ -695,7 +723,7 @@ sq_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct s
         return err_set(err, ENOENT, "no such file: '/%s'", path);
     if (ret->type == STORE_DIR)
         return err_set(err, EISDIR, "'/%s' is a directory", path);
-    _cleanup_close_ int fd = blob_open(q, ret->hash, err);
+    _cleanup_close_ int fd = blob_open(q->blobs_fd, ret->hash, err);
     if (fd < 0)
         return fd;
     /* A short or long file is damaged whatever it holds; say so before the
@@ -1074,34 +1102,8 @@ sq_lease_release(struct store *s, const char *holder, struct err *err)
 
 #define GC_BATCH 256
 
-/* A name in blobs/ab/: a blob ("<hash>"), or a writer's temporary
- * ("<hash>.tmp", see blob_place()). 0 for anything else. */
-enum { NAME_OTHER, NAME_BLOB, NAME_TMP };
-
-static bool
-is_hex(char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-}
-
-static int
-blob_name_kind(const char *name)
-{
-    size_t n = strlen(name);
-    if (n != STORE_HASH_LEN && !(n == STORE_HASH_LEN + 4 && !strcmp(name + STORE_HASH_LEN, ".tmp")))
-        return NAME_OTHER;
-    for (size_t i = 0; i < STORE_HASH_LEN; i++)
-        if (!is_hex(name[i]))
-            return NAME_OTHER;
-    return n == STORE_HASH_LEN ? NAME_BLOB : NAME_TMP;
-}
-
-struct sweep_item {
-    char name[STORE_HASH_LEN + 5];
-};
-
 struct unlink_ctx {
-    const struct sweep_item *items;
+    const struct blob_name *items;
     int n;
     uint64_t min_age_ms;
     bool count;
@@ -1124,11 +1126,11 @@ unlink_tx(struct store *s, void *ctx, struct err *err)
         const char *name = c->items[i].name;
         int kind = blob_name_kind(name);
         struct stat sb;
-        _cleanup_close_ int d = blob_dir(q, name, false, NULL);
-        if (d < 0 || kind == NAME_OTHER || fstatat(d, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+        _cleanup_close_ int d = blob_dir(q->blobs_fd, name, false, NULL);
+        if (d < 0 || kind == BLOB_NAME_OTHER || fstatat(d, name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
             !S_ISREG(sb.st_mode))
             continue;
-        if (kind == NAME_BLOB) {
+        if (kind == BLOB_NAME_BLOB) {
             uint64_t mtime =
                     (uint64_t)sb.st_mtim.tv_sec * 1000u + (uint64_t)sb.st_mtim.tv_nsec / 1000000u;
             if (c->min_age_ms && (mtime > now || now - mtime < c->min_age_ms))
@@ -1147,7 +1149,7 @@ unlink_tx(struct store *s, void *ctx, struct err *err)
         if (unlinkat(d, name, 0) < 0)
             continue;
         c->st_out->bytes_freed += (uint64_t)sb.st_size;
-        if (kind == NAME_BLOB && c->count)
+        if (kind == BLOB_NAME_BLOB && c->count)
             c->st_out->blobs_deleted++;
     }
     (void)sqlite3_reset(sel);
@@ -1170,7 +1172,7 @@ unlink_tx(struct store *s, void *ctx, struct err *err)
  * (orphans do; blobs whose rows this GC just deleted were counted then).
  */
 static int
-unlink_unreferenced(struct sq *q, const struct sweep_item *items, int n, uint64_t min_age_ms,
+unlink_unreferenced(struct sq *q, const struct blob_name *items, int n, uint64_t min_age_ms,
                     bool count, struct store_gc_stats *st_out, struct err *err)
 {
     struct unlink_ctx c = {items, n, min_age_ms, count, st_out};
@@ -1178,7 +1180,7 @@ unlink_unreferenced(struct sq *q, const struct sweep_item *items, int n, uint64_
 }
 
 struct batch_ctx {
-    struct sweep_item *items;
+    struct blob_name *items;
     int n;
 };
 
@@ -1237,7 +1239,7 @@ batch_tx(struct store *s, void *ctx, struct err *err)
 static int
 gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err *err)
 {
-    _cleanup_free_ struct sweep_item *items = calloc(GC_BATCH, sizeof(*items));
+    _cleanup_free_ struct blob_name *items = calloc(GC_BATCH, sizeof(*items));
     if (!items)
         return err_set(err, ENOMEM, "store: out of memory");
     struct batch_ctx c = {items, 0};
@@ -1256,14 +1258,17 @@ gc_batch(struct sq *q, struct store_gc_stats *st_out, bool *ret_more, struct err
     return unlink_unreferenced(q, items, c.n, 0, false, st_out, err);
 }
 
-/* Blob files with no row (a crash between placing a blob and committing
- * its row, or between GC's two steps) and writers' temporaries left by a
- * crash, GC_BATCH at a time (see unlink_unreferenced()). A blob file
- * changed within STORE_ORPHAN_MS is left for a later run. */
+/*
+ * Hands fn the names in the blob directory that a crash may have left, up
+ * to batch at a time: blob files ("<hash>") not changed within min_age_ms,
+ * and writers' temporaries ("<hash>.tmp") of any age. A first look, made
+ * without any lock so that young files cost nothing: fn decides again
+ * under its own. An error of fn stops the scan and is returned.
+ */
 static int
-gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
+blob_scan(int blobs_fd, uint64_t min_age_ms, int batch, blob_scan_fn fn, void *ud, struct err *err)
 {
-    _cleanup_free_ struct sweep_item *items = calloc(GC_BATCH, sizeof(*items));
+    _cleanup_free_ struct blob_name *items = calloc((size_t)batch, sizeof(*items));
     uint64_t now = store_now_ms();
     int n = 0, r = 0;
 
@@ -1271,7 +1276,7 @@ gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
         return err_set(err, ENOMEM, "store: out of memory");
     /* A directory stream of its own every time: a dup of blobs_fd would
      * share blobs_fd's file offset, left at the end by the first sweep. */
-    int dfd = openat(q->blobs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd = openat(blobs_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *top = dfd >= 0 ? fdopendir(dfd) : NULL;
     if (!top) {
         r = err_setx(err, errno, "cannot scan the blob directory");
@@ -1282,7 +1287,7 @@ gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
     while (r >= 0 && (de = readdir(top))) {
         if (strlen(de->d_name) != 2 || !is_hex(de->d_name[0]) || !is_hex(de->d_name[1]))
             continue;
-        int sfd = openat(q->blobs_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int sfd = openat(blobs_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         DIR *sub = sfd >= 0 ? fdopendir(sfd) : NULL;
         if (!sub) {
             safe_close(sfd);
@@ -1291,21 +1296,19 @@ gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
         struct dirent *b;
         while (r >= 0 && (b = readdir(sub))) {
             int kind = blob_name_kind(b->d_name);
-            if (kind == NAME_OTHER || memcmp(b->d_name, de->d_name, 2) != 0)
+            if (kind == BLOB_NAME_OTHER || memcmp(b->d_name, de->d_name, 2) != 0)
                 continue;
             struct stat sb;
-            /* A first look without the lock keeps young files from costing
-             * a transaction; the decision is made under it. */
-            if (kind == NAME_BLOB) {
+            if (kind == BLOB_NAME_BLOB) {
                 if (fstatat(dirfd(sub), b->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
                     continue;
                 uint64_t mtime = (uint64_t)sb.st_mtim.tv_sec * 1000u;
-                if (mtime > now || now - mtime < STORE_ORPHAN_MS)
+                if (mtime > now || now - mtime < min_age_ms)
                     continue;
             }
             memcpy(items[n++].name, b->d_name, strlen(b->d_name) + 1);
-            if (n == GC_BATCH) {
-                r = unlink_unreferenced(q, items, n, STORE_ORPHAN_MS, true, st, err);
+            if (n == batch) {
+                r = fn(ud, items, n, err);
                 n = 0;
             }
         }
@@ -1313,8 +1316,31 @@ gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
     }
     closedir(top);
     if (r >= 0 && n > 0)
-        r = unlink_unreferenced(q, items, n, STORE_ORPHAN_MS, true, st, err);
+        r = fn(ud, items, n, err);
     return r;
+}
+
+struct orphans_ctx {
+    struct sq *q;
+    struct store_gc_stats *st;
+};
+
+static int
+orphans_batch(void *ud, const struct blob_name *names, int n, struct err *err)
+{
+    struct orphans_ctx *c = ud;
+    return unlink_unreferenced(c->q, names, n, STORE_ORPHAN_MS, true, c->st, err);
+}
+
+/* Blob files with no row (a crash between placing a blob and committing
+ * its row, or between GC's two steps) and writers' temporaries left by a
+ * crash, GC_BATCH at a time (see unlink_unreferenced()). A blob file
+ * changed within STORE_ORPHAN_MS is left for a later run. */
+static int
+gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
+{
+    struct orphans_ctx c = {q, st};
+    return blob_scan(q->blobs_fd, STORE_ORPHAN_MS, GC_BATCH, orphans_batch, &c, err);
 }
 
 static int
@@ -1358,7 +1384,7 @@ sq_check(struct store *s, struct store_check_report *rep, struct err *err)
         const char *hash = (const char *)sqlite3_column_text(st, 2);
         bool ok = sqlite3_column_type(st, 3) != SQLITE_NULL;
         if (ok && hash) {
-            _cleanup_close_ int fd = blob_open(q, hash, NULL);
+            _cleanup_close_ int fd = blob_open(q->blobs_fd, hash, NULL);
             ok = fd >= 0;
         }
         if (!ok) {
@@ -1383,7 +1409,7 @@ sq_check(struct store *s, struct store_check_report *rep, struct err *err)
         const char *hash = (const char *)sqlite3_column_text(st, 0);
         uint64_t want = (uint64_t)sqlite3_column_int64(st, 1), size = 0;
         rep->blobs++;
-        _cleanup_close_ int fd = hash ? blob_open(q, hash, NULL) : -EBADF;
+        _cleanup_close_ int fd = hash ? blob_open(q->blobs_fd, hash, NULL) : -EBADF;
         char got[STORE_HASH_LEN + 1] = "";
         if (fd < 0)
             continue; /* counted above if a file uses it */
