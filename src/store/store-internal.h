@@ -100,3 +100,31 @@ uint64_t store_now_ms(void);
  * a holder that store_holder_dead() says is gone. */
 int store_lease_take(struct store *s, const char *holder, uint64_t lease_ms, bool *ret_held,
                      struct err *err);
+
+/* --- blob files on disk (blob.c) ---
+ * For a backend whose blobs are files: <blobs>/<2 hex>/<64 hex>. */
+
+/* A name in blobs/ab/: a blob ("<hash>"), or a writer's temporary
+ * ("<hash>.tmp", see blob_place()). 0 for anything else. */
+enum { BLOB_NAME_OTHER, BLOB_NAME_BLOB, BLOB_NAME_TMP };
+
+struct blob_name {
+    char name[STORE_HASH_LEN + 5];
+};
+
+typedef int (*blob_scan_fn)(void *ud, const struct blob_name *names, int n, struct err *err);
+
+/* The directory of hash's blob file, opened (O_DIRECTORY); with create,
+ * made (and its entry synced) when missing. */
+int blob_dir(int blobs_fd, const char *hash, bool create, struct err *err);
+/* hash's blob file, opened for reading; -EIO when it is missing. */
+int blob_open(int blobs_fd, const char *hash, struct err *err);
+/* Links the staged data in fd in as hash's blob file, replacing a file of
+ * that name (which has no row: see blob.c), durable on return. */
+int blob_place(int blobs_fd, int fd, const char *hash, struct err *err);
+/* BLOB_NAME_BLOB, BLOB_NAME_TMP or BLOB_NAME_OTHER. */
+int blob_name_kind(const char *name);
+/* Hands fn the names that a crash may have left, batch at a time: blob
+ * files not changed within min_age_ms, and temporaries of any age. */
+int blob_scan(int blobs_fd, uint64_t min_age_ms, int batch, blob_scan_fn fn, void *ud,
+              struct err *err);
