@@ -172,15 +172,21 @@ int
 store_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
          struct err *err)
 {
+    bool held = false;
     memset(ret, 0, sizeof(*ret));
     if (!holder || !*holder || strlen(holder) > STORE_HOLDER_MAX)
         return err_set(err, EINVAL, "invalid GC holder name");
-    int r = s->ops->gc(s, holder, lease_ms, ret, err);
+    int r = store_lease_take(s, holder, lease_ms, &held, err);
+    if (r < 0)
+        return r;
+    ret->held_lease = held;
+    if (!held)
+        return 0;
+    r = s->ops->collect(s, holder, lease_ms, ret, err);
     /* Whatever happened, the next run (ours or another host's) need not
      * wait for the lease to expire. A release that fails leaves it to
      * expire. */
-    if (ret->held_lease)
-        (void)s->ops->lease_release(s, holder, NULL);
+    (void)s->ops->lease_release(s, holder, NULL);
     return r;
 }
 

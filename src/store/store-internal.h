@@ -1,6 +1,6 @@
 /*
  * store-internal.h - the backend contract behind store.h, and helpers the
- * backends share. Only store*.c include it.
+ * backends share. Only the store's own files include it (and its tests).
  */
 #pragma once
 
@@ -16,54 +16,101 @@ enum store_tx {
     STORE_TX_READ,  /* reads one snapshot, changes nothing */
 };
 
+/*
+ * What a backend implements: primitives that each speak its SQL, and
+ * nothing about what they mean together. The shared layer (tree.c,
+ * lease.c) decides what each operation checks, in what order, with which
+ * error, and runs the primitives inside the transactions it opens with
+ * store_tx_run(). Unless it says otherwise a primitive returns 0 or
+ * -errno with err filled, is called with validated arguments (store_ws_ok,
+ * store_path_ok; paths normalized, never the root where a name is meant),
+ * and may run inside a transaction or outside one.
+ */
 struct store_ops {
     const char *kind;
     void (*close)(struct store *s);
-    /* Transactions, driven by store_tx_run(). begin opens one of that
-     * kind; commit ends it (a failed commit leaves nothing changed);
-     * rollback ends it if one is open and is harmless otherwise; retry
-     * says whether the failure just seen is worth another attempt from
-     * the start (a deadlock, a serialization failure). */
+
+    /* Transactions. begin opens one of that kind; commit ends it (a failed
+     * commit leaves nothing changed); rollback ends it if one is open and
+     * is harmless otherwise; retry says whether the failure just seen is
+     * worth another attempt from the start (a deadlock, a serialization
+     * failure). */
     int (*tx_begin)(struct store *s, enum store_tx kind, struct err *err);
     int (*tx_commit)(struct store *s, struct err *err);
     void (*tx_rollback)(struct store *s);
     bool (*tx_retry)(struct store *s);
-    int (*ws_create)(struct store *s, const struct store_ws *ws, struct err *err);
+
+    /* Workspace rows. insert: -EEXIST when the id is taken (err need not
+     * say so: the caller does). get: 1 and the row, 0 when there is none.
+     * delete: the row and its entries; 1, or 0 when there was none. check:
+     * 1 when the workspace exists, 0 when not; with lock (only inside a
+     * write transaction) this transaction is also the only writer of the
+     * workspace's tree until it ends. usage: the sums over its entries. */
+    int (*ws_insert)(struct store *s, const struct store_ws *ws, struct err *err);
     int (*ws_get)(struct store *s, const char *id, struct store_ws *ret, struct err *err);
     int (*ws_list)(struct store *s, store_ws_fn fn, void *ud, struct err *err);
     int (*ws_delete)(struct store *s, const char *id, struct err *err);
+    int (*ws_check)(struct store *s, const char *id, bool lock, struct err *err);
     int (*usage)(struct store *s, const char *ws, struct store_usage *ret, struct err *err);
-    /* The staged data in fd (positioned anywhere; size bytes, hash known)
-     * becomes path. fd is borrowed; it is an O_TMPFILE in the staging dir. */
-    int (*commit)(struct store *s, const char *ws, const char *path, uint32_t mode,
-                  const char *if_match, int fd, const char *hash, uint64_t size,
-                  struct store_entry *ret, struct err *err);
-    int (*read)(struct store *s, const char *ws, const char *path, int *ret_fd,
-                struct store_entry *ret, struct err *err);
-    int (*stat)(struct store *s, const char *ws, const char *path, struct store_entry *ret,
-                struct err *err);
-    int (*list)(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-                struct err *err);
-    int (*walk)(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-                struct err *err);
-    int (*remove)(struct store *s, const char *ws, const char *path, const char *if_match,
-                  struct err *err);
-    int (*mkdir)(struct store *s, const char *ws, const char *path, bool *ret_created,
+
+    /* Entries, keyed (ws, path); parent and name are path's halves
+     * (path_split()). get: 1 and the entry, 0 when there is none. insert_dir
+     * and upsert_file write one row (a file's replaces a file's). delete_tree
+     * deletes path and everything below it; move_entry gives the entry at
+     * from the name to, move_below moves everything below from to below
+     * to. children (sorted by name) and below (sorted by path; dir "." is
+     * the whole tree) hand each entry to fn and stop at its first error,
+     * returned as is; fn may use the store meanwhile. */
+    int (*get_entry)(struct store *s, const char *ws, const char *path, struct store_entry *ret,
+                     struct err *err);
+    int (*insert_dir)(struct store *s, const char *ws, const char *path, const char *parent,
+                      const char *name, uint64_t now_ms, struct err *err);
+    int (*upsert_file)(struct store *s, const char *ws, const char *path, const char *parent,
+                       const char *name, const char *hash, uint64_t size, uint32_t mode,
+                       uint64_t now_ms, struct err *err);
+    int (*delete_entry)(struct store *s, const char *ws, const char *path, struct err *err);
+    int (*delete_tree)(struct store *s, const char *ws, const char *path, struct err *err);
+    int (*move_entry)(struct store *s, const char *ws, const char *from, const char *to,
+                      const char *parent, const char *name, uint64_t now_ms, struct err *err);
+    int (*move_below)(struct store *s, const char *ws, const char *from, const char *to,
+                      struct err *err);
+    int (*children)(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+                    struct err *err);
+    int (*below)(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
                  struct err *err);
-    int (*rmdir)(struct store *s, const char *ws, const char *path, struct err *err);
-    int (*rename)(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
-                  struct err *err);
-    /* Takes (or renews) the GC lease until now + lease_ms if it is free,
-     * expired or holder's already; with from, only if from holds it. */
+
+    /* Blobs. pin: hash stays out of GC's reach for STORE_PIN_MS (not
+     * durable; outside a transaction). unpin: drops that pin, inside the
+     * write transaction that references the blob or, best effort, after a
+     * failure. blob_hold: inside the write transaction, the blob of the
+     * staged data in fd (size bytes, hashed to hash; fd is borrowed, an
+     * O_TMPFILE in the staging directory) is there, whole, and stays until
+     * the transaction ends. blob_read: e's content, opened for reading from
+     * the start (*ret_fd: the caller's), inside a read transaction;
+     * -EBADMSG when it is known to be damaged. */
+    int (*pin)(struct store *s, const char *hash, int64_t *ret_id, struct err *err);
+    int (*unpin)(struct store *s, int64_t id, struct err *err);
+    int (*blob_hold)(struct store *s, int fd, const char *hash, uint64_t size, struct err *err);
+    int (*blob_read)(struct store *s, const struct store_entry *e, int *ret_fd, struct err *err);
+    /* Optional, both or neither: a backend that stores new content in a
+     * transaction of its own, before the tree's (PostgreSQL: outside the
+     * workspace lock, so a large upload holds up no other writer). known: 1
+     * when the blob is there, 0 when not (outside a transaction). upload:
+     * stores it unless it is there, inside a write transaction. */
+    int (*blob_known)(struct store *s, const char *hash, struct err *err);
+    int (*blob_upload)(struct store *s, int fd, const char *hash, uint64_t size, struct err *err);
+
+    /* GC. lease takes (or renews) the lease until now + lease_ms if it is
+     * free, expired or holder's already; with from, only if from holds it
+     * (compare and swap). lease_holder: its holder ("" when none), expired
+     * or not. lease_release frees it if holder has it. collect deletes
+     * unreferenced blobs, the lease taken. check: store_check(). */
     int (*lease)(struct store *s, const char *holder, uint64_t lease_ms, const char *from,
                  bool *ret_held, struct err *err);
-    /* The lease's current holder ("" when none), whether expired or not. */
     int (*lease_holder)(struct store *s, char *buf, size_t n, struct err *err);
-    /* Frees the lease if holder has it. */
     int (*lease_release)(struct store *s, const char *holder, struct err *err);
-    /* Collects, having taken the lease with store_lease_take(). */
-    int (*gc)(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
-              struct err *err);
+    int (*collect)(struct store *s, const char *holder, uint64_t lease_ms,
+                   struct store_gc_stats *ret, struct err *err);
     int (*check)(struct store *s, struct store_check_report *ret, struct err *err);
 };
 
@@ -77,9 +124,6 @@ struct store {
 int store_sqlite_open(const char *dir, struct store **ret, struct err *err);
 int store_pg_open(const char *url, const char *tmp_dir, struct store **ret, struct err *err);
 
-/* "a/b/c" -> parent "a/b" (or "."), name "c". path must be normalized and
- * not the root. Buffers hold at least strlen(path) + 2 bytes. */
-void store_split(const char *path, char *parent, char *name);
 /* Whether path is a valid normalized path (root allowed when root_ok). */
 bool store_path_ok(const char *path, bool root_ok);
 /* Whether ws is a valid workspace id: 1-64 of [a-z0-9_-]. */
@@ -95,6 +139,18 @@ int store_tx_run(struct store *s, enum store_tx kind, store_tx_fn fn, void *ctx,
 
 /* Wall-clock milliseconds (mtimes, created_ms). */
 uint64_t store_now_ms(void);
+
+/* The staged data in fd (size bytes, hashed to hash; borrowed, an
+ * O_TMPFILE in the staging directory) becomes the file path (tree.c). */
+int store_commit(struct store *s, const char *ws, const char *path, uint32_t mode,
+                 const char *if_match, int fd, const char *hash, uint64_t size,
+                 struct store_entry *ret, struct err *err);
+
+/* Whether a write or delete of path may go ahead given its current entry
+ * cur (exists says whether there is one) and if_match (store_write()):
+ * 0, or -ESTALE saying why not. */
+int store_check_if_match(const char *path, const struct store_entry *cur, bool exists,
+                         const char *if_match, struct err *err);
 
 /* Takes or renews the GC lease for holder (ops->lease), taking it over from
  * a holder that store_holder_dead() says is gone. */

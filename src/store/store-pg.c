@@ -26,10 +26,12 @@
  * lock), then in one transaction locks the workspace row (writers of one
  * workspace take turns, as they do under SQLite's write lock), checks the
  * precondition, creates the ancestors, locks the blob row, upserts the entry
- * and drops the pin. synchronous_commit is on for the session: the COMMIT
- * that acknowledges a write is durable. Pins and GC deletes commit
- * asynchronously: losing one in a crash costs nothing. Reads copy the chunks
- * one by one, inside one snapshot, into an unnamed file in the staging dir.
+ * and drops the pin (that order, and every check on the way, is tree.c's;
+ * this file supplies the statements, the primitives of store-internal.h).
+ * synchronous_commit is on for the session: the COMMIT that acknowledges a
+ * write is durable. Pins and GC deletes commit asynchronously: losing one in
+ * a crash costs nothing. Reads copy the chunks one by one, inside one
+ * snapshot, into an unnamed file in the staging dir.
  *
  * Why GC never deletes a blob that a file references or is about to:
  *  1. Every file row names its blob through a foreign key, and PostgreSQL
@@ -466,189 +468,6 @@ row_entry(const PGresult *res, int row, struct store_entry *e)
     e->mtime_ms = (uint64_t)r_int(res, row, 5);
 }
 
-/* 1 and the entry when path exists, 0 when not, <0 on error. */
-static int
-get_entry(struct pg *q, const char *ws, const char *path, struct store_entry *e, struct err *err)
-{
-    _cleanup_res_ PGresult *res = NULL;
-    struct pgp p = {0};
-    p_text(&p, ws);
-    p_path(&p, path);
-    int r = run(q, "lookup", "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND path = $2", &p,
-                &res, err);
-    if (r < 0)
-        return r;
-    if (PQntuples(res) == 0)
-        return 0;
-    row_entry(res, 0, e);
-    return 1;
-}
-
-/* Checks that the workspace exists; with lock, also makes this transaction
- * the only writer of its tree until it ends (FOR NO KEY UPDATE conflicts
- * with itself and with deleting the workspace, not with the FOR KEY SHARE
- * that inserting entries takes). */
-static int
-ws_check(struct pg *q, const char *ws, bool lock, struct err *err)
-{
-    _cleanup_res_ PGresult *res = NULL;
-    struct pgp p = {0};
-    p_text(&p, ws);
-    int r = run(q, "lookup workspace",
-                lock ? "SELECT 1 FROM workspaces WHERE id = $1 FOR NO KEY UPDATE"
-                     : "SELECT 1 FROM workspaces WHERE id = $1",
-                &p, &res, err);
-    if (r < 0)
-        return r;
-    if (PQntuples(res) == 0)
-        return err_set(err, ENOENT, "no workspace '%s'", ws);
-    return 0;
-}
-
-static int
-insert_dir(struct pg *q, const char *ws, const char *path, uint64_t now, struct err *err)
-{
-    char parent[4100], name[4100];
-    struct pgp p = {0};
-    store_split(path, parent, name);
-    p_text(&p, ws);
-    p_path(&p, path);
-    p_path(&p, parent);
-    p_path(&p, name);
-    p_int(&p, (int64_t)now);
-    return run(q, "insert directory",
-               "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
-               " VALUES ($1, $2, $3, $4, 2, NULL, 0, 493, $5)",
-               &p, NULL, err);
-}
-
-/* mkdir -p inside a transaction holding the workspace lock. Looks upwards
- * for the nearest existing ancestor (one query when the parent exists, the
- * usual case), then creates the missing levels below it. *created refers to
- * path itself. */
-static int
-mkdir_locked(struct pg *q, const char *ws, const char *path, bool *created, struct err *err)
-{
-    char cur[4100];
-    size_t len = strlen(path), end = len;
-    uint64_t now = store_now_ms();
-    struct store_entry e;
-    int r;
-
-    if (created)
-        *created = false;
-    if (!strcmp(path, "."))
-        return 0; /* the root always exists */
-    assert(len < sizeof(cur));
-    for (;;) {
-        memcpy(cur, path, end);
-        cur[end] = '\0';
-        r = get_entry(q, ws, cur, &e, err);
-        if (r < 0)
-            return r;
-        if (r == 1) {
-            if (e.type != STORE_DIR)
-                return err_set(err, ENOTDIR, "'/%s' is a file, not a directory", cur);
-            break;
-        }
-        const char *slash = memrchr(path, '/', end);
-        if (!slash) {
-            end = 0; /* nothing on the way exists */
-            break;
-        }
-        end = (size_t)(slash - path);
-    }
-    /* path[0, end) exists (or end is 0); create each level below it. */
-    for (size_t i = end ? end + 1 : 0; i <= len; i++) {
-        if (path[i] != '/' && path[i] != '\0')
-            continue;
-        memcpy(cur, path, i);
-        cur[i] = '\0';
-        r = insert_dir(q, ws, cur, now, err);
-        if (r < 0)
-            return r;
-        if (i == len && created)
-            *created = true;
-    }
-    return 0;
-}
-
-static int
-check_if_match(const char *path, const struct store_entry *cur, bool exists, const char *if_match,
-               struct err *err)
-{
-    if (!if_match)
-        return 0;
-    if (!*if_match) {
-        if (exists)
-            return err_set(err, ESTALE, "'/%s' exists (expected none)", path);
-        return 0;
-    }
-    if (!exists)
-        return err_set(err, ESTALE, "'/%s' does not exist (expected version %.16s...)", path,
-                       if_match);
-    if (cur->type != STORE_FILE || strcmp(cur->hash, if_match) != 0)
-        return err_set(err, ESTALE, "'/%s' changed: it is at version %.16s..., not %.16s...", path,
-                       cur->hash, if_match);
-    return 0;
-}
-
-/* Binds the open range of paths strictly below dir: (dir/, dir0). */
-static void
-p_below(struct pgp *p, const char *dir, char *lo, char *hi)
-{
-    (void)snprintf(lo, 4100, "%s/", dir);
-    (void)snprintf(hi, 4100, "%s0", dir); /* '0' follows '/' in byte order */
-    p_path(p, lo);
-    p_path(p, hi);
-}
-
-static int
-delete_tree(struct pg *q, const char *ws, const char *path, struct err *err)
-{
-    char lo[4100], hi[4100];
-    struct pgp p = {0};
-    p_text(&p, ws);
-    p_path(&p, path);
-    p_below(&p, path, lo, hi);
-    return run(q, "remove tree",
-               "DELETE FROM entries WHERE ws = $1 AND (path = $2 OR (path > $3 AND path < $4))", &p,
-               NULL, err);
-}
-
-/* --- workspaces --- */
-
-static int
-ws_create_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct pg *q = PG(s);
-    const struct store_ws *w = ctx;
-    struct pgp p = {0};
-    p_text(&p, w->id);
-    p_int(&p, (int64_t)(w->created_ms ? w->created_ms : store_now_ms()));
-    p_text(&p, w->template_name[0] ? w->template_name : "base");
-    p_int(&p, w->cpu_millis);
-    p_int(&p, (int64_t)w->memory_bytes);
-    p_int(&p, w->pids);
-    p_int(&p, (int64_t)w->disk_bytes);
-    struct err e1 = {0};
-    int r = run(q, "create workspace",
-                "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids,"
-                " disk_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                &p, NULL, &e1);
-    if (r == -EEXIST)
-        return err_set(err, EEXIST, "workspace '%s' already exists", w->id);
-    if (r < 0 && err && !err_isset(err))
-        *err = e1;
-    return r;
-}
-
-static int
-pg_ws_create(struct store *s, const struct store_ws *w, struct err *err)
-{
-    return store_tx_run(s, STORE_TX_WRITE, ws_create_tx, (void *)(uintptr_t)w, err);
-}
-
 #define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids, disk_bytes"
 
 static void
@@ -664,6 +483,25 @@ row_ws(const PGresult *res, int row, struct store_ws *w)
     w->disk_bytes = (uint64_t)r_int(res, row, 6);
 }
 
+/* --- workspaces --- */
+
+static int
+pg_ws_insert(struct store *s, const struct store_ws *w, struct err *err)
+{
+    struct pgp p = {0};
+    p_text(&p, w->id);
+    p_int(&p, (int64_t)(w->created_ms ? w->created_ms : store_now_ms()));
+    p_text(&p, w->template_name[0] ? w->template_name : "base");
+    p_int(&p, w->cpu_millis);
+    p_int(&p, (int64_t)w->memory_bytes);
+    p_int(&p, w->pids);
+    p_int(&p, (int64_t)w->disk_bytes);
+    return run(PG(s), "create workspace",
+               "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids,"
+               " disk_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+               &p, NULL, err); /* -EEXIST */
+}
+
 static int
 pg_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err)
 {
@@ -675,9 +513,9 @@ pg_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err
     if (r < 0)
         return r;
     if (PQntuples(res) == 0)
-        return err_set(err, ENOENT, "no workspace '%s'", id);
+        return 0;
     row_ws(res, 0, ret);
-    return 0;
+    return 1;
 }
 
 static int
@@ -717,47 +555,249 @@ pg_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
 }
 
 static int
-ws_delete_tx(struct store *s, void *ctx, struct err *err)
+pg_ws_delete(struct store *s, const char *id, struct err *err)
 {
-    struct pg *q = PG(s);
-    const char *id = ctx;
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, id);
-    int r = run(q, "delete workspace", "DELETE FROM workspaces WHERE id = $1", &p, &res, err);
+    int r = run(PG(s), "delete workspace", "DELETE FROM workspaces WHERE id = $1", &p, &res, err);
     if (r < 0)
         return r;
-    if (affected(res) == 0)
-        return err_set(err, ENOENT, "no workspace '%s'", id);
-    return 0;
+    return affected(res) > 0;
 }
 
+/* With lock, FOR NO KEY UPDATE: it conflicts with itself and with deleting
+ * the workspace, not with the FOR KEY SHARE that inserting entries takes. */
 static int
-pg_ws_delete(struct store *s, const char *id, struct err *err)
+pg_ws_check(struct store *s, const char *ws, bool lock, struct err *err)
 {
-    return store_tx_run(s, STORE_TX_WRITE, ws_delete_tx, (void *)(uintptr_t)id, err);
+    _cleanup_res_ PGresult *res = NULL;
+    struct pgp p = {0};
+    p_text(&p, ws);
+    int r = run(PG(s), "lookup workspace",
+                lock ? "SELECT 1 FROM workspaces WHERE id = $1 FOR NO KEY UPDATE"
+                     : "SELECT 1 FROM workspaces WHERE id = $1",
+                &p, &res, err);
+    if (r < 0)
+        return r;
+    return PQntuples(res) > 0;
 }
 
 static int
 pg_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *err)
 {
-    struct pg *q = PG(s);
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
-    int r = ws_check(q, ws, false, err);
-    if (r < 0)
-        return r;
     p_text(&p, ws);
-    r = run(q, "usage",
-            "SELECT COALESCE(SUM(size), 0)::bigint, count(*) FILTER (WHERE type = 1),"
-            " count(*) FILTER (WHERE type = 2) FROM entries WHERE ws = $1",
-            &p, &res, err);
+    int r = run(PG(s), "usage",
+                "SELECT COALESCE(SUM(size), 0)::bigint, count(*) FILTER (WHERE type = 1),"
+                " count(*) FILTER (WHERE type = 2) FROM entries WHERE ws = $1",
+                &p, &res, err);
     if (r < 0)
         return r;
     ret->bytes = (uint64_t)r_int(res, 0, 0);
     ret->files = (uint64_t)r_int(res, 0, 1);
     ret->dirs = (uint64_t)r_int(res, 0, 2);
     return 0;
+}
+
+/* --- entries --- */
+
+static int
+pg_get_entry(struct store *s, const char *ws, const char *path, struct store_entry *e,
+             struct err *err)
+{
+    _cleanup_res_ PGresult *res = NULL;
+    struct pgp p = {0};
+    p_text(&p, ws);
+    p_path(&p, path);
+    int r = run(PG(s), "lookup", "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND path = $2",
+                &p, &res, err);
+    if (r < 0)
+        return r;
+    if (PQntuples(res) == 0)
+        return 0;
+    row_entry(res, 0, e);
+    return 1;
+}
+
+static int
+pg_insert_dir(struct store *s, const char *ws, const char *path, const char *parent,
+              const char *name, uint64_t now, struct err *err)
+{
+    struct pgp p = {0};
+    p_text(&p, ws);
+    p_path(&p, path);
+    p_path(&p, parent);
+    p_path(&p, name);
+    p_int(&p, (int64_t)now);
+    return run(PG(s), "insert directory",
+               "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+               " VALUES ($1, $2, $3, $4, 2, NULL, 0, 493, $5)",
+               &p, NULL, err);
+}
+
+static int
+pg_upsert_file(struct store *s, const char *ws, const char *path, const char *parent,
+               const char *name, const char *hash, uint64_t size, uint32_t mode, uint64_t now,
+               struct err *err)
+{
+    struct pgp p = {0};
+    p_text(&p, ws);
+    p_path(&p, path);
+    p_path(&p, parent);
+    p_path(&p, name);
+    p_text(&p, hash);
+    p_int(&p, (int64_t)size);
+    p_int(&p, mode);
+    p_int(&p, (int64_t)now);
+    return run(PG(s), "write entry",
+               "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+               " VALUES ($1, $2, $3, $4, 1, $5, $6, $7::integer, $8)"
+               " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
+               " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
+               &p, NULL, err);
+}
+
+static int
+pg_delete_entry(struct store *s, const char *ws, const char *path, struct err *err)
+{
+    struct pgp p = {0};
+    p_text(&p, ws);
+    p_path(&p, path);
+    return run(PG(s), "delete", "DELETE FROM entries WHERE ws = $1 AND path = $2", &p, NULL, err);
+}
+
+/* Binds the open range of paths strictly below dir: (dir/, dir0). */
+static void
+p_below(struct pgp *p, const char *dir, char *lo, char *hi)
+{
+    (void)snprintf(lo, 4100, "%s/", dir);
+    (void)snprintf(hi, 4100, "%s0", dir); /* '0' follows '/' in byte order */
+    p_path(p, lo);
+    p_path(p, hi);
+}
+
+static int
+pg_delete_tree(struct store *s, const char *ws, const char *path, struct err *err)
+{
+    char lo[4100], hi[4100];
+    struct pgp p = {0};
+    p_text(&p, ws);
+    p_path(&p, path);
+    p_below(&p, path, lo, hi);
+    return run(PG(s), "remove tree",
+               "DELETE FROM entries WHERE ws = $1 AND (path = $2 OR (path > $3 AND path < $4))", &p,
+               NULL, err);
+}
+
+static int
+pg_move_entry(struct store *s, const char *ws, const char *from, const char *to, const char *parent,
+              const char *name, uint64_t now, struct err *err)
+{
+    struct pgp p = {0};
+    p_text(&p, ws);
+    p_path(&p, from);
+    p_path(&p, to);
+    p_path(&p, parent);
+    p_path(&p, name);
+    p_int(&p, (int64_t)now);
+    return run(PG(s), "rename",
+               "UPDATE entries SET path = $3, parent = $4, name = $5, mtime_ms = $6"
+               " WHERE ws = $1 AND path = $2",
+               &p, NULL, err);
+}
+
+static int
+pg_move_below(struct store *s, const char *ws, const char *from, const char *to, struct err *err)
+{
+    char lo[4100], hi[4100];
+    struct pgp t = {0};
+    p_text(&t, ws);
+    p_below(&t, from, lo, hi);
+    p_path(&t, to);
+    p_int(&t, (int64_t)strlen(from) + 1);
+    return run(PG(s), "rename tree",
+               "UPDATE entries SET path = $4 || substr(path, $5::integer),"
+               " parent = $4 || substr(parent, $5::integer)"
+               " WHERE ws = $1 AND path > $2 AND path < $3",
+               &t, NULL, err);
+}
+
+static int
+pg_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+            struct err *err)
+{
+    struct pg *q = PG(s);
+    struct store_entry e;
+    char after[4100] = "";
+    for (;;) {
+        _cleanup_res_ PGresult *res = NULL;
+        struct pgp p = {0};
+        p_text(&p, ws);
+        p_path(&p, dir);
+        p_path(&p, after);
+        p_int(&p, PAGE_ROWS);
+        int r = run(q, "list",
+                    "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND parent = $2 AND name > $3"
+                    " ORDER BY name LIMIT $4",
+                    &p, &res, err);
+        if (r < 0)
+            return r;
+        int n = PQntuples(res);
+        for (int i = 0; i < n; i++) {
+            row_entry(res, i, &e);
+            r = fn(&e, ud);
+            if (r < 0)
+                return r;
+        }
+        if (n < PAGE_ROWS)
+            return 0;
+        const char *slash = strrchr(e.path, '/');
+        (void)snprintf(after, sizeof(after), "%s", slash ? slash + 1 : e.path);
+    }
+}
+
+static int
+pg_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+         struct err *err)
+{
+    struct pg *q = PG(s);
+    struct store_entry e;
+    char lo[4100] = "", hi[4100] = "";
+    bool root = !strcmp(dir, ".");
+    if (!root) {
+        (void)snprintf(lo, sizeof(lo), "%s/", dir);
+        (void)snprintf(hi, sizeof(hi), "%s0", dir); /* '0' follows '/' in byte order */
+    }
+    /* lo moves up to the last path seen, page by page. */
+    for (;;) {
+        _cleanup_res_ PGresult *res = NULL;
+        struct pgp p = {0};
+        p_text(&p, ws);
+        p_path(&p, lo);
+        if (!root)
+            p_path(&p, hi);
+        p_int(&p, PAGE_ROWS);
+        int r = run(q, "walk",
+                    root ? "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
+                           " ORDER BY path LIMIT $3"
+                         : "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
+                           " AND path < $3 ORDER BY path LIMIT $4",
+                    &p, &res, err);
+        if (r < 0)
+            return r;
+        int n = PQntuples(res);
+        for (int i = 0; i < n; i++) {
+            row_entry(res, i, &e);
+            r = fn(&e, ud);
+            if (r < 0)
+                return r;
+        }
+        if (n < PAGE_ROWS)
+            return 0;
+        (void)snprintf(lo, sizeof(lo), "%s", e.path);
+    }
 }
 
 /* --- blobs --- */
@@ -828,8 +868,9 @@ blob_insert(struct pg *q, int fd, const char *hash, uint64_t size, struct err *e
  * locks it FOR KEY SHARE, or inserts it with its chunks (see the top of the
  * file for why this defeats a concurrent GC). */
 static int
-blob_hold(struct pg *q, int fd, const char *hash, uint64_t size, struct err *err)
+pg_blob_hold(struct store *s, int fd, const char *hash, uint64_t size, struct err *err)
 {
+    struct pg *q = PG(s);
     for (int i = 0; i < 3; i++) {
         _cleanup_res_ PGresult *res = NULL;
         struct pgp p = {0};
@@ -849,17 +890,38 @@ blob_hold(struct pg *q, int fd, const char *hash, uint64_t size, struct err *err
     return err_set(err, EBUSY, "store: blob %.16s... keeps disappearing", hash);
 }
 
-/* --- writes --- */
+static int
+pg_blob_known(struct store *s, const char *hash, struct err *err)
+{
+    _cleanup_res_ PGresult *res = NULL;
+    struct pgp p = {0};
+    p_text(&p, hash);
+    int r = run(PG(s), "lookup blob", "SELECT 1 FROM blobs WHERE hash = $1", &p, &res, err);
+    if (r < 0)
+        return r;
+    return PQntuples(res) > 0;
+}
+
+/* A new blob in its own transaction, before the tree's: see the top of the
+ * file. */
+static int
+pg_blob_upload(struct store *s, int fd, const char *hash, uint64_t size, struct err *err)
+{
+    int r = blob_insert(PG(s), fd, hash, size, err);
+    return r < 0 ? r : 0;
+}
+
+/* --- pins --- */
 
 /* Pins hash for STORE_PIN_MS; the pin's commit does not wait for the disk. */
 static int
-pin(struct pg *q, const char *hash, int64_t *ret_id, struct err *err)
+pg_pin(struct store *s, const char *hash, int64_t *ret_id, struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, hash);
     p_int(&p, STORE_PIN_MS);
-    int r = run(q, "pin blob",
+    int r = run(PG(s), "pin blob",
                 "INSERT INTO pins (hash, expires_ms) SELECT $1, " NOW_MS " + $2 FROM " ASYNC_COMMIT
                 " RETURNING id",
                 &p, &res, err);
@@ -871,138 +933,22 @@ pin(struct pg *q, const char *hash, int64_t *ret_id, struct err *err)
     return 0;
 }
 
-static void
-unpin(struct pg *q, int64_t id)
+/* Inside a transaction, part of it (ASYNC_COMMIT there would make the
+ * whole transaction's commit asynchronous); outside one, a statement whose
+ * commit does not wait for the disk. */
+static int
+pg_unpin(struct store *s, int64_t id, struct err *err)
 {
+    struct pg *q = PG(s);
     struct pgp p = {0};
     p_int(&p, id);
-    (void)run(q, "unpin blob", "DELETE FROM pins USING " ASYNC_COMMIT " WHERE id = $1", &p, NULL,
-              NULL);
-}
-
-struct commit_ctx {
-    const char *ws, *path, *if_match, *hash;
-    uint32_t mode;
-    int fd;
-    uint64_t size, now;
-    int64_t pin;
-};
-
-/* What must hold for the write to go ahead (given the workspace lock). */
-static int
-check_target(struct pg *q, const struct commit_ctx *c, bool lock, struct err *err)
-{
-    struct store_entry cur;
-    int r = ws_check(q, c->ws, lock, err);
-    if (r < 0)
-        return r;
-    int have = get_entry(q, c->ws, c->path, &cur, err);
-    if (have < 0)
-        return have;
-    if (have && cur.type == STORE_DIR)
-        return err_set(err, EISDIR, "'/%s' is a directory", c->path);
-    return check_if_match(c->path, &cur, have, c->if_match, err);
-}
-
-static int
-upload_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct pg *q = PG(s);
-    const struct commit_ctx *c = ctx;
-    int r = blob_insert(q, c->fd, c->hash, c->size, err);
-    return r < 0 ? r : 0;
-}
-
-static int
-commit_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct pg *q = PG(s);
-    struct commit_ctx *c = ctx;
-    char parent[4100], name[4100];
-    int r;
-
-    store_split(c->path, parent, name);
-    if ((r = check_target(q, c, true, err)) < 0 ||
-        (r = mkdir_locked(q, c->ws, parent, NULL, err)) < 0 ||
-        (r = blob_hold(q, c->fd, c->hash, c->size, err)) < 0)
-        return r;
-    c->now = store_now_ms();
-    struct pgp p = {0};
-    p_text(&p, c->ws);
-    p_path(&p, c->path);
-    p_path(&p, parent);
-    p_path(&p, name);
-    p_text(&p, c->hash);
-    p_int(&p, (int64_t)c->size);
-    p_int(&p, c->mode);
-    p_int(&p, (int64_t)c->now);
-    r = run(q, "write entry",
-            "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
-            " VALUES ($1, $2, $3, $4, 1, $5, $6, $7::integer, $8)"
-            " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
-            " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
-            &p, NULL, err);
-    if (r < 0)
-        return r;
-    struct pgp u = {0};
-    p_int(&u, c->pin);
-    return run(q, "unpin blob", "DELETE FROM pins WHERE id = $1", &u, NULL, err);
-}
-
-static int
-pg_commit(struct store *s, const char *ws, const char *path, uint32_t mode, const char *if_match,
-          int fd, const char *hash, uint64_t size, struct store_entry *ret, struct err *err)
-{
-    struct pg *q = PG(s);
-    struct commit_ctx c = {
-            .ws = ws,
-            .path = path,
-            .if_match = if_match,
-            .hash = hash,
-            .mode = mode ? mode : 0644,
-            .fd = fd,
-            .size = size,
-    };
-    int r = pin(q, hash, &c.pin, err);
-    if (r < 0)
-        return r;
-    {
-        _cleanup_res_ PGresult *res = NULL;
-        struct pgp p = {0};
-        p_text(&p, hash);
-        r = run(q, "lookup blob", "SELECT 1 FROM blobs WHERE hash = $1", &p, &res, err);
-        if (r >= 0 && PQntuples(res) == 0) {
-            /* New content: fail early rather than upload for nothing, then
-             * upload without holding the workspace lock; the pin keeps GC
-             * off the blob until commit_tx references it. */
-            r = check_target(q, &c, false, err);
-            if (r >= 0)
-                r = store_tx_run(&q->base, STORE_TX_WRITE, upload_tx, &c, err);
-        }
-    }
-    if (r >= 0)
-        r = store_tx_run(&q->base, STORE_TX_WRITE, commit_tx, &c, err);
-    if (r < 0) {
-        unpin(q, c.pin);
-        return r;
-    }
-    memset(ret, 0, sizeof(*ret));
-    (void)snprintf(ret->path, sizeof(ret->path), "%s", path);
-    ret->type = STORE_FILE;
-    ret->size = size;
-    memcpy(ret->hash, hash, STORE_HASH_LEN + 1);
-    ret->mode = c.mode;
-    ret->mtime_ms = c.now;
-    return 0;
+    if (q->in_tx)
+        return run(q, "unpin blob", "DELETE FROM pins WHERE id = $1", &p, NULL, err);
+    return run(q, "unpin blob", "DELETE FROM pins USING " ASYNC_COMMIT " WHERE id = $1", &p, NULL,
+               err);
 }
 
 /* --- reads --- */
-
-struct read_ctx {
-    const char *ws, *path;
-    struct store_entry *e;
-    int fd;
-};
 
 /* Copies the chunks of e's blob into fd, in order, hashing them on the
  * way: damaged content (a chunk missing, of the wrong length, or bytes that
@@ -1050,311 +996,23 @@ out:
     return r;
 }
 
+/* Copies e's content into an unnamed file in the staging directory, inside
+ * the caller's read transaction (one snapshot for the entry and every
+ * chunk), checked on the way. */
 static int
-read_tx(struct store *s, void *ctx, struct err *err)
+pg_blob_read(struct store *s, const struct store_entry *e, int *ret_fd, struct err *err)
 {
     struct pg *q = PG(s);
-    struct read_ctx *c = ctx;
-    int r = ws_check(q, c->ws, false, err);
-    if (r < 0)
-        return r;
-    r = get_entry(q, c->ws, c->path, c->e, err);
-    if (r < 0)
-        return r;
-    if (r == 0)
-        return err_set(err, ENOENT, "no such file: '/%s'", c->path);
-    if (c->e->type == STORE_DIR)
-        return err_set(err, EISDIR, "'/%s' is a directory", c->path);
-    c->fd = safe_close(c->fd);
-    c->fd = openat(q->base.tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (c->fd < 0)
+    _cleanup_close_ int fd = openat(q->base.tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
         return err_setx(err, errno, "cannot create a staging file");
-    r = copy_chunks(q, c->e, c->fd, err);
+    int r = copy_chunks(q, e, fd, err);
     if (r < 0)
         return r;
-    if (lseek(c->fd, 0, SEEK_SET) < 0)
+    if (lseek(fd, 0, SEEK_SET) < 0)
         return err_setx(err, errno, "cannot rewind the staging file");
+    *ret_fd = TAKE_FD(fd);
     return 0;
-}
-
-static int
-pg_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct store_entry *ret,
-        struct err *err)
-{
-    /* One snapshot for the entry and all its chunks: a concurrent delete
-     * and GC cannot pull the blob out from under the copy. */
-    struct read_ctx c = {ws, path, ret, -EBADF};
-    int r = store_tx_run(s, STORE_TX_READ, read_tx, &c, err);
-    if (r < 0) {
-        safe_close(c.fd);
-        return r;
-    }
-    *ret_fd = c.fd;
-    return 0;
-}
-
-static int
-pg_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret, struct err *err)
-{
-    struct pg *q = PG(s);
-    int r = ws_check(q, ws, false, err);
-    if (r < 0)
-        return r;
-    r = get_entry(q, ws, path, ret, err);
-    if (r < 0)
-        return r;
-    return r ? 0 : err_set(err, ENOENT, "no such file or directory: '/%s'", path);
-}
-
-/* Checks that dir (not the root) is an existing directory. */
-static int
-dir_check(struct pg *q, const char *ws, const char *dir, struct err *err)
-{
-    struct store_entry e;
-    int r = get_entry(q, ws, dir, &e, err);
-    if (r < 0)
-        return r;
-    if (r == 0)
-        return err_set(err, ENOENT, "no such directory: '/%s'", dir);
-    if (e.type != STORE_DIR)
-        return err_set(err, ENOTDIR, "'/%s' is not a directory", dir);
-    return 0;
-}
-
-static int
-pg_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-        struct err *err)
-{
-    struct pg *q = PG(s);
-    struct store_entry e;
-    char after[4100] = "";
-    int r = ws_check(q, ws, false, err);
-    if (r < 0)
-        return r;
-    if (strcmp(dir, ".") != 0 && (r = dir_check(q, ws, dir, err)) < 0)
-        return r;
-    for (;;) {
-        _cleanup_res_ PGresult *res = NULL;
-        struct pgp p = {0};
-        p_text(&p, ws);
-        p_path(&p, dir);
-        p_path(&p, after);
-        p_int(&p, PAGE_ROWS);
-        r = run(q, "list",
-                "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND parent = $2 AND name > $3"
-                " ORDER BY name LIMIT $4",
-                &p, &res, err);
-        if (r < 0)
-            return r;
-        int n = PQntuples(res);
-        for (int i = 0; i < n; i++) {
-            row_entry(res, i, &e);
-            r = fn(&e, ud);
-            if (r < 0)
-                return r;
-        }
-        if (n < PAGE_ROWS)
-            return 0;
-        const char *slash = strrchr(e.path, '/');
-        (void)snprintf(after, sizeof(after), "%s", slash ? slash + 1 : e.path);
-    }
-}
-
-static int
-pg_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-        struct err *err)
-{
-    struct pg *q = PG(s);
-    struct store_entry e;
-    char lo[4100] = "", hi[4100] = "";
-    bool root = !strcmp(dir, ".");
-    int r = ws_check(q, ws, false, err);
-    if (r < 0)
-        return r;
-    if (!root) {
-        if ((r = dir_check(q, ws, dir, err)) < 0)
-            return r;
-        (void)snprintf(lo, sizeof(lo), "%s/", dir);
-        (void)snprintf(hi, sizeof(hi), "%s0", dir); /* '0' follows '/' in byte order */
-    }
-    /* lo moves up to the last path seen, page by page. */
-    for (;;) {
-        _cleanup_res_ PGresult *res = NULL;
-        struct pgp p = {0};
-        p_text(&p, ws);
-        p_path(&p, lo);
-        if (!root)
-            p_path(&p, hi);
-        p_int(&p, PAGE_ROWS);
-        r = run(q, "walk",
-                root ? "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
-                       " ORDER BY path LIMIT $3"
-                     : "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
-                       " AND path < $3 ORDER BY path LIMIT $4",
-                &p, &res, err);
-        if (r < 0)
-            return r;
-        int n = PQntuples(res);
-        for (int i = 0; i < n; i++) {
-            row_entry(res, i, &e);
-            r = fn(&e, ud);
-            if (r < 0)
-                return r;
-        }
-        if (n < PAGE_ROWS)
-            return 0;
-        (void)snprintf(lo, sizeof(lo), "%s", e.path);
-    }
-}
-
-/* --- tree changes --- */
-
-struct remove_ctx {
-    const char *ws, *path, *if_match;
-};
-
-static int
-remove_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct pg *q = PG(s);
-    const struct remove_ctx *c = ctx;
-    struct store_entry cur;
-    int r = ws_check(q, c->ws, true, err);
-    if (r < 0)
-        return r;
-    int have = get_entry(q, c->ws, c->path, &cur, err);
-    if (have < 0)
-        return have;
-    if ((r = check_if_match(c->path, &cur, have, c->if_match, err)) < 0)
-        return r;
-    if (!have)
-        return err_set(err, ENOENT, "no such file: '/%s'", c->path);
-    if (cur.type == STORE_DIR)
-        return err_set(err, EISDIR, "'/%s' is a directory: use rmdir", c->path);
-    struct pgp p = {0};
-    p_text(&p, c->ws);
-    p_path(&p, c->path);
-    return run(q, "delete", "DELETE FROM entries WHERE ws = $1 AND path = $2", &p, NULL, err);
-}
-
-static int
-pg_remove(struct store *s, const char *ws, const char *path, const char *if_match, struct err *err)
-{
-    struct remove_ctx c = {ws, path, if_match};
-    return store_tx_run(s, STORE_TX_WRITE, remove_tx, &c, err);
-}
-
-struct mkdir_ctx {
-    const char *ws, *path;
-    bool created;
-};
-
-static int
-mkdir_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct pg *q = PG(s);
-    struct mkdir_ctx *c = ctx;
-    int r = ws_check(q, c->ws, true, err);
-    if (r < 0)
-        return r;
-    return mkdir_locked(q, c->ws, c->path, &c->created, err);
-}
-
-static int
-pg_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created, struct err *err)
-{
-    struct mkdir_ctx c = {ws, path, false};
-    int r = store_tx_run(s, STORE_TX_WRITE, mkdir_tx, &c, err);
-    if (r < 0)
-        return r;
-    *ret_created = c.created;
-    return 0;
-}
-
-static int
-rmdir_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct pg *q = PG(s);
-    const struct remove_ctx *c = ctx;
-    int r = ws_check(q, c->ws, true, err);
-    if (r < 0)
-        return r;
-    if ((r = dir_check(q, c->ws, c->path, err)) < 0)
-        return r;
-    return delete_tree(q, c->ws, c->path, err);
-}
-
-static int
-pg_rmdir(struct store *s, const char *ws, const char *path, struct err *err)
-{
-    struct remove_ctx c = {ws, path, NULL};
-    return store_tx_run(s, STORE_TX_WRITE, rmdir_tx, &c, err);
-}
-
-struct rename_ctx {
-    const char *ws, *from, *to;
-    bool overwrite;
-};
-
-static int
-rename_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct pg *q = PG(s);
-    const struct rename_ctx *c = ctx;
-    struct store_entry src, dst;
-    char tparent[4100], tname[4100], lo[4100], hi[4100];
-    int r = ws_check(q, c->ws, true, err);
-    if (r < 0)
-        return r;
-    int have = get_entry(q, c->ws, c->from, &src, err);
-    if (have <= 0)
-        return have < 0 ? have : err_set(err, ENOENT, "no such file or directory: '/%s'", c->from);
-    have = get_entry(q, c->ws, c->to, &dst, err);
-    if (have < 0)
-        return have;
-    if (have) {
-        if (!c->overwrite)
-            return err_set(err, EEXIST, "'/%s' already exists", c->to);
-        if (dst.type == STORE_DIR || src.type == STORE_DIR)
-            return err_set(err, EEXIST, "'/%s' exists and only a file may replace a file", c->to);
-        if ((r = delete_tree(q, c->ws, c->to, err)) < 0)
-            return r;
-    }
-    store_split(c->to, tparent, tname);
-    if ((r = mkdir_locked(q, c->ws, tparent, NULL, err)) < 0)
-        return r;
-    /* The entry itself, then everything below it (directories). */
-    struct pgp p = {0};
-    p_text(&p, c->ws);
-    p_path(&p, c->from);
-    p_path(&p, c->to);
-    p_path(&p, tparent);
-    p_path(&p, tname);
-    p_int(&p, (int64_t)store_now_ms());
-    r = run(q, "rename",
-            "UPDATE entries SET path = $3, parent = $4, name = $5, mtime_ms = $6"
-            " WHERE ws = $1 AND path = $2",
-            &p, NULL, err);
-    if (r < 0 || src.type != STORE_DIR)
-        return r;
-    struct pgp t = {0};
-    p_text(&t, c->ws);
-    p_below(&t, c->from, lo, hi);
-    p_path(&t, c->to);
-    p_int(&t, (int64_t)strlen(c->from) + 1);
-    return run(q, "rename tree",
-               "UPDATE entries SET path = $4 || substr(path, $5::integer),"
-               " parent = $4 || substr(parent, $5::integer)"
-               " WHERE ws = $1 AND path > $2 AND path < $3",
-               &t, NULL, err);
-}
-
-static int
-pg_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
-          struct err *err)
-{
-    struct rename_ctx c = {ws, from, to, overwrite};
-    return store_tx_run(s, STORE_TX_WRITE, rename_tx, &c, err);
 }
 
 /* --- GC --- */
@@ -1441,18 +1099,13 @@ gc_one(struct pg *q, const char *hash, uint64_t *ret_size, struct err *err)
 }
 
 static int
-pg_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
-      struct err *err)
+pg_collect(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
+           struct err *err)
 {
     struct pg *q = PG(s);
     char after[STORE_HASH_LEN + 1] = "";
-    bool held = false;
-    int r = store_lease_take(s, holder, lease_ms, &held, err);
-    if (r < 0)
-        return r;
-    ret->held_lease = held;
-    if (!held)
-        return 0;
+    bool held = true;
+    int r;
     for (bool first = true;; first = false) {
         /* Still ours? A collection that outlives its lease stops. */
         if (!first && ((r = pg_lease(s, holder, lease_ms, NULL, &held, err)) < 0 || !held))
@@ -1778,24 +1431,31 @@ static const struct store_ops pg_ops = {
         .tx_commit = pg_tx_commit,
         .tx_rollback = pg_tx_rollback,
         .tx_retry = pg_tx_retry,
-        .ws_create = pg_ws_create,
+        .ws_insert = pg_ws_insert,
         .ws_get = pg_ws_get,
         .ws_list = pg_ws_list,
         .ws_delete = pg_ws_delete,
+        .ws_check = pg_ws_check,
         .usage = pg_usage,
-        .commit = pg_commit,
-        .read = pg_read,
-        .stat = pg_stat,
-        .list = pg_list,
-        .walk = pg_walk,
-        .remove = pg_remove,
-        .mkdir = pg_mkdir,
-        .rmdir = pg_rmdir,
-        .rename = pg_rename,
+        .get_entry = pg_get_entry,
+        .insert_dir = pg_insert_dir,
+        .upsert_file = pg_upsert_file,
+        .delete_entry = pg_delete_entry,
+        .delete_tree = pg_delete_tree,
+        .move_entry = pg_move_entry,
+        .move_below = pg_move_below,
+        .children = pg_children,
+        .below = pg_below,
+        .pin = pg_pin,
+        .unpin = pg_unpin,
+        .blob_hold = pg_blob_hold,
+        .blob_read = pg_blob_read,
+        .blob_known = pg_blob_known,
+        .blob_upload = pg_blob_upload,
         .lease = pg_lease,
         .lease_holder = pg_lease_holder,
         .lease_release = pg_lease_release,
-        .gc = pg_gc,
+        .collect = pg_collect,
         .check = pg_check,
 };
 

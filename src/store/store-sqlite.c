@@ -20,6 +20,10 @@
  * One process at a time: the directory's "lock" file is locked (flock)
  * while any handle of this process has the store open, and holds that
  * process's pid for the error message another process gets.
+ *
+ * The order of a write's steps and every check on the way are tree.c's;
+ * this file supplies the statements (the primitives of store-internal.h),
+ * and BEGIN IMMEDIATE makes each write transaction the store's one writer.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -195,122 +199,43 @@ row_entry(sqlite3_stmt *st, int col, struct store_entry *e)
 
 #define ENTRY_COLS "path, type, hash, size, mode, mtime_ms"
 
-/* 1 and the entry when path exists, 0 when not, <0 on error. */
-static int
-get_entry(struct sq *q, const char *ws, const char *path, struct store_entry *e, struct err *err)
+static void
+row_ws(sqlite3_stmt *st, struct store_ws *w)
 {
-    _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    int r = prep(q, "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND path = ?2", &st, err);
-    if (r < 0)
-        return r;
-    bind_text(st, 1, ws);
-    bind_text(st, 2, path);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        row_entry(st, 0, e);
-        return 1;
-    }
-    if (rc == SQLITE_DONE)
-        return 0;
-    return sq_fail(q, rc, err, "lookup");
+    memset(w, 0, sizeof(*w));
+    const char *id = (const char *)sqlite3_column_text(st, 0);
+    const char *t = (const char *)sqlite3_column_text(st, 2);
+    (void)snprintf(w->id, sizeof(w->id), "%s", id ? id : "");
+    w->created_ms = (uint64_t)sqlite3_column_int64(st, 1);
+    (void)snprintf(w->template_name, sizeof(w->template_name), "%s", t ? t : "");
+    w->cpu_millis = (uint32_t)sqlite3_column_int64(st, 3);
+    w->memory_bytes = (uint64_t)sqlite3_column_int64(st, 4);
+    w->pids = (uint32_t)sqlite3_column_int64(st, 5);
+    w->disk_bytes = (uint64_t)sqlite3_column_int64(st, 6);
 }
 
-static int
-ws_exists(struct sq *q, const char *ws, struct err *err)
-{
-    _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    int r = prep(q, "SELECT 1 FROM workspaces WHERE id = ?1", &st, err);
-    if (r < 0)
-        return r;
-    bind_text(st, 1, ws);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        return 0;
-    if (rc == SQLITE_DONE)
-        return err_set(err, ENOENT, "no workspace '%s'", ws);
-    return sq_fail(q, rc, err, "lookup");
-}
+#define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids, disk_bytes"
 
+/* Steps st to its end, handing each row to fn as an entry. */
 static int
-insert_dir(struct sq *q, const char *ws, const char *path, uint64_t now, struct err *err)
+each_entry(struct sq *q, sqlite3_stmt *st, store_entry_fn fn, void *ud, const char *what,
+           struct err *err)
 {
-    char parent[4100], name[4100];
-    _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    store_split(path, parent, name);
-    int r = prep(q,
-                 "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
-                 " VALUES (?1, ?2, ?3, ?4, 2, NULL, 0, 493, ?5)",
-                 &st, err);
-    if (r < 0)
-        return r;
-    bind_text(st, 1, ws);
-    bind_text(st, 2, path);
-    bind_text(st, 3, parent);
-    bind_text(st, 4, name);
-    (void)sqlite3_bind_int64(st, 5, (sqlite3_int64)now);
-    int rc = sqlite3_step(st);
-    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "insert directory");
-}
-
-/* mkdir -p inside a transaction. *created refers to path itself. */
-static int
-mkdir_locked(struct sq *q, const char *ws, const char *path, bool *created, struct err *err)
-{
-    char prefix[4100];
-    size_t n = strlen(path);
-    uint64_t now = store_now_ms();
     struct store_entry e;
-
-    if (created)
-        *created = false;
-    if (!strcmp(path, "."))
-        return 0; /* the root always exists */
-    for (size_t i = 0; i <= n; i++) {
-        if (path[i] != '/' && path[i] != '\0')
-            continue;
-        memcpy(prefix, path, i);
-        prefix[i] = '\0';
-        int r = get_entry(q, ws, prefix, &e, err);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        row_entry(st, 0, &e);
+        int r = fn(&e, ud);
         if (r < 0)
             return r;
-        if (r == 1) {
-            if (e.type != STORE_DIR)
-                return err_set(err, ENOTDIR, "'/%s' is a file, not a directory", prefix);
-            continue;
-        }
-        r = insert_dir(q, ws, prefix, now, err);
-        if (r < 0)
-            return r;
-        if (i == n && created)
-            *created = true;
     }
-    return 0;
-}
-
-static int
-check_if_match(const char *path, const struct store_entry *cur, bool exists, const char *if_match,
-               struct err *err)
-{
-    if (!if_match)
-        return 0;
-    if (!*if_match) {
-        if (exists)
-            return err_set(err, ESTALE, "'/%s' exists (expected none)", path);
-        return 0;
-    }
-    if (!exists)
-        return err_set(err, ESTALE, "'/%s' does not exist (expected version %.16s...)", path,
-                       if_match);
-    if (cur->type != STORE_FILE || strcmp(cur->hash, if_match) != 0)
-        return err_set(err, ESTALE, "'/%s' changed: it is at version %.16s..., not %.16s...", path,
-                       cur->hash, if_match);
-    return 0;
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, what);
 }
 
 /* --- workspaces --- */
 
 static int
-sq_ws_create(struct store *s, const struct store_ws *w, struct err *err)
+sq_ws_insert(struct store *s, const struct store_ws *w, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -329,27 +254,8 @@ sq_ws_create(struct store *s, const struct store_ws *w, struct err *err)
     (void)sqlite3_bind_int64(st, 6, w->pids);
     (void)sqlite3_bind_int64(st, 7, (sqlite3_int64)w->disk_bytes);
     int rc = sqlite3_step(st);
-    if ((rc & 0xff) == SQLITE_CONSTRAINT)
-        return err_set(err, EEXIST, "workspace '%s' already exists", w->id);
-    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "create workspace");
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "create workspace"); /* -EEXIST */
 }
-
-static void
-row_ws(sqlite3_stmt *st, struct store_ws *w)
-{
-    memset(w, 0, sizeof(*w));
-    const char *id = (const char *)sqlite3_column_text(st, 0);
-    const char *t = (const char *)sqlite3_column_text(st, 2);
-    (void)snprintf(w->id, sizeof(w->id), "%s", id ? id : "");
-    w->created_ms = (uint64_t)sqlite3_column_int64(st, 1);
-    (void)snprintf(w->template_name, sizeof(w->template_name), "%s", t ? t : "");
-    w->cpu_millis = (uint32_t)sqlite3_column_int64(st, 3);
-    w->memory_bytes = (uint64_t)sqlite3_column_int64(st, 4);
-    w->pids = (uint32_t)sqlite3_column_int64(st, 5);
-    w->disk_bytes = (uint64_t)sqlite3_column_int64(st, 6);
-}
-
-#define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids, disk_bytes"
 
 /* Stores made before workspaces had disk_bytes get the column (0: the
  * host's default); ALTER is a no-op error when another open added it. */
@@ -382,11 +288,9 @@ sq_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         row_ws(st, ret);
-        return 0;
+        return 1;
     }
-    if (rc == SQLITE_DONE)
-        return err_set(err, ENOENT, "no workspace '%s'", id);
-    return sq_fail(q, rc, err, "lookup workspace");
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "lookup workspace");
 }
 
 static int
@@ -420,9 +324,25 @@ sq_ws_delete(struct store *s, const char *id, struct err *err)
     int rc = sqlite3_step(st);
     if (rc != SQLITE_DONE)
         return sq_fail(q, rc, err, "delete workspace");
-    if (sqlite3_changes(q->db) == 0)
-        return err_set(err, ENOENT, "no workspace '%s'", id);
-    return 0;
+    return sqlite3_changes(q->db) > 0;
+}
+
+/* BEGIN IMMEDIATE made the transaction the store's only writer already:
+ * lock asks for nothing more. */
+static int
+sq_ws_check(struct store *s, const char *ws, bool lock, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    (void)lock;
+    int r = prep(q, "SELECT 1 FROM workspaces WHERE id = ?1", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        return 1;
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "lookup");
 }
 
 static int
@@ -430,13 +350,11 @@ sq_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *e
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    int r = ws_exists(q, ws, err);
-    if (r < 0)
-        return r;
-    r = prep(q,
-             "SELECT COALESCE(SUM(size), 0), COALESCE(SUM(type = 1), 0), COALESCE(SUM(type = 2), 0)"
-             " FROM entries WHERE ws = ?1",
-             &st, err);
+    int r = prep(
+            q,
+            "SELECT COALESCE(SUM(size), 0), COALESCE(SUM(type = 1), 0), COALESCE(SUM(type = 2), 0)"
+            " FROM entries WHERE ws = ?1",
+            &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, ws);
@@ -449,11 +367,209 @@ sq_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *e
     return 0;
 }
 
-/* --- writes --- */
+/* --- entries --- */
 
 static int
-pin(struct sq *q, const char *hash, sqlite3_int64 *ret_rowid, struct err *err)
+sq_get_entry(struct store *s, const char *ws, const char *path, struct store_entry *e,
+             struct err *err)
 {
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND path = ?2", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_text(st, 2, path);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        row_entry(st, 0, e);
+        return 1;
+    }
+    if (rc == SQLITE_DONE)
+        return 0;
+    return sq_fail(q, rc, err, "lookup");
+}
+
+static int
+sq_insert_dir(struct store *s, const char *ws, const char *path, const char *parent,
+              const char *name, uint64_t now, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q,
+                 "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+                 " VALUES (?1, ?2, ?3, ?4, 2, NULL, 0, 493, ?5)",
+                 &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_text(st, 2, path);
+    bind_text(st, 3, parent);
+    bind_text(st, 4, name);
+    (void)sqlite3_bind_int64(st, 5, (sqlite3_int64)now);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "insert directory");
+}
+
+static int
+sq_upsert_file(struct store *s, const char *ws, const char *path, const char *parent,
+               const char *name, const char *hash, uint64_t size, uint32_t mode, uint64_t now,
+               struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q,
+                 "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+                 " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8)"
+                 " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
+                 " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
+                 &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_text(st, 2, path);
+    bind_text(st, 3, parent);
+    bind_text(st, 4, name);
+    bind_text(st, 5, hash);
+    (void)sqlite3_bind_int64(st, 6, (sqlite3_int64)size);
+    (void)sqlite3_bind_int(st, 7, (int)mode);
+    (void)sqlite3_bind_int64(st, 8, (sqlite3_int64)now);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "write entry");
+}
+
+static int
+sq_delete_entry(struct store *s, const char *ws, const char *path, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q, "DELETE FROM entries WHERE ws = ?1 AND path = ?2", &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_text(st, 2, path);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "delete");
+}
+
+/* Binds the half-open range of paths strictly below dir: (dir/, dir0). */
+static void
+bind_below(sqlite3_stmt *st, int i, const char *dir, char *lo, char *hi)
+{
+    (void)snprintf(lo, 4100, "%s/", dir);
+    (void)snprintf(hi, 4100, "%s0", dir); /* '0' follows '/' in byte order */
+    bind_text(st, i, lo);
+    bind_text(st, i + 1, hi);
+}
+
+static int
+sq_delete_tree(struct store *s, const char *ws, const char *path, struct err *err)
+{
+    struct sq *q = SQ(s);
+    char lo[4100], hi[4100];
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q,
+                 "DELETE FROM entries WHERE ws = ?1 AND (path = ?4 OR (path > ?2 AND path < ?3))",
+                 &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_below(st, 2, path, lo, hi);
+    bind_text(st, 4, path);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "remove tree");
+}
+
+static int
+sq_move_entry(struct store *s, const char *ws, const char *from, const char *to, const char *parent,
+              const char *name, uint64_t now, struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q,
+                 "UPDATE entries SET path = ?3, parent = ?4, name = ?5, mtime_ms = ?6"
+                 " WHERE ws = ?1 AND path = ?2",
+                 &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_text(st, 2, from);
+    bind_text(st, 3, to);
+    bind_text(st, 4, parent);
+    bind_text(st, 5, name);
+    (void)sqlite3_bind_int64(st, 6, (sqlite3_int64)now);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "rename");
+}
+
+static int
+sq_move_below(struct store *s, const char *ws, const char *from, const char *to, struct err *err)
+{
+    struct sq *q = SQ(s);
+    char lo[4100], hi[4100];
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    /* substr() counts characters in TEXT and bytes in a BLOB; ?5 is a
+     * byte offset, so the old prefix is cut as bytes (a directory named
+     * "\xc3\xa9" is one character but two bytes). */
+    int r = prep(q,
+                 "UPDATE entries SET path = ?4 || CAST(substr(CAST(path AS BLOB), ?5) AS TEXT),"
+                 " parent = ?4 || CAST(substr(CAST(parent AS BLOB), ?5) AS TEXT)"
+                 " WHERE ws = ?1 AND path > ?2 AND path < ?3",
+                 &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_below(st, 2, from, lo, hi);
+    bind_text(st, 4, to);
+    (void)sqlite3_bind_int(st, 5, (int)strlen(from) + 1);
+    int rc = sqlite3_step(st);
+    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "rename tree");
+}
+
+static int
+sq_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+            struct err *err)
+{
+    struct sq *q = SQ(s);
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    int r = prep(q,
+                 "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND parent = ?2 ORDER BY name",
+                 &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    bind_text(st, 2, dir);
+    return each_entry(q, st, fn, ud, "list", err);
+}
+
+static int
+sq_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+         struct err *err)
+{
+    struct sq *q = SQ(s);
+    char lo[4100], hi[4100];
+    _cleanup_stmt_ sqlite3_stmt *st = NULL;
+    bool root = !strcmp(dir, ".");
+    int r = prep(q,
+                 root ? "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 ORDER BY path"
+                      : "SELECT " ENTRY_COLS
+                        " FROM entries WHERE ws = ?1 AND path > ?2 AND path < ?3"
+                        " ORDER BY path",
+                 &st, err);
+    if (r < 0)
+        return r;
+    bind_text(st, 1, ws);
+    if (!root)
+        bind_below(st, 2, dir, lo, hi);
+    return each_entry(q, st, fn, ud, "walk", err);
+}
+
+/* --- blobs --- */
+
+static int
+sq_pin(struct store *s, const char *hash, int64_t *ret_id, struct err *err)
+{
+    struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     /* A pin matters only while this process runs: it need not be durable. */
     int r = sq_exec(q, "PRAGMA synchronous = NORMAL", err);
@@ -465,27 +581,35 @@ pin(struct sq *q, const char *hash, sqlite3_int64 *ret_rowid, struct err *err)
         (void)sqlite3_bind_int64(st, 2, (sqlite3_int64)(store_now_ms() + STORE_PIN_MS));
         int rc = sqlite3_step(st);
         r = rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "pin blob");
-        *ret_rowid = sqlite3_last_insert_rowid(q->db);
+        *ret_id = sqlite3_last_insert_rowid(q->db);
     }
     int r2 = sq_exec(q, "PRAGMA synchronous = FULL", err);
     return r < 0 ? r : r2;
 }
 
-static void
-unpin(struct sq *q, sqlite3_int64 rowid)
+/* Best effort wherever it runs: a pin left behind expires. */
+static int
+sq_unpin(struct store *s, int64_t id, struct err *err)
 {
+    struct sq *q = SQ(s);
     sqlite3_stmt *st = NULL;
+    (void)err;
     if (sqlite3_prepare_v2(q->db, "DELETE FROM pins WHERE rowid = ?1", -1, &st, NULL) ==
         SQLITE_OK) {
-        (void)sqlite3_bind_int64(st, 1, rowid);
+        (void)sqlite3_bind_int64(st, 1, id);
         (void)sqlite3_step(st);
     }
     sqlite3_finalize(st);
+    return 0;
 }
 
+/* Under the write lock: the blob's row and its file, placing the file (see
+ * blob_place()) unless the row has a file already, and inserting the row
+ * unless it is there. */
 static int
-ensure_blob(struct sq *q, int fd, const char *hash, uint64_t size, struct err *err)
+sq_blob_hold(struct store *s, int fd, const char *hash, uint64_t size, struct err *err)
 {
+    struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     int r = prep(q, "SELECT 1 FROM blobs WHERE hash = ?1", &st, err);
     if (r < 0)
@@ -517,411 +641,27 @@ ensure_blob(struct sq *q, int fd, const char *hash, uint64_t size, struct err *e
     return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "insert blob");
 }
 
-struct commit_ctx {
-    const char *ws, *path, *if_match, *hash;
-    uint32_t mode;
-    int fd;
-    uint64_t size, now;
-    sqlite3_int64 pin;
-};
-
+/* The blob file itself. A short or long file is damaged whatever it
+ * holds; say so before the caller has sent anything. The content is the
+ * caller's to check on the way (store_verify_*): reading it twice costs
+ * too much. */
 static int
-commit_tx(struct store *s, void *ctx, struct err *err)
+sq_blob_read(struct store *s, const struct store_entry *e, int *ret_fd, struct err *err)
 {
     struct sq *q = SQ(s);
-    struct commit_ctx *c = ctx;
-    char parent[4100], name[4100];
-    struct store_entry cur;
-    int r, have;
-
-    store_split(c->path, parent, name);
-    if ((r = ws_exists(q, c->ws, err)) < 0)
-        return r;
-    have = get_entry(q, c->ws, c->path, &cur, err);
-    if (have < 0)
-        return have;
-    if (have && cur.type == STORE_DIR)
-        return err_set(err, EISDIR, "'/%s' is a directory", c->path);
-    if ((r = check_if_match(c->path, &cur, have, c->if_match, err)) < 0 ||
-        (r = mkdir_locked(q, c->ws, parent, NULL, err)) < 0 ||
-        (r = ensure_blob(q, c->fd, c->hash, c->size, err)) < 0)
-        return r;
-    _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    r = prep(q,
-             "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
-             " VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, ?7, ?8)"
-             " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
-             " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
-             &st, err);
-    if (r < 0)
-        return r;
-    bind_text(st, 1, c->ws);
-    bind_text(st, 2, c->path);
-    bind_text(st, 3, parent);
-    bind_text(st, 4, name);
-    bind_text(st, 5, c->hash);
-    (void)sqlite3_bind_int64(st, 6, (sqlite3_int64)c->size);
-    (void)sqlite3_bind_int(st, 7, (int)c->mode);
-    (void)sqlite3_bind_int64(st, 8, (sqlite3_int64)c->now);
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_DONE)
-        return sq_fail(q, rc, err, "write entry");
-    unpin(q, c->pin);
-    return 0;
-}
-
-static int
-sq_commit(struct store *s, const char *ws, const char *path, uint32_t mode, const char *if_match,
-          int fd, const char *hash, uint64_t size, struct store_entry *ret, struct err *err)
-{
-    struct sq *q = SQ(s);
-    struct commit_ctx c = {
-            .ws = ws,
-            .path = path,
-            .if_match = if_match,
-            .hash = hash,
-            .mode = mode ? mode : 0644,
-            .fd = fd,
-            .size = size,
-            .now = store_now_ms(),
-    };
-    int r = pin(q, hash, &c.pin, err);
-    if (r < 0)
-        return r;
-    r = store_tx_run(s, STORE_TX_WRITE, commit_tx, &c, err);
-    if (r < 0) {
-        unpin(q, c.pin);
-        return r;
-    }
-    memset(ret, 0, sizeof(*ret));
-    (void)snprintf(ret->path, sizeof(ret->path), "%s", path);
-    ret->type = STORE_FILE;
-    ret->size = size;
-    memcpy(ret->hash, hash, STORE_HASH_LEN + 1);
-    ret->mode = c.mode;
-    ret->mtime_ms = c.now;
-    return 0;
-}
-
-static int
-sq_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct store_entry *ret,
-        struct err *err)
-{
-    struct sq *q = SQ(s);
-    int r = ws_exists(q, ws, err);
-    if (r < 0)
-        return r;
-    r = get_entry(q, ws, path, ret, err);
-    if (r < 0)
-        return r;
-    if (r == 0)
-        return err_set(err, ENOENT, "no such file: '/%s'", path);
-    if (ret->type == STORE_DIR)
-        return err_set(err, EISDIR, "'/%s' is a directory", path);
-    _cleanup_close_ int fd = blob_open(q->blobs_fd, ret->hash, err);
+    _cleanup_close_ int fd = blob_open(q->blobs_fd, e->hash, err);
     if (fd < 0)
         return fd;
-    /* A short or long file is damaged whatever it holds; say so before the
-     * caller has sent anything. The content itself is the caller's to
-     * check on the way (store_verify_*): reading it twice costs too much. */
     struct stat sb;
     if (fstat(fd, &sb) < 0)
-        return err_setx(err, errno, "cannot stat blob %.16s...", ret->hash);
-    if ((uint64_t)sb.st_size != ret->size) {
+        return err_setx(err, errno, "cannot stat blob %.16s...", e->hash);
+    if ((uint64_t)sb.st_size != e->size) {
         store_note_damaged();
         return err_set(err, EBADMSG, "blob %.16s... is damaged: %llu bytes where %llu are recorded",
-                       ret->hash, (unsigned long long)sb.st_size, (unsigned long long)ret->size);
+                       e->hash, (unsigned long long)sb.st_size, (unsigned long long)e->size);
     }
     *ret_fd = TAKE_FD(fd);
     return 0;
-}
-
-static int
-sq_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret, struct err *err)
-{
-    struct sq *q = SQ(s);
-    int r = ws_exists(q, ws, err);
-    if (r < 0)
-        return r;
-    r = get_entry(q, ws, path, ret, err);
-    if (r < 0)
-        return r;
-    return r ? 0 : err_set(err, ENOENT, "no such file or directory: '/%s'", path);
-}
-
-static int
-sq_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-        struct err *err)
-{
-    struct sq *q = SQ(s);
-    struct store_entry e;
-    int r = ws_exists(q, ws, err);
-    if (r < 0)
-        return r;
-    if (strcmp(dir, ".") != 0) {
-        r = get_entry(q, ws, dir, &e, err);
-        if (r < 0)
-            return r;
-        if (r == 0)
-            return err_set(err, ENOENT, "no such directory: '/%s'", dir);
-        if (e.type != STORE_DIR)
-            return err_set(err, ENOTDIR, "'/%s' is not a directory", dir);
-    }
-    _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    r = prep(q, "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND parent = ?2 ORDER BY name",
-             &st, err);
-    if (r < 0)
-        return r;
-    bind_text(st, 1, ws);
-    bind_text(st, 2, dir);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        row_entry(st, 0, &e);
-        r = fn(&e, ud);
-        if (r < 0)
-            return r;
-    }
-    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "list");
-}
-
-/* Binds the half-open range of paths strictly below dir: (dir/, dir0). */
-static void
-bind_below(sqlite3_stmt *st, int i, const char *dir, char *lo, char *hi)
-{
-    (void)snprintf(lo, 4100, "%s/", dir);
-    (void)snprintf(hi, 4100, "%s0", dir); /* '0' follows '/' in byte order */
-    bind_text(st, i, lo);
-    bind_text(st, i + 1, hi);
-}
-
-static int
-sq_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-        struct err *err)
-{
-    struct sq *q = SQ(s);
-    struct store_entry e;
-    char lo[4100], hi[4100];
-    _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    int r = ws_exists(q, ws, err);
-    if (r < 0)
-        return r;
-    bool root = !strcmp(dir, ".");
-    if (!root) {
-        r = get_entry(q, ws, dir, &e, err);
-        if (r < 0)
-            return r;
-        if (r == 0)
-            return err_set(err, ENOENT, "no such directory: '/%s'", dir);
-        if (e.type != STORE_DIR)
-            return err_set(err, ENOTDIR, "'/%s' is not a directory", dir);
-    }
-    r = prep(q,
-             root ? "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 ORDER BY path"
-                  : "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND path > ?2 AND path < ?3"
-                    " ORDER BY path",
-             &st, err);
-    if (r < 0)
-        return r;
-    bind_text(st, 1, ws);
-    if (!root)
-        bind_below(st, 2, dir, lo, hi);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        row_entry(st, 0, &e);
-        r = fn(&e, ud);
-        if (r < 0)
-            return r;
-    }
-    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "walk");
-}
-
-struct remove_ctx {
-    const char *ws, *path, *if_match;
-};
-
-static int
-remove_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct sq *q = SQ(s);
-    const struct remove_ctx *c = ctx;
-    struct store_entry cur;
-    int r = ws_exists(q, c->ws, err);
-    if (r < 0)
-        return r;
-    int have = get_entry(q, c->ws, c->path, &cur, err);
-    if (have < 0)
-        return have;
-    if ((r = check_if_match(c->path, &cur, have, c->if_match, err)) < 0)
-        return r;
-    if (!have)
-        return err_set(err, ENOENT, "no such file: '/%s'", c->path);
-    if (cur.type == STORE_DIR)
-        return err_set(err, EISDIR, "'/%s' is a directory: use rmdir", c->path);
-    _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    r = prep(q, "DELETE FROM entries WHERE ws = ?1 AND path = ?2", &st, err);
-    if (r < 0)
-        return r;
-    bind_text(st, 1, c->ws);
-    bind_text(st, 2, c->path);
-    int rc = sqlite3_step(st);
-    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "delete");
-}
-
-static int
-sq_remove(struct store *s, const char *ws, const char *path, const char *if_match, struct err *err)
-{
-    struct remove_ctx c = {ws, path, if_match};
-    return store_tx_run(s, STORE_TX_WRITE, remove_tx, &c, err);
-}
-
-struct mkdir_ctx {
-    const char *ws, *path;
-    bool created;
-};
-
-static int
-mkdir_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct sq *q = SQ(s);
-    struct mkdir_ctx *c = ctx;
-    int r = ws_exists(q, c->ws, err);
-    if (r < 0)
-        return r;
-    return mkdir_locked(q, c->ws, c->path, &c->created, err);
-}
-
-static int
-sq_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created, struct err *err)
-{
-    struct mkdir_ctx c = {ws, path, false};
-    int r = store_tx_run(s, STORE_TX_WRITE, mkdir_tx, &c, err);
-    if (r < 0)
-        return r;
-    *ret_created = c.created;
-    return 0;
-}
-
-static int
-delete_tree(struct sq *q, const char *ws, const char *path, struct err *err)
-{
-    char lo[4100], hi[4100];
-    _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    int r = prep(q,
-                 "DELETE FROM entries WHERE ws = ?1 AND (path = ?4 OR (path > ?2 AND path < ?3))",
-                 &st, err);
-    if (r < 0)
-        return r;
-    bind_text(st, 1, ws);
-    bind_below(st, 2, path, lo, hi);
-    bind_text(st, 4, path);
-    int rc = sqlite3_step(st);
-    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "remove tree");
-}
-
-static int
-rmdir_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct sq *q = SQ(s);
-    const struct remove_ctx *c = ctx;
-    struct store_entry e;
-    int r = ws_exists(q, c->ws, err);
-    if (r < 0)
-        return r;
-    int have = get_entry(q, c->ws, c->path, &e, err);
-    if (have < 0)
-        return have;
-    if (!have)
-        return err_set(err, ENOENT, "no such directory: '/%s'", c->path);
-    if (e.type != STORE_DIR)
-        return err_set(err, ENOTDIR, "'/%s' is not a directory", c->path);
-    return delete_tree(q, c->ws, c->path, err);
-}
-
-static int
-sq_rmdir(struct store *s, const char *ws, const char *path, struct err *err)
-{
-    struct remove_ctx c = {ws, path, NULL};
-    return store_tx_run(s, STORE_TX_WRITE, rmdir_tx, &c, err);
-}
-
-struct rename_ctx {
-    const char *ws, *from, *to;
-    bool overwrite;
-};
-
-static int
-rename_tx(struct store *s, void *ctx, struct err *err)
-{
-    struct sq *q = SQ(s);
-    const struct rename_ctx *c = ctx;
-    struct store_entry src, dst;
-    char tparent[4100], tname[4100], lo[4100], hi[4100];
-    int r = ws_exists(q, c->ws, err);
-    if (r < 0)
-        return r;
-    int have = get_entry(q, c->ws, c->from, &src, err);
-    if (have <= 0)
-        return have < 0 ? have : err_set(err, ENOENT, "no such file or directory: '/%s'", c->from);
-    have = get_entry(q, c->ws, c->to, &dst, err);
-    if (have < 0)
-        return have;
-    if (have) {
-        if (!c->overwrite)
-            return err_set(err, EEXIST, "'/%s' already exists", c->to);
-        if (dst.type == STORE_DIR || src.type == STORE_DIR)
-            return err_set(err, EEXIST, "'/%s' exists and only a file may replace a file", c->to);
-        if ((r = delete_tree(q, c->ws, c->to, err)) < 0)
-            return r;
-    }
-    store_split(c->to, tparent, tname);
-    if ((r = mkdir_locked(q, c->ws, tparent, NULL, err)) < 0)
-        return r;
-    {
-        /* The entry itself, then everything below it (directories). */
-        _cleanup_stmt_ sqlite3_stmt *st = NULL;
-        r = prep(q,
-                 "UPDATE entries SET path = ?3, parent = ?4, name = ?5, mtime_ms = ?6"
-                 " WHERE ws = ?1 AND path = ?2",
-                 &st, err);
-        if (r < 0)
-            return r;
-        bind_text(st, 1, c->ws);
-        bind_text(st, 2, c->from);
-        bind_text(st, 3, c->to);
-        bind_text(st, 4, tparent);
-        bind_text(st, 5, tname);
-        (void)sqlite3_bind_int64(st, 6, (sqlite3_int64)store_now_ms());
-        int rc = sqlite3_step(st);
-        if (rc != SQLITE_DONE)
-            return sq_fail(q, rc, err, "rename");
-    }
-    if (src.type != STORE_DIR)
-        return 0;
-    _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    /* substr() counts characters in TEXT and bytes in a BLOB; ?5 is a
-     * byte offset, so the old prefix is cut as bytes (a directory named
-     * "\xc3\xa9" is one character but two bytes). */
-    r = prep(q,
-             "UPDATE entries SET path = ?4 || CAST(substr(CAST(path AS BLOB), ?5) AS TEXT),"
-             " parent = ?4 || CAST(substr(CAST(parent AS BLOB), ?5) AS TEXT)"
-             " WHERE ws = ?1 AND path > ?2 AND path < ?3",
-             &st, err);
-    if (r < 0)
-        return r;
-    bind_text(st, 1, c->ws);
-    bind_below(st, 2, c->from, lo, hi);
-    bind_text(st, 4, c->to);
-    (void)sqlite3_bind_int(st, 5, (int)strlen(c->from) + 1);
-    int rc = sqlite3_step(st);
-    return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "rename tree");
-}
-
-static int
-sq_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
-          struct err *err)
-{
-    struct rename_ctx c = {ws, from, to, overwrite};
-    return store_tx_run(s, STORE_TX_WRITE, rename_tx, &c, err);
 }
 
 /* --- GC --- */
@@ -1177,19 +917,15 @@ gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
 }
 
 static int
-sq_gc(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
-      struct err *err)
+sq_collect(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
+           struct err *err)
 {
     struct sq *q = SQ(s);
-    bool held = false, more = true;
-    int r = store_lease_take(s, holder, lease_ms, &held, err);
-    if (r < 0)
-        return r;
-    ret->held_lease = held;
-    if (!held)
-        return 0;
+    bool more = true;
+    (void)holder;
+    (void)lease_ms;
     while (more) {
-        r = gc_batch(q, ret, &more, err);
+        int r = gc_batch(q, ret, &more, err);
         if (r < 0)
             return r;
     }
@@ -1417,24 +1153,29 @@ static const struct store_ops sqlite_ops = {
         .tx_commit = sq_tx_commit,
         .tx_rollback = sq_tx_rollback,
         .tx_retry = sq_tx_retry,
-        .ws_create = sq_ws_create,
+        .ws_insert = sq_ws_insert,
         .ws_get = sq_ws_get,
         .ws_list = sq_ws_list,
         .ws_delete = sq_ws_delete,
+        .ws_check = sq_ws_check,
         .usage = sq_usage,
-        .commit = sq_commit,
-        .read = sq_read,
-        .stat = sq_stat,
-        .list = sq_list,
-        .walk = sq_walk,
-        .remove = sq_remove,
-        .mkdir = sq_mkdir,
-        .rmdir = sq_rmdir,
-        .rename = sq_rename,
+        .get_entry = sq_get_entry,
+        .insert_dir = sq_insert_dir,
+        .upsert_file = sq_upsert_file,
+        .delete_entry = sq_delete_entry,
+        .delete_tree = sq_delete_tree,
+        .move_entry = sq_move_entry,
+        .move_below = sq_move_below,
+        .children = sq_children,
+        .below = sq_below,
+        .pin = sq_pin,
+        .unpin = sq_unpin,
+        .blob_hold = sq_blob_hold,
+        .blob_read = sq_blob_read,
         .lease = sq_lease,
         .lease_holder = sq_lease_holder,
         .lease_release = sq_lease_release,
-        .gc = sq_gc,
+        .collect = sq_collect,
         .check = sq_check,
 };
 

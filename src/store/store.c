@@ -1,7 +1,8 @@
 /*
- * store.c - what both backends share: argument checks, the dispatch, the
- * staging writer that hashes data on its way to the store and the verifier
- * that hashes it on its way out. The GC lease is lease.c's.
+ * store.c - what every backend shares below the tree: opening a store (which
+ * backend), the transaction runner, the staging writer that hashes data on
+ * its way to the store and the verifier that hashes it on its way out. The
+ * trees' semantics are tree.c's, the GC lease is lease.c's.
  */
 #include "store/store.h"
 
@@ -52,20 +53,6 @@ store_path_ok(const char *path, bool root_ok)
     if (strcmp(norm, path) != 0)
         return false; /* not already normalized */
     return root_ok || !path_is_root(path);
-}
-
-void
-store_split(const char *path, char *parent, char *name)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        strcpy(parent, ".");
-        strcpy(name, path);
-        return;
-    }
-    memcpy(parent, path, (size_t)(slash - path));
-    parent[slash - path] = '\0';
-    strcpy(name, slash + 1);
 }
 
 static void
@@ -259,53 +246,6 @@ store_kind(const struct store *s)
     return s->ops->kind;
 }
 
-#define CHECK_WS(ws)                                                                   \
-    do {                                                                               \
-        if (!store_ws_ok(ws))                                                          \
-            return err_set(err, EINVAL, "invalid workspace id '%.80s'", ws ? ws : ""); \
-    } while (0)
-
-#define CHECK_PATH(p, root_ok)                                                \
-    do {                                                                      \
-        if (!store_path_ok(p, root_ok))                                       \
-            return err_set(err, EINVAL, "invalid path '%.200s'", p ? p : ""); \
-    } while (0)
-
-int
-store_ws_create(struct store *s, const struct store_ws *ws, struct err *err)
-{
-    CHECK_WS(ws->id);
-    return s->ops->ws_create(s, ws, err);
-}
-
-int
-store_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err)
-{
-    CHECK_WS(id);
-    return s->ops->ws_get(s, id, ret, err);
-}
-
-int
-store_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
-{
-    return s->ops->ws_list(s, fn, ud, err);
-}
-
-int
-store_ws_delete(struct store *s, const char *id, struct err *err)
-{
-    CHECK_WS(id);
-    return s->ops->ws_delete(s, id, err);
-}
-
-int
-store_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *err)
-{
-    CHECK_WS(ws);
-    memset(ret, 0, sizeof(*ret));
-    return s->ops->usage(s, ws, ret, err);
-}
-
 /* --- the staging writer --- */
 
 struct store_writer {
@@ -446,8 +386,8 @@ store_writer_commit(struct store *s, struct store_writer *w, const char *ws, con
         r = err_setx(err, errno, "cannot sync the staging file");
         goto out;
     }
-    r = s->ops->commit(s, ws, path, mode & 07777, if_match, w->fd, hash, w->size, ret ? ret : &tmp,
-                       err);
+    r = store_commit(s, ws, path, mode & 07777, if_match, w->fd, hash, w->size, ret ? ret : &tmp,
+                     err);
 out:
     store_writer_abort(w);
     return r;
@@ -478,98 +418,6 @@ store_write(struct store *s, const char *ws, const char *path, int fd, uint32_t 
     }
     store_writer_abort(w);
     return r;
-}
-
-int
-store_read(struct store *s, const char *ws, const char *path, int *ret_fd, struct store_entry *ret,
-           struct err *err)
-{
-    struct store_entry tmp;
-    CHECK_WS(ws);
-    CHECK_PATH(path, false);
-    return s->ops->read(s, ws, path, ret_fd, ret ? ret : &tmp, err);
-}
-
-int
-store_stat(struct store *s, const char *ws, const char *path, struct store_entry *ret,
-           struct err *err)
-{
-    CHECK_WS(ws);
-    CHECK_PATH(path, true);
-    if (path_is_root(path)) {
-        memset(ret, 0, sizeof(*ret));
-        strcpy(ret->path, ".");
-        ret->type = STORE_DIR;
-        ret->mode = 0755;
-        struct store_ws w;
-        return s->ops->ws_get(s, ws, &w, err);
-    }
-    return s->ops->stat(s, ws, path, ret, err);
-}
-
-int
-store_list(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-           struct err *err)
-{
-    CHECK_WS(ws);
-    CHECK_PATH(dir, true);
-    return s->ops->list(s, ws, dir, fn, ud, err);
-}
-
-int
-store_walk(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-           struct err *err)
-{
-    CHECK_WS(ws);
-    CHECK_PATH(dir, true);
-    return s->ops->walk(s, ws, dir, fn, ud, err);
-}
-
-int
-store_delete(struct store *s, const char *ws, const char *path, const char *if_match,
-             struct err *err)
-{
-    CHECK_WS(ws);
-    CHECK_PATH(path, false);
-    return s->ops->remove(s, ws, path, if_match, err);
-}
-
-int
-store_mkdir(struct store *s, const char *ws, const char *path, bool *ret_created, struct err *err)
-{
-    CHECK_WS(ws);
-    CHECK_PATH(path, true);
-    if (path_is_root(path)) {
-        *ret_created = false;
-        struct store_ws w;
-        return s->ops->ws_get(s, ws, &w, err);
-    }
-    return s->ops->mkdir(s, ws, path, ret_created, err);
-}
-
-int
-store_rmdir(struct store *s, const char *ws, const char *path, struct err *err)
-{
-    CHECK_WS(ws);
-    CHECK_PATH(path, true);
-    if (path_is_root(path))
-        return err_set(err, EINVAL, "the workspace root cannot be removed");
-    return s->ops->rmdir(s, ws, path, err);
-}
-
-int
-store_rename(struct store *s, const char *ws, const char *from, const char *to, bool overwrite,
-             struct err *err)
-{
-    CHECK_WS(ws);
-    CHECK_PATH(from, false);
-    CHECK_PATH(to, false);
-    size_t n = strlen(from);
-    if (!strcmp(from, to))
-        return 0;
-    if (!strncmp(to, from, n) && to[n] == '/')
-        return err_set(err, EINVAL, "cannot move '/%.200s' into itself", from);
-    return s->ops->rename(s, ws, from, to, overwrite, err);
 }
 
 int
