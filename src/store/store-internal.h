@@ -5,6 +5,7 @@
 #pragma once
 
 #include "store/store.h"
+#include "util/path.h"
 
 #define STORE_CHUNK       (1024 * 1024)    /* PostgreSQL blob chunk */
 #define STORE_PIN_MS      (10 * 60 * 1000) /* how long a write's pin protects its blob */
@@ -136,6 +137,21 @@ bool store_ws_ok(const char *ws);
  * the failure that is returned reaches err. */
 typedef int (*store_tx_fn)(struct store *s, void *ctx, struct err *err);
 int store_tx_run(struct store *s, enum store_tx kind, store_tx_fn fn, void *ctx, struct err *err);
+
+/* The columns, in this order, that every backend's entries and workspaces
+ * tables have and its queries select; and the structs made of one row's
+ * values (a NULL string is ""; too long a string is cut). */
+#define STORE_ENTRY_COLS "path, type, hash, size, mode, mtime_ms"
+#define STORE_WS_COLS    "id, created_ms, template, cpu_millis, memory_bytes, pids, disk_bytes"
+void store_entry_row(struct store_entry *e, const char *path, int64_t type, const char *hash,
+                     int64_t size, int64_t mode, int64_t mtime_ms);
+void store_ws_row(struct store_ws *w, const char *id, int64_t created_ms, const char *template_name,
+                  int64_t cpu_millis, int64_t memory_bytes, int64_t pids, int64_t disk_bytes);
+
+/* The paths strictly below dir, in byte order: lo < path < hi with lo
+ * "dir/" and hi "dir0" ('0' follows '/'). Buffers of STORE_RANGE_MAX. */
+#define STORE_RANGE_MAX (PATH_MAX_LEN + 3)
+void store_range_below(const char *dir, char *lo, char *hi);
 
 /* Wall-clock milliseconds (mtimes, created_ms). */
 uint64_t store_now_ms(void);

@@ -454,33 +454,18 @@ pg_tx_retry(struct store *s)
 
 /* --- rows --- */
 
-#define ENTRY_COLS "path, type, hash, size, mode, mtime_ms"
-
 static void
 row_entry(const PGresult *res, int row, struct store_entry *e)
 {
-    memset(e, 0, sizeof(*e));
-    (void)r_str(res, row, 0, e->path, sizeof(e->path));
-    e->type = r_int(res, row, 1) == STORE_DIR ? STORE_DIR : STORE_FILE;
-    (void)r_str(res, row, 2, e->hash, sizeof(e->hash));
-    e->size = (uint64_t)r_int(res, row, 3);
-    e->mode = (uint32_t)r_int(res, row, 4);
-    e->mtime_ms = (uint64_t)r_int(res, row, 5);
+    store_entry_row(e, PQgetvalue(res, row, 0), r_int(res, row, 1), PQgetvalue(res, row, 2),
+                    r_int(res, row, 3), r_int(res, row, 4), r_int(res, row, 5));
 }
-
-#define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids, disk_bytes"
 
 static void
 row_ws(const PGresult *res, int row, struct store_ws *w)
 {
-    memset(w, 0, sizeof(*w));
-    (void)r_str(res, row, 0, w->id, sizeof(w->id));
-    w->created_ms = (uint64_t)r_int(res, row, 1);
-    (void)r_str(res, row, 2, w->template_name, sizeof(w->template_name));
-    w->cpu_millis = (uint32_t)r_int(res, row, 3);
-    w->memory_bytes = (uint64_t)r_int(res, row, 4);
-    w->pids = (uint32_t)r_int(res, row, 5);
-    w->disk_bytes = (uint64_t)r_int(res, row, 6);
+    store_ws_row(w, PQgetvalue(res, row, 0), r_int(res, row, 1), PQgetvalue(res, row, 2),
+                 r_int(res, row, 3), r_int(res, row, 4), r_int(res, row, 5), r_int(res, row, 6));
 }
 
 /* --- workspaces --- */
@@ -508,8 +493,8 @@ pg_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, id);
-    int r = run(PG(s), "lookup workspace", "SELECT " WS_COLS " FROM workspaces WHERE id = $1", &p,
-                &res, err);
+    int r = run(PG(s), "lookup workspace", "SELECT " STORE_WS_COLS " FROM workspaces WHERE id = $1",
+                &p, &res, err);
     if (r < 0)
         return r;
     if (PQntuples(res) == 0)
@@ -535,7 +520,7 @@ pg_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
         p_text(&p, after_id);
         p_int(&p, PAGE_ROWS);
         int r = run(q, "list workspaces",
-                    "SELECT " WS_COLS " FROM workspaces WHERE (created_ms, id) > ($1, $2)"
+                    "SELECT " STORE_WS_COLS " FROM workspaces WHERE (created_ms, id) > ($1, $2)"
                     " ORDER BY created_ms, id LIMIT $3",
                     &p, &res, err);
         if (r < 0)
@@ -611,8 +596,9 @@ pg_get_entry(struct store *s, const char *ws, const char *path, struct store_ent
     struct pgp p = {0};
     p_text(&p, ws);
     p_path(&p, path);
-    int r = run(PG(s), "lookup", "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND path = $2",
-                &p, &res, err);
+    int r = run(PG(s), "lookup",
+                "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = $1 AND path = $2", &p, &res,
+                err);
     if (r < 0)
         return r;
     if (PQntuples(res) == 0)
@@ -668,12 +654,11 @@ pg_delete_entry(struct store *s, const char *ws, const char *path, struct err *e
     return run(PG(s), "delete", "DELETE FROM entries WHERE ws = $1 AND path = $2", &p, NULL, err);
 }
 
-/* Binds the open range of paths strictly below dir: (dir/, dir0). */
+/* Binds the range of paths strictly below dir (store_range_below()). */
 static void
 p_below(struct pgp *p, const char *dir, char *lo, char *hi)
 {
-    (void)snprintf(lo, 4100, "%s/", dir);
-    (void)snprintf(hi, 4100, "%s0", dir); /* '0' follows '/' in byte order */
+    store_range_below(dir, lo, hi);
     p_path(p, lo);
     p_path(p, hi);
 }
@@ -681,7 +666,7 @@ p_below(struct pgp *p, const char *dir, char *lo, char *hi)
 static int
 pg_delete_tree(struct store *s, const char *ws, const char *path, struct err *err)
 {
-    char lo[4100], hi[4100];
+    char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
     struct pgp p = {0};
     p_text(&p, ws);
     p_path(&p, path);
@@ -711,7 +696,7 @@ pg_move_entry(struct store *s, const char *ws, const char *from, const char *to,
 static int
 pg_move_below(struct store *s, const char *ws, const char *from, const char *to, struct err *err)
 {
-    char lo[4100], hi[4100];
+    char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
     struct pgp t = {0};
     p_text(&t, ws);
     p_below(&t, from, lo, hi);
@@ -730,7 +715,7 @@ pg_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn,
 {
     struct pg *q = PG(s);
     struct store_entry e;
-    char after[4100] = "";
+    char after[PATH_MAX_LEN + 2] = "";
     for (;;) {
         _cleanup_res_ PGresult *res = NULL;
         struct pgp p = {0};
@@ -739,7 +724,8 @@ pg_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn,
         p_path(&p, after);
         p_int(&p, PAGE_ROWS);
         int r = run(q, "list",
-                    "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND parent = $2 AND name > $3"
+                    "SELECT " STORE_ENTRY_COLS
+                    " FROM entries WHERE ws = $1 AND parent = $2 AND name > $3"
                     " ORDER BY name LIMIT $4",
                     &p, &res, err);
         if (r < 0)
@@ -764,12 +750,10 @@ pg_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, vo
 {
     struct pg *q = PG(s);
     struct store_entry e;
-    char lo[4100] = "", hi[4100] = "";
+    char lo[STORE_RANGE_MAX] = "", hi[STORE_RANGE_MAX] = "";
     bool root = !strcmp(dir, ".");
-    if (!root) {
-        (void)snprintf(lo, sizeof(lo), "%s/", dir);
-        (void)snprintf(hi, sizeof(hi), "%s0", dir); /* '0' follows '/' in byte order */
-    }
+    if (!root)
+        store_range_below(dir, lo, hi);
     /* lo moves up to the last path seen, page by page. */
     for (;;) {
         _cleanup_res_ PGresult *res = NULL;
@@ -780,9 +764,9 @@ pg_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, vo
             p_path(&p, hi);
         p_int(&p, PAGE_ROWS);
         int r = run(q, "walk",
-                    root ? "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
+                    root ? "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
                            " ORDER BY path LIMIT $3"
-                         : "SELECT " ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
+                         : "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
                            " AND path < $3 ORDER BY path LIMIT $4",
                     &p, &res, err);
         if (r < 0)

@@ -182,39 +182,27 @@ sq_tx_retry(struct store *s)
 
 /* --- rows --- */
 
-static void
-row_entry(sqlite3_stmt *st, int col, struct store_entry *e)
+static const char *
+col_text(sqlite3_stmt *st, int col)
 {
-    /* columns: path, type, hash, size, mode, mtime_ms */
-    memset(e, 0, sizeof(*e));
-    const char *p = (const char *)sqlite3_column_text(st, col);
-    (void)snprintf(e->path, sizeof(e->path), "%s", p ? p : "");
-    e->type = sqlite3_column_int(st, col + 1) == STORE_DIR ? STORE_DIR : STORE_FILE;
-    const char *h = (const char *)sqlite3_column_text(st, col + 2);
-    (void)snprintf(e->hash, sizeof(e->hash), "%s", h ? h : "");
-    e->size = (uint64_t)sqlite3_column_int64(st, col + 3);
-    e->mode = (uint32_t)sqlite3_column_int(st, col + 4);
-    e->mtime_ms = (uint64_t)sqlite3_column_int64(st, col + 5);
+    return (const char *)sqlite3_column_text(st, col);
 }
 
-#define ENTRY_COLS "path, type, hash, size, mode, mtime_ms"
+static void
+row_entry(sqlite3_stmt *st, struct store_entry *e)
+{
+    store_entry_row(e, col_text(st, 0), sqlite3_column_int64(st, 1), col_text(st, 2),
+                    sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+                    sqlite3_column_int64(st, 5));
+}
 
 static void
 row_ws(sqlite3_stmt *st, struct store_ws *w)
 {
-    memset(w, 0, sizeof(*w));
-    const char *id = (const char *)sqlite3_column_text(st, 0);
-    const char *t = (const char *)sqlite3_column_text(st, 2);
-    (void)snprintf(w->id, sizeof(w->id), "%s", id ? id : "");
-    w->created_ms = (uint64_t)sqlite3_column_int64(st, 1);
-    (void)snprintf(w->template_name, sizeof(w->template_name), "%s", t ? t : "");
-    w->cpu_millis = (uint32_t)sqlite3_column_int64(st, 3);
-    w->memory_bytes = (uint64_t)sqlite3_column_int64(st, 4);
-    w->pids = (uint32_t)sqlite3_column_int64(st, 5);
-    w->disk_bytes = (uint64_t)sqlite3_column_int64(st, 6);
+    store_ws_row(w, col_text(st, 0), sqlite3_column_int64(st, 1), col_text(st, 2),
+                 sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+                 sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 6));
 }
-
-#define WS_COLS "id, created_ms, template, cpu_millis, memory_bytes, pids, disk_bytes"
 
 /* Steps st to its end, handing each row to fn as an entry. */
 static int
@@ -224,7 +212,7 @@ each_entry(struct sq *q, sqlite3_stmt *st, store_entry_fn fn, void *ud, const ch
     struct store_entry e;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        row_entry(st, 0, &e);
+        row_entry(st, &e);
         int r = fn(&e, ud);
         if (r < 0)
             return r;
@@ -281,7 +269,7 @@ sq_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    int r = prep(q, "SELECT " WS_COLS " FROM workspaces WHERE id = ?1", &st, err);
+    int r = prep(q, "SELECT " STORE_WS_COLS " FROM workspaces WHERE id = ?1", &st, err);
     if (r < 0)
         return r;
     bind_text(st, 1, id);
@@ -298,7 +286,7 @@ sq_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    int r = prep(q, "SELECT " WS_COLS " FROM workspaces ORDER BY created_ms, id", &st, err);
+    int r = prep(q, "SELECT " STORE_WS_COLS " FROM workspaces ORDER BY created_ms, id", &st, err);
     if (r < 0)
         return r;
     int rc;
@@ -375,14 +363,15 @@ sq_get_entry(struct store *s, const char *ws, const char *path, struct store_ent
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
-    int r = prep(q, "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND path = ?2", &st, err);
+    int r = prep(q, "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = ?1 AND path = ?2", &st,
+                 err);
     if (r < 0)
         return r;
     bind_text(st, 1, ws);
     bind_text(st, 2, path);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        row_entry(st, 0, e);
+        row_entry(st, e);
         return 1;
     }
     if (rc == SQLITE_DONE)
@@ -452,12 +441,11 @@ sq_delete_entry(struct store *s, const char *ws, const char *path, struct err *e
     return rc == SQLITE_DONE ? 0 : sq_fail(q, rc, err, "delete");
 }
 
-/* Binds the half-open range of paths strictly below dir: (dir/, dir0). */
+/* Binds the range of paths strictly below dir (store_range_below()). */
 static void
 bind_below(sqlite3_stmt *st, int i, const char *dir, char *lo, char *hi)
 {
-    (void)snprintf(lo, 4100, "%s/", dir);
-    (void)snprintf(hi, 4100, "%s0", dir); /* '0' follows '/' in byte order */
+    store_range_below(dir, lo, hi);
     bind_text(st, i, lo);
     bind_text(st, i + 1, hi);
 }
@@ -466,7 +454,7 @@ static int
 sq_delete_tree(struct store *s, const char *ws, const char *path, struct err *err)
 {
     struct sq *q = SQ(s);
-    char lo[4100], hi[4100];
+    char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     int r = prep(q,
                  "DELETE FROM entries WHERE ws = ?1 AND (path = ?4 OR (path > ?2 AND path < ?3))",
@@ -506,7 +494,7 @@ static int
 sq_move_below(struct store *s, const char *ws, const char *from, const char *to, struct err *err)
 {
     struct sq *q = SQ(s);
-    char lo[4100], hi[4100];
+    char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     /* substr() counts characters in TEXT and bytes in a BLOB; ?5 is a
      * byte offset, so the old prefix is cut as bytes (a directory named
@@ -533,7 +521,8 @@ sq_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn,
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     int r = prep(q,
-                 "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 AND parent = ?2 ORDER BY name",
+                 "SELECT " STORE_ENTRY_COLS
+                 " FROM entries WHERE ws = ?1 AND parent = ?2 ORDER BY name",
                  &st, err);
     if (r < 0)
         return r;
@@ -547,12 +536,12 @@ sq_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, vo
          struct err *err)
 {
     struct sq *q = SQ(s);
-    char lo[4100], hi[4100];
+    char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
     bool root = !strcmp(dir, ".");
     int r = prep(q,
-                 root ? "SELECT " ENTRY_COLS " FROM entries WHERE ws = ?1 ORDER BY path"
-                      : "SELECT " ENTRY_COLS
+                 root ? "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = ?1 ORDER BY path"
+                      : "SELECT " STORE_ENTRY_COLS
                         " FROM entries WHERE ws = ?1 AND path > ?2 AND path < ?3"
                         " ORDER BY path",
                  &st, err);

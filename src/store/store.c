@@ -55,6 +55,41 @@ store_path_ok(const char *path, bool root_ok)
     return root_ok || !path_is_root(path);
 }
 
+void
+store_entry_row(struct store_entry *e, const char *path, int64_t type, const char *hash,
+                int64_t size, int64_t mode, int64_t mtime_ms)
+{
+    memset(e, 0, sizeof(*e));
+    (void)snprintf(e->path, sizeof(e->path), "%s", path ? path : "");
+    e->type = type == STORE_DIR ? STORE_DIR : STORE_FILE;
+    (void)snprintf(e->hash, sizeof(e->hash), "%s", hash ? hash : "");
+    e->size = (uint64_t)size;
+    e->mode = (uint32_t)mode;
+    e->mtime_ms = (uint64_t)mtime_ms;
+}
+
+void
+store_ws_row(struct store_ws *w, const char *id, int64_t created_ms, const char *template_name,
+             int64_t cpu_millis, int64_t memory_bytes, int64_t pids, int64_t disk_bytes)
+{
+    memset(w, 0, sizeof(*w));
+    (void)snprintf(w->id, sizeof(w->id), "%s", id ? id : "");
+    w->created_ms = (uint64_t)created_ms;
+    (void)snprintf(w->template_name, sizeof(w->template_name), "%s",
+                   template_name ? template_name : "");
+    w->cpu_millis = (uint32_t)cpu_millis;
+    w->memory_bytes = (uint64_t)memory_bytes;
+    w->pids = (uint32_t)pids;
+    w->disk_bytes = (uint64_t)disk_bytes;
+}
+
+void
+store_range_below(const char *dir, char *lo, char *hi)
+{
+    (void)snprintf(lo, STORE_RANGE_MAX, "%s/", dir);
+    (void)snprintf(hi, STORE_RANGE_MAX, "%s0", dir);
+}
+
 static void
 to_hex(const unsigned char *d, unsigned n, char *out)
 {
