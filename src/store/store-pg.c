@@ -297,7 +297,7 @@ pg_errno(const char *state)
 }
 
 static bool
-retryable(const struct pg *q)
+store_pg_retryable(const struct pg *q)
 {
     return !strcmp(q->sqlstate, "40001") || !strcmp(q->sqlstate, "40P01");
 }
@@ -363,8 +363,8 @@ reconnect(struct pg *q, struct err *err)
 /* Runs one statement. *ret (when ret is not NULL) gets the result, which the
  * caller clears. */
 static int
-run(struct pg *q, const char *what, const char *sql, const struct pgp *p, PGresult **ret,
-    struct err *err)
+store_pg_run(struct pg *q, const char *what, const char *sql, const struct pgp *p, PGresult **ret,
+             struct err *err)
 {
     for (int attempt = 0;; attempt++) {
         PGresult *res =
@@ -396,7 +396,7 @@ run(struct pg *q, const char *what, const char *sql, const struct pgp *p, PGresu
 
 /* Rows affected by the statement that produced res. */
 static uint64_t
-affected(PGresult *res)
+store_pg_affected(PGresult *res)
 {
     const char *s = PQcmdTuples(res);
     uint64_t n = 0;
@@ -415,7 +415,7 @@ pg_tx_begin(struct store *s, enum store_tx kind, struct err *err)
 {
     struct pg *q = PG(s);
     q->sqlstate[0] = '\0';
-    int r = run(q, "begin", kind == STORE_TX_READ ? TX_READ : TX_WRITE, NULL, NULL, err);
+    int r = store_pg_run(q, "begin", kind == STORE_TX_READ ? TX_READ : TX_WRITE, NULL, NULL, err);
     if (r >= 0)
         q->in_tx = true;
     return r;
@@ -426,7 +426,7 @@ pg_tx_commit(struct store *s, struct err *err)
 {
     struct pg *q = PG(s);
     _cleanup_res_ PGresult *res = NULL;
-    int r = run(q, "commit", "COMMIT", NULL, &res, err);
+    int r = store_pg_run(q, "commit", "COMMIT", NULL, &res, err);
     q->in_tx = false;
     if (r >= 0 && strcmp(PQcmdStatus(res), "COMMIT") != 0)
         return err_set(err, EIO, "store: commit: the transaction was rolled back");
@@ -449,7 +449,7 @@ pg_tx_rollback(struct store *s)
 static bool
 pg_tx_retry(struct store *s)
 {
-    return retryable(PG(s));
+    return store_pg_retryable(PG(s));
 }
 
 /* --- rows --- */
@@ -471,7 +471,7 @@ row_ws(const PGresult *res, int row, struct store_ws *w)
 /* --- workspaces --- */
 
 static int
-pg_ws_insert(struct store *s, const struct store_ws *w, struct err *err)
+store_pg_ws_insert(struct store *s, const struct store_ws *w, struct err *err)
 {
     struct pgp p = {0};
     p_text(&p, w->id);
@@ -481,20 +481,21 @@ pg_ws_insert(struct store *s, const struct store_ws *w, struct err *err)
     p_int(&p, (int64_t)w->memory_bytes);
     p_int(&p, w->pids);
     p_int(&p, (int64_t)w->disk_bytes);
-    return run(PG(s), "create workspace",
-               "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids,"
-               " disk_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-               &p, NULL, err); /* -EEXIST */
+    return store_pg_run(
+            PG(s), "create workspace",
+            "INSERT INTO workspaces (id, created_ms, template, cpu_millis, memory_bytes, pids,"
+            " disk_bytes) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            &p, NULL, err); /* -EEXIST */
 }
 
 static int
-pg_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err)
+store_pg_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, id);
-    int r = run(PG(s), "lookup workspace", "SELECT " STORE_WS_COLS " FROM workspaces WHERE id = $1",
-                &p, &res, err);
+    int r = store_pg_run(PG(s), "lookup workspace",
+                         "SELECT " STORE_WS_COLS " FROM workspaces WHERE id = $1", &p, &res, err);
     if (r < 0)
         return r;
     if (PQntuples(res) == 0)
@@ -504,7 +505,7 @@ pg_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err
 }
 
 static int
-pg_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
+store_pg_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
 {
     struct pg *q = PG(s);
     struct store_ws w;
@@ -519,10 +520,11 @@ pg_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
         p_int(&p, after_ms);
         p_text(&p, after_id);
         p_int(&p, PAGE_ROWS);
-        int r = run(q, "list workspaces",
-                    "SELECT " STORE_WS_COLS " FROM workspaces WHERE (created_ms, id) > ($1, $2)"
-                    " ORDER BY created_ms, id LIMIT $3",
-                    &p, &res, err);
+        int r = store_pg_run(q, "list workspaces",
+                             "SELECT " STORE_WS_COLS
+                             " FROM workspaces WHERE (created_ms, id) > ($1, $2)"
+                             " ORDER BY created_ms, id LIMIT $3",
+                             &p, &res, err);
         if (r < 0)
             return r;
         int n = PQntuples(res);
@@ -540,44 +542,45 @@ pg_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
 }
 
 static int
-pg_ws_delete(struct store *s, const char *id, struct err *err)
+store_pg_ws_delete(struct store *s, const char *id, struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, id);
-    int r = run(PG(s), "delete workspace", "DELETE FROM workspaces WHERE id = $1", &p, &res, err);
+    int r = store_pg_run(PG(s), "delete workspace", "DELETE FROM workspaces WHERE id = $1", &p,
+                         &res, err);
     if (r < 0)
         return r;
-    return affected(res) > 0;
+    return store_pg_affected(res) > 0;
 }
 
 /* With lock, FOR NO KEY UPDATE: it conflicts with itself and with deleting
  * the workspace, not with the FOR KEY SHARE that inserting entries takes. */
 static int
-pg_ws_check(struct store *s, const char *ws, bool lock, struct err *err)
+store_pg_ws_check(struct store *s, const char *ws, bool lock, struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, ws);
-    int r = run(PG(s), "lookup workspace",
-                lock ? "SELECT 1 FROM workspaces WHERE id = $1 FOR NO KEY UPDATE"
-                     : "SELECT 1 FROM workspaces WHERE id = $1",
-                &p, &res, err);
+    int r = store_pg_run(PG(s), "lookup workspace",
+                         lock ? "SELECT 1 FROM workspaces WHERE id = $1 FOR NO KEY UPDATE"
+                              : "SELECT 1 FROM workspaces WHERE id = $1",
+                         &p, &res, err);
     if (r < 0)
         return r;
     return PQntuples(res) > 0;
 }
 
 static int
-pg_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *err)
+store_pg_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, ws);
-    int r = run(PG(s), "usage",
-                "SELECT COALESCE(SUM(size), 0)::bigint, count(*) FILTER (WHERE type = 1),"
-                " count(*) FILTER (WHERE type = 2) FROM entries WHERE ws = $1",
-                &p, &res, err);
+    int r = store_pg_run(PG(s), "usage",
+                         "SELECT COALESCE(SUM(size), 0)::bigint, count(*) FILTER (WHERE type = 1),"
+                         " count(*) FILTER (WHERE type = 2) FROM entries WHERE ws = $1",
+                         &p, &res, err);
     if (r < 0)
         return r;
     ret->bytes = (uint64_t)r_int(res, 0, 0);
@@ -589,16 +592,16 @@ pg_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *e
 /* --- entries --- */
 
 static int
-pg_get_entry(struct store *s, const char *ws, const char *path, struct store_entry *e,
-             struct err *err)
+store_pg_get_entry(struct store *s, const char *ws, const char *path, struct store_entry *e,
+                   struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, ws);
     p_path(&p, path);
-    int r = run(PG(s), "lookup",
-                "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = $1 AND path = $2", &p, &res,
-                err);
+    int r = store_pg_run(PG(s), "lookup",
+                         "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = $1 AND path = $2", &p,
+                         &res, err);
     if (r < 0)
         return r;
     if (PQntuples(res) == 0)
@@ -608,8 +611,8 @@ pg_get_entry(struct store *s, const char *ws, const char *path, struct store_ent
 }
 
 static int
-pg_insert_dir(struct store *s, const char *ws, const char *path, const char *parent,
-              const char *name, uint64_t now, struct err *err)
+store_pg_insert_dir(struct store *s, const char *ws, const char *path, const char *parent,
+                    const char *name, uint64_t now, struct err *err)
 {
     struct pgp p = {0};
     p_text(&p, ws);
@@ -617,16 +620,17 @@ pg_insert_dir(struct store *s, const char *ws, const char *path, const char *par
     p_path(&p, parent);
     p_path(&p, name);
     p_int(&p, (int64_t)now);
-    return run(PG(s), "insert directory",
-               "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
-               " VALUES ($1, $2, $3, $4, 2, NULL, 0, 493, $5)",
-               &p, NULL, err);
+    return store_pg_run(
+            PG(s), "insert directory",
+            "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+            " VALUES ($1, $2, $3, $4, 2, NULL, 0, 493, $5)",
+            &p, NULL, err);
 }
 
 static int
-pg_upsert_file(struct store *s, const char *ws, const char *path, const char *parent,
-               const char *name, const char *hash, uint64_t size, uint32_t mode, uint64_t now,
-               struct err *err)
+store_pg_upsert_file(struct store *s, const char *ws, const char *path, const char *parent,
+                     const char *name, const char *hash, uint64_t size, uint32_t mode, uint64_t now,
+                     struct err *err)
 {
     struct pgp p = {0};
     p_text(&p, ws);
@@ -637,21 +641,23 @@ pg_upsert_file(struct store *s, const char *ws, const char *path, const char *pa
     p_int(&p, (int64_t)size);
     p_int(&p, mode);
     p_int(&p, (int64_t)now);
-    return run(PG(s), "write entry",
-               "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
-               " VALUES ($1, $2, $3, $4, 1, $5, $6, $7::integer, $8)"
-               " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
-               " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
-               &p, NULL, err);
+    return store_pg_run(
+            PG(s), "write entry",
+            "INSERT INTO entries (ws, path, parent, name, type, hash, size, mode, mtime_ms)"
+            " VALUES ($1, $2, $3, $4, 1, $5, $6, $7::integer, $8)"
+            " ON CONFLICT (ws, path) DO UPDATE SET hash = excluded.hash,"
+            " size = excluded.size, mode = excluded.mode, mtime_ms = excluded.mtime_ms",
+            &p, NULL, err);
 }
 
 static int
-pg_delete_entry(struct store *s, const char *ws, const char *path, struct err *err)
+store_pg_delete_entry(struct store *s, const char *ws, const char *path, struct err *err)
 {
     struct pgp p = {0};
     p_text(&p, ws);
     p_path(&p, path);
-    return run(PG(s), "delete", "DELETE FROM entries WHERE ws = $1 AND path = $2", &p, NULL, err);
+    return store_pg_run(PG(s), "delete", "DELETE FROM entries WHERE ws = $1 AND path = $2", &p,
+                        NULL, err);
 }
 
 /* Binds the range of paths strictly below dir (store_range_below()). */
@@ -664,21 +670,22 @@ p_below(struct pgp *p, const char *dir, char *lo, char *hi)
 }
 
 static int
-pg_delete_tree(struct store *s, const char *ws, const char *path, struct err *err)
+store_pg_delete_tree(struct store *s, const char *ws, const char *path, struct err *err)
 {
     char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
     struct pgp p = {0};
     p_text(&p, ws);
     p_path(&p, path);
     p_below(&p, path, lo, hi);
-    return run(PG(s), "remove tree",
-               "DELETE FROM entries WHERE ws = $1 AND (path = $2 OR (path > $3 AND path < $4))", &p,
-               NULL, err);
+    return store_pg_run(
+            PG(s), "remove tree",
+            "DELETE FROM entries WHERE ws = $1 AND (path = $2 OR (path > $3 AND path < $4))", &p,
+            NULL, err);
 }
 
 static int
-pg_move_entry(struct store *s, const char *ws, const char *from, const char *to, const char *parent,
-              const char *name, uint64_t now, struct err *err)
+store_pg_move_entry(struct store *s, const char *ws, const char *from, const char *to,
+                    const char *parent, const char *name, uint64_t now, struct err *err)
 {
     struct pgp p = {0};
     p_text(&p, ws);
@@ -687,14 +694,15 @@ pg_move_entry(struct store *s, const char *ws, const char *from, const char *to,
     p_path(&p, parent);
     p_path(&p, name);
     p_int(&p, (int64_t)now);
-    return run(PG(s), "rename",
-               "UPDATE entries SET path = $3, parent = $4, name = $5, mtime_ms = $6"
-               " WHERE ws = $1 AND path = $2",
-               &p, NULL, err);
+    return store_pg_run(PG(s), "rename",
+                        "UPDATE entries SET path = $3, parent = $4, name = $5, mtime_ms = $6"
+                        " WHERE ws = $1 AND path = $2",
+                        &p, NULL, err);
 }
 
 static int
-pg_move_below(struct store *s, const char *ws, const char *from, const char *to, struct err *err)
+store_pg_move_below(struct store *s, const char *ws, const char *from, const char *to,
+                    struct err *err)
 {
     char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
     struct pgp t = {0};
@@ -702,16 +710,16 @@ pg_move_below(struct store *s, const char *ws, const char *from, const char *to,
     p_below(&t, from, lo, hi);
     p_path(&t, to);
     p_int(&t, (int64_t)strlen(from) + 1);
-    return run(PG(s), "rename tree",
-               "UPDATE entries SET path = $4 || substr(path, $5::integer),"
-               " parent = $4 || substr(parent, $5::integer)"
-               " WHERE ws = $1 AND path > $2 AND path < $3",
-               &t, NULL, err);
+    return store_pg_run(PG(s), "rename tree",
+                        "UPDATE entries SET path = $4 || substr(path, $5::integer),"
+                        " parent = $4 || substr(parent, $5::integer)"
+                        " WHERE ws = $1 AND path > $2 AND path < $3",
+                        &t, NULL, err);
 }
 
 static int
-pg_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-            struct err *err)
+store_pg_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+                  struct err *err)
 {
     struct pg *q = PG(s);
     struct store_entry e;
@@ -723,11 +731,11 @@ pg_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn,
         p_path(&p, dir);
         p_path(&p, after);
         p_int(&p, PAGE_ROWS);
-        int r = run(q, "list",
-                    "SELECT " STORE_ENTRY_COLS
-                    " FROM entries WHERE ws = $1 AND parent = $2 AND name > $3"
-                    " ORDER BY name LIMIT $4",
-                    &p, &res, err);
+        int r = store_pg_run(q, "list",
+                             "SELECT " STORE_ENTRY_COLS
+                             " FROM entries WHERE ws = $1 AND parent = $2 AND name > $3"
+                             " ORDER BY name LIMIT $4",
+                             &p, &res, err);
         if (r < 0)
             return r;
         int n = PQntuples(res);
@@ -745,8 +753,8 @@ pg_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn,
 }
 
 static int
-pg_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-         struct err *err)
+store_pg_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+               struct err *err)
 {
     struct pg *q = PG(s);
     struct store_entry e;
@@ -763,12 +771,13 @@ pg_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, vo
         if (!root)
             p_path(&p, hi);
         p_int(&p, PAGE_ROWS);
-        int r = run(q, "walk",
-                    root ? "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
-                           " ORDER BY path LIMIT $3"
-                         : "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
-                           " AND path < $3 ORDER BY path LIMIT $4",
-                    &p, &res, err);
+        int r = store_pg_run(
+                q, "walk",
+                root ? "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
+                       " ORDER BY path LIMIT $3"
+                     : "SELECT " STORE_ENTRY_COLS " FROM entries WHERE ws = $1 AND path > $2"
+                       " AND path < $3 ORDER BY path LIMIT $4",
+                &p, &res, err);
         if (r < 0)
             return r;
         int n = PQntuples(res);
@@ -817,13 +826,13 @@ blob_insert(struct pg *q, int fd, const char *hash, uint64_t size, struct err *e
     p_text(&p, hash);
     p_int(&p, (int64_t)size);
     p_int(&p, (int64_t)store_now_ms());
-    r = run(q, "insert blob",
-            "INSERT INTO blobs (hash, size, created_ms) VALUES ($1, $2, $3)"
-            " ON CONFLICT (hash) DO NOTHING",
-            &p, &res, err);
+    r = store_pg_run(q, "insert blob",
+                     "INSERT INTO blobs (hash, size, created_ms) VALUES ($1, $2, $3)"
+                     " ON CONFLICT (hash) DO NOTHING",
+                     &p, &res, err);
     if (r < 0)
         return r;
-    if (affected(res) == 0)
+    if (store_pg_affected(res) == 0)
         return 0;
     if (size > 0 && !(b = malloc(MIN(size, (uint64_t)STORE_CHUNK))))
         return err_set(err, ENOMEM, "store: out of memory");
@@ -839,9 +848,9 @@ blob_insert(struct pg *q, int fd, const char *hash, uint64_t size, struct err *e
         p_text(&c, hash);
         p_int(&c, (int64_t)seq);
         p_bytes(&c, b, n);
-        r = run(q, "store blob chunk",
-                "INSERT INTO blob_chunks (hash, seq, data) VALUES ($1, $2::integer, $3)", &c, NULL,
-                err);
+        r = store_pg_run(q, "store blob chunk",
+                         "INSERT INTO blob_chunks (hash, seq, data) VALUES ($1, $2::integer, $3)",
+                         &c, NULL, err);
         if (r < 0)
             return r;
     }
@@ -852,15 +861,15 @@ blob_insert(struct pg *q, int fd, const char *hash, uint64_t size, struct err *e
  * locks it FOR KEY SHARE, or inserts it with its chunks (see the top of the
  * file for why this defeats a concurrent GC). */
 static int
-pg_blob_hold(struct store *s, int fd, const char *hash, uint64_t size, struct err *err)
+store_pg_blob_hold(struct store *s, int fd, const char *hash, uint64_t size, struct err *err)
 {
     struct pg *q = PG(s);
     for (int i = 0; i < 3; i++) {
         _cleanup_res_ PGresult *res = NULL;
         struct pgp p = {0};
         p_text(&p, hash);
-        int r = run(q, "lock blob", "SELECT 1 FROM blobs WHERE hash = $1 FOR KEY SHARE", &p, &res,
-                    err);
+        int r = store_pg_run(q, "lock blob", "SELECT 1 FROM blobs WHERE hash = $1 FOR KEY SHARE",
+                             &p, &res, err);
         if (r < 0)
             return r;
         if (PQntuples(res) == 1)
@@ -875,12 +884,13 @@ pg_blob_hold(struct store *s, int fd, const char *hash, uint64_t size, struct er
 }
 
 static int
-pg_blob_known(struct store *s, const char *hash, struct err *err)
+store_pg_blob_known(struct store *s, const char *hash, struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, hash);
-    int r = run(PG(s), "lookup blob", "SELECT 1 FROM blobs WHERE hash = $1", &p, &res, err);
+    int r = store_pg_run(PG(s), "lookup blob", "SELECT 1 FROM blobs WHERE hash = $1", &p, &res,
+                         err);
     if (r < 0)
         return r;
     return PQntuples(res) > 0;
@@ -889,7 +899,7 @@ pg_blob_known(struct store *s, const char *hash, struct err *err)
 /* A new blob in its own transaction, before the tree's: see the top of the
  * file. */
 static int
-pg_blob_upload(struct store *s, int fd, const char *hash, uint64_t size, struct err *err)
+store_pg_blob_upload(struct store *s, int fd, const char *hash, uint64_t size, struct err *err)
 {
     int r = blob_insert(PG(s), fd, hash, size, err);
     return r < 0 ? r : 0;
@@ -899,16 +909,16 @@ pg_blob_upload(struct store *s, int fd, const char *hash, uint64_t size, struct 
 
 /* Pins hash for STORE_PIN_MS; the pin's commit does not wait for the disk. */
 static int
-pg_pin(struct store *s, const char *hash, int64_t *ret_id, struct err *err)
+store_pg_pin(struct store *s, const char *hash, int64_t *ret_id, struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
     struct pgp p = {0};
     p_text(&p, hash);
     p_int(&p, STORE_PIN_MS);
-    int r = run(PG(s), "pin blob",
-                "INSERT INTO pins (hash, expires_ms) SELECT $1, " NOW_MS " + $2 FROM " ASYNC_COMMIT
-                " RETURNING id",
-                &p, &res, err);
+    int r = store_pg_run(PG(s), "pin blob",
+                         "INSERT INTO pins (hash, expires_ms) SELECT $1, " NOW_MS
+                         " + $2 FROM " ASYNC_COMMIT " RETURNING id",
+                         &p, &res, err);
     if (r < 0)
         return r;
     if (PQntuples(res) != 1)
@@ -921,15 +931,15 @@ pg_pin(struct store *s, const char *hash, int64_t *ret_id, struct err *err)
  * whole transaction's commit asynchronous); outside one, a statement whose
  * commit does not wait for the disk. */
 static int
-pg_unpin(struct store *s, int64_t id, struct err *err)
+store_pg_unpin(struct store *s, int64_t id, struct err *err)
 {
     struct pg *q = PG(s);
     struct pgp p = {0};
     p_int(&p, id);
     if (q->in_tx)
-        return run(q, "unpin blob", "DELETE FROM pins WHERE id = $1", &p, NULL, err);
-    return run(q, "unpin blob", "DELETE FROM pins USING " ASYNC_COMMIT " WHERE id = $1", &p, NULL,
-               err);
+        return store_pg_run(q, "unpin blob", "DELETE FROM pins WHERE id = $1", &p, NULL, err);
+    return store_pg_run(q, "unpin blob", "DELETE FROM pins USING " ASYNC_COMMIT " WHERE id = $1",
+                        &p, NULL, err);
 }
 
 /* --- reads --- */
@@ -950,9 +960,9 @@ copy_chunks(struct pg *q, const struct store_entry *e, int fd, struct err *err)
         struct pgp p = {0};
         p_text(&p, e->hash);
         p_int(&p, seq);
-        r = run(q, "read blob chunk",
-                "SELECT data FROM blob_chunks WHERE hash = $1 AND seq = $2::integer", &p, &res,
-                err);
+        r = store_pg_run(q, "read blob chunk",
+                         "SELECT data FROM blob_chunks WHERE hash = $1 AND seq = $2::integer", &p,
+                         &res, err);
         if (r < 0)
             goto out;
         size_t want = (size_t)MIN((uint64_t)STORE_CHUNK, e->size - off);
@@ -984,7 +994,7 @@ out:
  * the caller's read transaction (one snapshot for the entry and every
  * chunk), checked on the way. */
 static int
-pg_blob_read(struct store *s, const struct store_entry *e, int *ret_fd, struct err *err)
+store_pg_blob_read(struct store *s, const struct store_entry *e, int *ret_fd, struct err *err)
 {
     struct pg *q = PG(s);
     _cleanup_close_ int fd = openat(q->base.tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -1004,8 +1014,8 @@ pg_blob_read(struct store *s, const struct store_entry *e, int *ret_fd, struct e
 /* Takes or renews the lease: compare and swap, creating the row if needed;
  * with from, only while from holds it (taking over from a dead holder). */
 static int
-pg_lease(struct store *s, const char *holder, uint64_t lease_ms, const char *from, bool *ret_held,
-         struct err *err)
+store_pg_lease(struct store *s, const char *holder, uint64_t lease_ms, const char *from,
+               bool *ret_held, struct err *err)
 {
     struct pg *q = PG(s);
     _cleanup_res_ PGresult *res = NULL;
@@ -1014,26 +1024,27 @@ pg_lease(struct store *s, const char *holder, uint64_t lease_ms, const char *fro
     p_int(&p, (int64_t)MIN(lease_ms, (uint64_t)INT32_MAX * 1000));
     if (from)
         p_text(&p, from);
-    int r = run(q, "lease",
-                from ? "UPDATE gc_lease SET holder = $1, expires_ms = " NOW_MS " + $2"
-                       " WHERE id = 1 AND holder = $3"
-                     : "INSERT INTO gc_lease AS l (id, holder, expires_ms)"
-                       " VALUES (1, $1, " NOW_MS " + $2)"
-                       " ON CONFLICT (id) DO UPDATE SET holder = excluded.holder,"
-                       " expires_ms = excluded.expires_ms"
-                       " WHERE l.expires_ms < " NOW_MS " OR l.holder = excluded.holder",
-                &p, &res, err);
+    int r = store_pg_run(q, "lease",
+                         from ? "UPDATE gc_lease SET holder = $1, expires_ms = " NOW_MS " + $2"
+                                " WHERE id = 1 AND holder = $3"
+                              : "INSERT INTO gc_lease AS l (id, holder, expires_ms)"
+                                " VALUES (1, $1, " NOW_MS " + $2)"
+                                " ON CONFLICT (id) DO UPDATE SET holder = excluded.holder,"
+                                " expires_ms = excluded.expires_ms"
+                                " WHERE l.expires_ms < " NOW_MS " OR l.holder = excluded.holder",
+                         &p, &res, err);
     if (r < 0)
         return r;
-    *ret_held = affected(res) == 1;
+    *ret_held = store_pg_affected(res) == 1;
     return 0;
 }
 
 static int
-pg_lease_holder(struct store *s, char *buf, size_t n, struct err *err)
+store_pg_lease_holder(struct store *s, char *buf, size_t n, struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
-    int r = run(PG(s), "lease", "SELECT holder FROM gc_lease WHERE id = 1", NULL, &res, err);
+    int r = store_pg_run(PG(s), "lease", "SELECT holder FROM gc_lease WHERE id = 1", NULL, &res,
+                         err);
     if (r < 0)
         return r;
     buf[0] = '\0';
@@ -1043,13 +1054,14 @@ pg_lease_holder(struct store *s, char *buf, size_t n, struct err *err)
 }
 
 static int
-pg_lease_release(struct store *s, const char *holder, struct err *err)
+store_pg_lease_release(struct store *s, const char *holder, struct err *err)
 {
     struct pgp p = {0};
     p_text(&p, holder);
-    return run(PG(s), "release the lease",
-               "UPDATE gc_lease SET holder = '', expires_ms = 0 WHERE id = 1 AND holder = $1", &p,
-               NULL, err);
+    return store_pg_run(
+            PG(s), "release the lease",
+            "UPDATE gc_lease SET holder = '', expires_ms = 0 WHERE id = 1 AND holder = $1", &p,
+            NULL, err);
 }
 
 /* Deletes one candidate if it is still garbage: 1 deleted (and its size),
@@ -1061,16 +1073,17 @@ gc_one(struct pg *q, const char *hash, uint64_t *ret_size, struct err *err)
     struct err e1 = {0};
     struct pgp p = {0};
     p_text(&p, hash);
-    int r = run(q, "gc delete",
-                "DELETE FROM blobs b USING " ASYNC_COMMIT " WHERE b.hash = $1"
-                " AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.hash = $1)"
-                " AND NOT EXISTS (SELECT 1 FROM pins p WHERE p.hash = $1 AND p.expires_ms > " NOW_MS
-                ") RETURNING b.size",
-                &p, &res, &e1);
+    int r = store_pg_run(
+            q, "gc delete",
+            "DELETE FROM blobs b USING " ASYNC_COMMIT " WHERE b.hash = $1"
+            " AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.hash = $1)"
+            " AND NOT EXISTS (SELECT 1 FROM pins p WHERE p.hash = $1 AND p.expires_ms > " NOW_MS
+            ") RETURNING b.size",
+            &p, &res, &e1);
     if (r < 0) {
         /* 23503: a writer referenced it after our snapshot (its lock made
          * us wait, its entry failed our foreign-key check). */
-        if (!strcmp(q->sqlstate, "23503") || retryable(q) || !strcmp(q->sqlstate, "55P03"))
+        if (!strcmp(q->sqlstate, "23503") || store_pg_retryable(q) || !strcmp(q->sqlstate, "55P03"))
             return 0;
         if (err && !err_isset(err))
             *err = e1;
@@ -1083,8 +1096,8 @@ gc_one(struct pg *q, const char *hash, uint64_t *ret_size, struct err *err)
 }
 
 static int
-pg_collect(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
-           struct err *err)
+store_pg_collect(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
+                 struct err *err)
 {
     struct pg *q = PG(s);
     char after[STORE_HASH_LEN + 1] = "";
@@ -1092,18 +1105,18 @@ pg_collect(struct store *s, const char *holder, uint64_t lease_ms, struct store_
     int r;
     for (bool first = true;; first = false) {
         /* Still ours? A collection that outlives its lease stops. */
-        if (!first && ((r = pg_lease(s, holder, lease_ms, NULL, &held, err)) < 0 || !held))
+        if (!first && ((r = store_pg_lease(s, holder, lease_ms, NULL, &held, err)) < 0 || !held))
             return r < 0 ? r : 0;
         _cleanup_res_ PGresult *res = NULL;
         struct pgp p = {0};
         p_text(&p, after);
         p_int(&p, PAGE_ROWS);
-        r = run(q, "gc scan",
-                "SELECT hash FROM blobs b WHERE hash > $1"
-                " AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.hash = b.hash)"
-                " AND NOT EXISTS (SELECT 1 FROM pins p WHERE p.hash = b.hash"
-                " AND p.expires_ms > " NOW_MS ") ORDER BY hash LIMIT $2",
-                &p, &res, err);
+        r = store_pg_run(q, "gc scan",
+                         "SELECT hash FROM blobs b WHERE hash > $1"
+                         " AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.hash = b.hash)"
+                         " AND NOT EXISTS (SELECT 1 FROM pins p WHERE p.hash = b.hash"
+                         " AND p.expires_ms > " NOW_MS ") ORDER BY hash LIMIT $2",
+                         &p, &res, err);
         if (r < 0)
             return r;
         int n = PQntuples(res);
@@ -1124,8 +1137,9 @@ pg_collect(struct store *s, const char *holder, uint64_t lease_ms, struct store_
         if (n < PAGE_ROWS)
             break;
     }
-    return run(q, "gc pins", "DELETE FROM pins USING " ASYNC_COMMIT " WHERE expires_ms <= " NOW_MS,
-               NULL, NULL, err);
+    return store_pg_run(q, "gc pins",
+                        "DELETE FROM pins USING " ASYNC_COMMIT " WHERE expires_ms <= " NOW_MS, NULL,
+                        NULL, err);
 }
 
 /* --- check --- */
@@ -1153,10 +1167,10 @@ check_blob_tx(struct store *s, void *ctx, struct err *err)
         _cleanup_res_ PGresult *res = NULL;
         struct pgp p = {0};
         p_text(&p, c->hash);
-        r = run(q, "check blob",
-                "SELECT b.size, (SELECT count(*) FROM blob_chunks c WHERE c.hash = b.hash)"
-                " FROM blobs b WHERE b.hash = $1",
-                &p, &res, err);
+        r = store_pg_run(q, "check blob",
+                         "SELECT b.size, (SELECT count(*) FROM blob_chunks c WHERE c.hash = b.hash)"
+                         " FROM blobs b WHERE b.hash = $1",
+                         &p, &res, err);
         if (r < 0)
             return r;
         if (PQntuples(res) == 0) {
@@ -1183,9 +1197,9 @@ check_blob_tx(struct store *s, void *ctx, struct err *err)
         struct pgp p = {0};
         p_text(&p, c->hash);
         p_int(&p, (int64_t)seq);
-        r = run(q, "check blob chunk",
-                "SELECT data FROM blob_chunks WHERE hash = $1 AND seq = $2::integer", &p, &res,
-                err);
+        r = store_pg_run(q, "check blob chunk",
+                         "SELECT data FROM blob_chunks WHERE hash = $1 AND seq = $2::integer", &p,
+                         &res, err);
         if (r < 0) {
             EVP_MD_CTX_free(md);
             return r;
@@ -1236,7 +1250,7 @@ _printf_(2, 3) static void note_problem(struct store_check_report *rep, const ch
 }
 
 static int
-pg_check(struct store *s, struct store_check_report *rep, struct err *err)
+store_pg_check(struct store *s, struct store_check_report *rep, struct err *err)
 {
     struct pg *q = PG(s);
     char after[STORE_HASH_LEN + 1] = "";
@@ -1246,7 +1260,8 @@ pg_check(struct store *s, struct store_check_report *rep, struct err *err)
      * verify). A file row without a hash counts as missing its blob. */
     {
         _cleanup_res_ PGresult *res = NULL;
-        r = run(q, "check files",
+        r = store_pg_run(
+                q, "check files",
                 "SELECT count(*), count(*) FILTER (WHERE NOT EXISTS"
                 " (SELECT 1 FROM blobs b WHERE b.hash = e.hash)) FROM entries e WHERE e.type = 1",
                 NULL, &res, err);
@@ -1257,10 +1272,10 @@ pg_check(struct store *s, struct store_check_report *rep, struct err *err)
     }
     if (rep->missing_blobs) {
         _cleanup_res_ PGresult *res = NULL;
-        r = run(q, "check files",
-                "SELECT e.ws, e.path, COALESCE(e.hash, '') FROM entries e WHERE e.type = 1"
-                " AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.hash = e.hash) LIMIT 1",
-                NULL, &res, err);
+        r = store_pg_run(q, "check files",
+                         "SELECT e.ws, e.path, COALESCE(e.hash, '') FROM entries e WHERE e.type = 1"
+                         " AND NOT EXISTS (SELECT 1 FROM blobs b WHERE b.hash = e.hash) LIMIT 1",
+                         NULL, &res, err);
         if (r < 0)
             return r;
         if (PQntuples(res) == 1) {
@@ -1279,8 +1294,9 @@ pg_check(struct store *s, struct store_check_report *rep, struct err *err)
         struct pgp p = {0};
         p_text(&p, after);
         p_int(&p, PAGE_ROWS);
-        r = run(q, "check blobs", "SELECT hash FROM blobs WHERE hash > $1 ORDER BY hash LIMIT $2",
-                &p, &res, err);
+        r = store_pg_run(q, "check blobs",
+                         "SELECT hash FROM blobs WHERE hash > $1 ORDER BY hash LIMIT $2", &p, &res,
+                         err);
         if (r < 0)
             return r;
         int n = PQntuples(res);
@@ -1307,7 +1323,8 @@ pg_check(struct store *s, struct store_check_report *rep, struct err *err)
         _cleanup_res_ PGresult *res = NULL;
         struct pgp p = {0};
         p_path(&p, ".");
-        r = run(q, "check tree",
+        r = store_pg_run(
+                q, "check tree",
                 "SELECT count(*) FROM entries e WHERE e.parent <> $1 AND NOT EXISTS"
                 " (SELECT 1 FROM entries d WHERE d.ws = e.ws AND d.path = e.parent AND d.type = 2)",
                 &p, &res, err);
@@ -1319,7 +1336,8 @@ pg_check(struct store *s, struct store_check_report *rep, struct err *err)
         _cleanup_res_ PGresult *res = NULL;
         struct pgp p = {0};
         p_path(&p, ".");
-        r = run(q, "check tree",
+        r = store_pg_run(
+                q, "check tree",
                 "SELECT e.ws, e.path FROM entries e WHERE e.parent <> $1 AND NOT EXISTS"
                 " (SELECT 1 FROM entries d WHERE d.ws = e.ws AND d.path = e.parent AND d.type = 2)"
                 " LIMIT 1",
@@ -1346,16 +1364,18 @@ static int
 add_disk_column(struct pg *q, struct err *err)
 {
     _cleanup_res_ PGresult *res = NULL;
-    int r = run(q, "schema",
-                "SELECT count(*) FROM information_schema.columns WHERE table_schema = "
-                "current_schema() AND table_name = 'workspaces' AND column_name = 'disk_bytes'",
-                NULL, &res, err);
+    int r = store_pg_run(
+            q, "schema",
+            "SELECT count(*) FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND table_name = 'workspaces' AND column_name = 'disk_bytes'",
+            NULL, &res, err);
     if (r < 0 || r_int(res, 0, 0) > 0)
         return r;
-    return run(q, "schema",
-               "ALTER TABLE workspaces ADD COLUMN IF NOT EXISTS disk_bytes bigint NOT NULL "
-               "DEFAULT 0",
-               NULL, NULL, err);
+    return store_pg_run(
+            q, "schema",
+            "ALTER TABLE workspaces ADD COLUMN IF NOT EXISTS disk_bytes bigint NOT NULL "
+            "DEFAULT 0",
+            NULL, NULL, err);
 }
 
 /* Creates the tables unless this schema version is there already. Under a
@@ -1372,13 +1392,16 @@ schema_tx(struct store *s, void *ctx, struct err *err)
 
     (void)ctx;
     p_int(&p, SCHEMA_LOCK_KEY);
-    if ((r = run(q, "schema lock", "SELECT pg_advisory_xact_lock($1)", &p, NULL, err)) < 0 ||
-        (r = run(q, "schema", "SELECT to_regclass('abx_schema') IS NOT NULL", NULL, &res, err)) < 0)
+    if ((r = store_pg_run(q, "schema lock", "SELECT pg_advisory_xact_lock($1)", &p, NULL, err)) <
+                0 ||
+        (r = store_pg_run(q, "schema", "SELECT to_regclass('abx_schema') IS NOT NULL", NULL, &res,
+                          err)) < 0)
         return r;
     if (r_int(res, 0, 0)) {
         PQclear(res);
         res = NULL;
-        r = run(q, "schema", "SELECT COALESCE(max(version), 0) FROM abx_schema", NULL, &res, err);
+        r = store_pg_run(q, "schema", "SELECT COALESCE(max(version), 0) FROM abx_schema", NULL,
+                         &res, err);
         if (r < 0)
             return r;
         int64_t v = r_int(res, 0, 0);
@@ -1395,7 +1418,8 @@ schema_tx(struct store *s, void *ctx, struct err *err)
         return pg_fail(q, res, "create schema", err);
     struct pgp v = {0};
     p_int(&v, SCHEMA_VERSION);
-    return run(q, "schema", "INSERT INTO abx_schema (version) VALUES ($1::integer)", &v, NULL, err);
+    return store_pg_run(q, "schema", "INSERT INTO abx_schema (version) VALUES ($1::integer)", &v,
+                        NULL, err);
 }
 
 static void
@@ -1415,32 +1439,32 @@ static const struct store_ops pg_ops = {
         .tx_commit = pg_tx_commit,
         .tx_rollback = pg_tx_rollback,
         .tx_retry = pg_tx_retry,
-        .ws_insert = pg_ws_insert,
-        .ws_get = pg_ws_get,
-        .ws_list = pg_ws_list,
-        .ws_delete = pg_ws_delete,
-        .ws_check = pg_ws_check,
-        .usage = pg_usage,
-        .get_entry = pg_get_entry,
-        .insert_dir = pg_insert_dir,
-        .upsert_file = pg_upsert_file,
-        .delete_entry = pg_delete_entry,
-        .delete_tree = pg_delete_tree,
-        .move_entry = pg_move_entry,
-        .move_below = pg_move_below,
-        .children = pg_children,
-        .below = pg_below,
-        .pin = pg_pin,
-        .unpin = pg_unpin,
-        .blob_hold = pg_blob_hold,
-        .blob_read = pg_blob_read,
-        .blob_known = pg_blob_known,
-        .blob_upload = pg_blob_upload,
-        .lease = pg_lease,
-        .lease_holder = pg_lease_holder,
-        .lease_release = pg_lease_release,
-        .collect = pg_collect,
-        .check = pg_check,
+        .ws_insert = store_pg_ws_insert,
+        .ws_get = store_pg_ws_get,
+        .ws_list = store_pg_ws_list,
+        .ws_delete = store_pg_ws_delete,
+        .ws_check = store_pg_ws_check,
+        .usage = store_pg_usage,
+        .get_entry = store_pg_get_entry,
+        .insert_dir = store_pg_insert_dir,
+        .upsert_file = store_pg_upsert_file,
+        .delete_entry = store_pg_delete_entry,
+        .delete_tree = store_pg_delete_tree,
+        .move_entry = store_pg_move_entry,
+        .move_below = store_pg_move_below,
+        .children = store_pg_children,
+        .below = store_pg_below,
+        .pin = store_pg_pin,
+        .unpin = store_pg_unpin,
+        .blob_hold = store_pg_blob_hold,
+        .blob_read = store_pg_blob_read,
+        .blob_known = store_pg_blob_known,
+        .blob_upload = store_pg_blob_upload,
+        .lease = store_pg_lease,
+        .lease_holder = store_pg_lease_holder,
+        .lease_release = store_pg_lease_release,
+        .collect = store_pg_collect,
+        .check = store_pg_check,
 };
 
 int

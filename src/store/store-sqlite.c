@@ -223,7 +223,7 @@ each_entry(struct sq *q, sqlite3_stmt *st, store_entry_fn fn, void *ud, const ch
 /* --- workspaces --- */
 
 static int
-sq_ws_insert(struct store *s, const struct store_ws *w, struct err *err)
+store_sqlite_ws_insert(struct store *s, const struct store_ws *w, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -265,7 +265,7 @@ add_disk_column(struct sq *q, struct err *err)
 }
 
 static int
-sq_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err)
+store_sqlite_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -282,7 +282,7 @@ sq_ws_get(struct store *s, const char *id, struct store_ws *ret, struct err *err
 }
 
 static int
-sq_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
+store_sqlite_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -301,7 +301,7 @@ sq_ws_list(struct store *s, store_ws_fn fn, void *ud, struct err *err)
 }
 
 static int
-sq_ws_delete(struct store *s, const char *id, struct err *err)
+store_sqlite_ws_delete(struct store *s, const char *id, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -318,7 +318,7 @@ sq_ws_delete(struct store *s, const char *id, struct err *err)
 /* BEGIN IMMEDIATE made the transaction the store's only writer already:
  * lock asks for nothing more. */
 static int
-sq_ws_check(struct store *s, const char *ws, bool lock, struct err *err)
+store_sqlite_ws_check(struct store *s, const char *ws, bool lock, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -334,7 +334,7 @@ sq_ws_check(struct store *s, const char *ws, bool lock, struct err *err)
 }
 
 static int
-sq_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *err)
+store_sqlite_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -358,8 +358,8 @@ sq_usage(struct store *s, const char *ws, struct store_usage *ret, struct err *e
 /* --- entries --- */
 
 static int
-sq_get_entry(struct store *s, const char *ws, const char *path, struct store_entry *e,
-             struct err *err)
+store_sqlite_get_entry(struct store *s, const char *ws, const char *path, struct store_entry *e,
+                       struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -380,8 +380,8 @@ sq_get_entry(struct store *s, const char *ws, const char *path, struct store_ent
 }
 
 static int
-sq_insert_dir(struct store *s, const char *ws, const char *path, const char *parent,
-              const char *name, uint64_t now, struct err *err)
+store_sqlite_insert_dir(struct store *s, const char *ws, const char *path, const char *parent,
+                        const char *name, uint64_t now, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -401,9 +401,9 @@ sq_insert_dir(struct store *s, const char *ws, const char *path, const char *par
 }
 
 static int
-sq_upsert_file(struct store *s, const char *ws, const char *path, const char *parent,
-               const char *name, const char *hash, uint64_t size, uint32_t mode, uint64_t now,
-               struct err *err)
+store_sqlite_upsert_file(struct store *s, const char *ws, const char *path, const char *parent,
+                         const char *name, const char *hash, uint64_t size, uint32_t mode,
+                         uint64_t now, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -428,7 +428,7 @@ sq_upsert_file(struct store *s, const char *ws, const char *path, const char *pa
 }
 
 static int
-sq_delete_entry(struct store *s, const char *ws, const char *path, struct err *err)
+store_sqlite_delete_entry(struct store *s, const char *ws, const char *path, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -451,7 +451,7 @@ bind_below(sqlite3_stmt *st, int i, const char *dir, char *lo, char *hi)
 }
 
 static int
-sq_delete_tree(struct store *s, const char *ws, const char *path, struct err *err)
+store_sqlite_delete_tree(struct store *s, const char *ws, const char *path, struct err *err)
 {
     struct sq *q = SQ(s);
     char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
@@ -469,8 +469,8 @@ sq_delete_tree(struct store *s, const char *ws, const char *path, struct err *er
 }
 
 static int
-sq_move_entry(struct store *s, const char *ws, const char *from, const char *to, const char *parent,
-              const char *name, uint64_t now, struct err *err)
+store_sqlite_move_entry(struct store *s, const char *ws, const char *from, const char *to,
+                        const char *parent, const char *name, uint64_t now, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -491,7 +491,8 @@ sq_move_entry(struct store *s, const char *ws, const char *from, const char *to,
 }
 
 static int
-sq_move_below(struct store *s, const char *ws, const char *from, const char *to, struct err *err)
+store_sqlite_move_below(struct store *s, const char *ws, const char *from, const char *to,
+                        struct err *err)
 {
     struct sq *q = SQ(s);
     char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
@@ -515,8 +516,8 @@ sq_move_below(struct store *s, const char *ws, const char *from, const char *to,
 }
 
 static int
-sq_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-            struct err *err)
+store_sqlite_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+                      struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -532,8 +533,8 @@ sq_children(struct store *s, const char *ws, const char *dir, store_entry_fn fn,
 }
 
 static int
-sq_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
-         struct err *err)
+store_sqlite_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, void *ud,
+                   struct err *err)
 {
     struct sq *q = SQ(s);
     char lo[STORE_RANGE_MAX], hi[STORE_RANGE_MAX];
@@ -556,7 +557,7 @@ sq_below(struct store *s, const char *ws, const char *dir, store_entry_fn fn, vo
 /* --- blobs --- */
 
 static int
-sq_pin(struct store *s, const char *hash, int64_t *ret_id, struct err *err)
+store_sqlite_pin(struct store *s, const char *hash, int64_t *ret_id, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -578,7 +579,7 @@ sq_pin(struct store *s, const char *hash, int64_t *ret_id, struct err *err)
 
 /* Best effort wherever it runs: a pin left behind expires. */
 static int
-sq_unpin(struct store *s, int64_t id, struct err *err)
+store_sqlite_unpin(struct store *s, int64_t id, struct err *err)
 {
     struct sq *q = SQ(s);
     sqlite3_stmt *st = NULL;
@@ -596,7 +597,7 @@ sq_unpin(struct store *s, int64_t id, struct err *err)
  * blob_place()) unless the row has a file already, and inserting the row
  * unless it is there. */
 static int
-sq_blob_hold(struct store *s, int fd, const char *hash, uint64_t size, struct err *err)
+store_sqlite_blob_hold(struct store *s, int fd, const char *hash, uint64_t size, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -635,7 +636,7 @@ sq_blob_hold(struct store *s, int fd, const char *hash, uint64_t size, struct er
  * caller's to check on the way (store_verify_*): reading it twice costs
  * too much. */
 static int
-sq_blob_read(struct store *s, const struct store_entry *e, int *ret_fd, struct err *err)
+store_sqlite_blob_read(struct store *s, const struct store_entry *e, int *ret_fd, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_close_ int fd = blob_open(q->blobs_fd, e->hash, err);
@@ -656,8 +657,8 @@ sq_blob_read(struct store *s, const struct store_entry *e, int *ret_fd, struct e
 /* --- GC --- */
 
 static int
-sq_lease(struct store *s, const char *holder, uint64_t lease_ms, const char *from, bool *ret_held,
-         struct err *err)
+store_sqlite_lease(struct store *s, const char *holder, uint64_t lease_ms, const char *from,
+                   bool *ret_held, struct err *err)
 {
     struct sq *q = SQ(s);
     uint64_t now = store_now_ms();
@@ -693,7 +694,7 @@ sq_lease(struct store *s, const char *holder, uint64_t lease_ms, const char *fro
 }
 
 static int
-sq_lease_holder(struct store *s, char *buf, size_t n, struct err *err)
+store_sqlite_lease_holder(struct store *s, char *buf, size_t n, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -711,7 +712,7 @@ sq_lease_holder(struct store *s, char *buf, size_t n, struct err *err)
 }
 
 static int
-sq_lease_release(struct store *s, const char *holder, struct err *err)
+store_sqlite_lease_release(struct store *s, const char *holder, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -906,8 +907,8 @@ gc_orphans(struct sq *q, struct store_gc_stats *st, struct err *err)
 }
 
 static int
-sq_collect(struct store *s, const char *holder, uint64_t lease_ms, struct store_gc_stats *ret,
-           struct err *err)
+store_sqlite_collect(struct store *s, const char *holder, uint64_t lease_ms,
+                     struct store_gc_stats *ret, struct err *err)
 {
     struct sq *q = SQ(s);
     bool more = true;
@@ -924,7 +925,7 @@ sq_collect(struct store *s, const char *holder, uint64_t lease_ms, struct store_
 /* --- check --- */
 
 static int
-sq_check(struct store *s, struct store_check_report *rep, struct err *err)
+store_sqlite_check(struct store *s, struct store_check_report *rep, struct err *err)
 {
     struct sq *q = SQ(s);
     _cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -1142,30 +1143,30 @@ static const struct store_ops sqlite_ops = {
         .tx_commit = sq_tx_commit,
         .tx_rollback = sq_tx_rollback,
         .tx_retry = sq_tx_retry,
-        .ws_insert = sq_ws_insert,
-        .ws_get = sq_ws_get,
-        .ws_list = sq_ws_list,
-        .ws_delete = sq_ws_delete,
-        .ws_check = sq_ws_check,
-        .usage = sq_usage,
-        .get_entry = sq_get_entry,
-        .insert_dir = sq_insert_dir,
-        .upsert_file = sq_upsert_file,
-        .delete_entry = sq_delete_entry,
-        .delete_tree = sq_delete_tree,
-        .move_entry = sq_move_entry,
-        .move_below = sq_move_below,
-        .children = sq_children,
-        .below = sq_below,
-        .pin = sq_pin,
-        .unpin = sq_unpin,
-        .blob_hold = sq_blob_hold,
-        .blob_read = sq_blob_read,
-        .lease = sq_lease,
-        .lease_holder = sq_lease_holder,
-        .lease_release = sq_lease_release,
-        .collect = sq_collect,
-        .check = sq_check,
+        .ws_insert = store_sqlite_ws_insert,
+        .ws_get = store_sqlite_ws_get,
+        .ws_list = store_sqlite_ws_list,
+        .ws_delete = store_sqlite_ws_delete,
+        .ws_check = store_sqlite_ws_check,
+        .usage = store_sqlite_usage,
+        .get_entry = store_sqlite_get_entry,
+        .insert_dir = store_sqlite_insert_dir,
+        .upsert_file = store_sqlite_upsert_file,
+        .delete_entry = store_sqlite_delete_entry,
+        .delete_tree = store_sqlite_delete_tree,
+        .move_entry = store_sqlite_move_entry,
+        .move_below = store_sqlite_move_below,
+        .children = store_sqlite_children,
+        .below = store_sqlite_below,
+        .pin = store_sqlite_pin,
+        .unpin = store_sqlite_unpin,
+        .blob_hold = store_sqlite_blob_hold,
+        .blob_read = store_sqlite_blob_read,
+        .lease = store_sqlite_lease,
+        .lease_holder = store_sqlite_lease_holder,
+        .lease_release = store_sqlite_lease_release,
+        .collect = store_sqlite_collect,
+        .check = store_sqlite_check,
 };
 
 int
