@@ -111,43 +111,55 @@ last_field(const char *holder, size_t *len, size_t *ret_flen)
     return holder + i;
 }
 
+int
+store_holder_parse(const char *holder, const char *host, struct store_holder_id *ret)
+{
+    char num[32];
+    size_t len = holder ? strlen(holder) : 0, blen, slen, plen, hl = strlen(host);
+    const char *b, *st, *pd;
+
+    if (len == 0 || len > STORE_HOLDER_MAX || hl == 0)
+        return 0;
+    if (!(b = last_field(holder, &len, &blen)) || !(st = last_field(holder, &len, &slen)) ||
+        !(pd = last_field(holder, &len, &plen)))
+        return 0;
+    /* What is left is "<prefix>-<host>": the host must be this one. */
+    if (len < hl + 2 || holder[len - hl - 1] != '-' || memcmp(holder + len - hl, host, hl) != 0)
+        return 0;
+    if (slen == 0 || slen >= sizeof(num))
+        return 0;
+    memcpy(num, st, slen);
+    num[slen] = '\0';
+    if (parse_u64(num, &ret->start) < 0)
+        return 0;
+    if (plen == 0 || plen >= sizeof(num))
+        return 0;
+    memcpy(num, pd, plen);
+    num[plen] = '\0';
+    if (parse_u64(num, &ret->pid) < 0 || ret->pid == 0 || ret->pid > INT32_MAX)
+        return 0;
+    if (blen != 32)
+        return 0;
+    memcpy(ret->boot, b, 32);
+    ret->boot[32] = '\0';
+    return 1;
+}
+
 bool
 store_holder_dead(const char *holder)
 {
-    char host[65], boot[33], num[32];
-    size_t len = holder ? strlen(holder) : 0, blen, slen, plen, hl;
-    const char *b, *st, *pd;
-    uint64_t start, pid, now_start;
+    char host[65], boot[33];
+    struct store_holder_id id;
+    uint64_t now_start;
 
-    if (len == 0 || len > STORE_HOLDER_MAX || host_name(host) < 0 || boot_id(boot) < 0)
+    if (host_name(host) < 0 || boot_id(boot) < 0 || store_holder_parse(holder, host, &id) <= 0)
         return false;
-    if (!(b = last_field(holder, &len, &blen)) || !(st = last_field(holder, &len, &slen)) ||
-        !(pd = last_field(holder, &len, &plen)))
-        return false;
-    /* What is left is "<prefix>-<host>": the host must be ours. */
-    hl = strlen(host);
-    if (len < hl + 2 || holder[len - hl - 1] != '-' || memcmp(holder + len - hl, host, hl) != 0)
-        return false;
-    if (slen == 0 || slen >= sizeof(num))
-        return false;
-    memcpy(num, st, slen);
-    num[slen] = '\0';
-    if (parse_u64(num, &start) < 0)
-        return false;
-    if (plen == 0 || plen >= sizeof(num))
-        return false;
-    memcpy(num, pd, plen);
-    num[plen] = '\0';
-    if (parse_u64(num, &pid) < 0 || pid == 0 || pid > INT32_MAX)
-        return false;
-    if (blen != 32)
-        return false;
-    if (memcmp(b, boot, 32) != 0)
+    if (memcmp(id.boot, boot, 32) != 0)
         return true; /* this host has rebooted since */
-    int r = proc_start_time((long)pid, &now_start);
+    int r = proc_start_time((long)id.pid, &now_start);
     if (r == -ENOENT)
         return true;
-    return r == 0 && now_start != start; /* the pid was reused */
+    return r == 0 && now_start != id.start; /* the pid was reused */
 }
 
 int

@@ -168,6 +168,16 @@ int store_commit(struct store *s, const char *ws, const char *path, uint32_t mod
 int store_check_if_match(const char *path, const struct store_entry *cur, bool exists,
                          const char *if_match, struct err *err);
 
+/* The process a holder name of host's names (store_holder_name()):
+ * "<prefix>-<host>-<pid>-<start>-<boot>". 1 and *ret when holder has that
+ * form with this host, 0 for any other name (another host, another form,
+ * a pid of 0 or past INT32_MAX, a boot id not 32 long). */
+struct store_holder_id {
+    uint64_t pid, start; /* start: clock ticks since boot */
+    char boot[33];
+};
+int store_holder_parse(const char *holder, const char *host, struct store_holder_id *ret);
+
 /* Takes or renews the GC lease for holder (ops->lease), taking it over from
  * a holder that store_holder_dead() says is gone. */
 int store_lease_take(struct store *s, const char *holder, uint64_t lease_ms, bool *ret_held,
