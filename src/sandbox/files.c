@@ -46,29 +46,7 @@ show(const char *rel, char *out, size_t n)
 static int
 fail(struct err *err, int r, const char *rel, const char *what)
 {
-    char p[PATH_MAX_LEN + 2];
-    show(rel, p, sizeof(p));
-    switch (-r) {
-    case EXDEV:
-        return err_set(err, EXDEV, "path '%.512s' leads outside the workspace", p);
-    case ELOOP:
-        return err_set(err, ELOOP, "path '%.512s' goes through a symlink we do not follow", p);
-    case ENOENT:
-        return err_set(err, ENOENT, "no such file or directory: '%.512s'", p);
-    case ENOTDIR:
-        return err_set(err, ENOTDIR, "a component of '%.512s' is not a directory", p);
-    case EISDIR:
-        return err_set(err, EISDIR, "'%.512s' is a directory", p);
-    case EEXIST:
-        return err_set(err, EEXIST, "'%.512s' already exists", p);
-    case ENOSPC:
-        return err_set(err, ENOSPC, "no space left for '%.512s'", p);
-    case EDQUOT:
-        return err_set(err, EDQUOT,
-                       "'%.512s' does not fit: the sandbox's disk bound (disk_mb) is reached", p);
-    default:
-        return err_setx(err, -r, "cannot %s '%.512s'", what, p);
-    }
+    return path_fail_workspace(err, r, rel, what);
 }
 
 static uint64_t

@@ -32,58 +32,22 @@
 #include "util/rand.h"
 
 #define VFS_RESOLVE         (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
-#define VFS_RETRIES         32          /* openat2 -EAGAIN (a rename raced "..") and swap retries */
 #define VFS_MAX_SYMLINK     40          /* links followed while computing a target, as the kernel */
 #define OVERFLOW_ID         65534       /* nobody/nogroup in the sandbox's /etc */
 #define VFS_XATTR_KEEP_MAX  64          /* user.* attributes a replaced file passes on */
 #define VFS_XATTR_VALUE_MAX (64 * 1024) /* bytes of one (the kernel's XATTR_SIZE_MAX) */
 
+static int
+xopen(int rootfd, const char *path, int flags, mode_t mode)
+{
+    return path_openat_how(rootfd, path, flags, mode, VFS_RESOLVE);
+}
+
 /* Names a failure once, with the path as the sandbox sees it. */
 static int
 fail(struct err *err, int r, const char *path, const char *what)
 {
-    switch (-r) {
-    case ENOSYS:
-        return err_set(err, ENOSYS, "this kernel lacks openat2(), needed to reach '%.512s'", path);
-    case ENOENT:
-        return err_set(err, ENOENT, "path '%.512s' does not exist", path);
-    case ENOTDIR:
-        return err_set(err, ENOTDIR, "'%.512s' or a directory above it is not a directory", path);
-    case EISDIR:
-        return err_set(err, EISDIR, "'%.512s' is a directory", path);
-    case ENOSPC:
-        return err_set(err, ENOSPC, "no space left for '%.512s'", path);
-    case EDQUOT:
-        return err_set(err, EDQUOT,
-                       "'%.512s' does not fit: the sandbox's disk bound (disk_mb) is reached",
-                       path);
-    default:
-        return err_setx(err, -r, "cannot %s '%.512s'", what, path);
-    }
-}
-
-static int
-xopen_how(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve)
-{
-    struct open_how how = {
-            .flags = (uint64_t)(flags | O_CLOEXEC),
-            .mode = (flags & O_CREAT) ? mode : 0,
-            .resolve = resolve,
-    };
-    for (int i = 0; i < VFS_RETRIES; i++) {
-        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        if (fd >= 0)
-            return (int)fd;
-        if (errno != EAGAIN)
-            return -errno;
-    }
-    return -EAGAIN;
-}
-
-static int
-xopen(int rootfd, const char *path, int flags, mode_t mode)
-{
-    return xopen_how(rootfd, path, flags, mode, VFS_RESOLVE);
+    return path_fail_view(err, r, path, what);
 }
 
 static bool
@@ -92,22 +56,11 @@ is_root(const char *path)
     return path[0] == '/' && path[1] == '\0';
 }
 
-/* "/a/b" → parent "/a", name "b"; "/b" → "/", "b". path is not "/". */
-static void
-split(const char *path, char *parent, char *name)
-{
-    const char *slash = strrchr(path, '/');
-    size_t n = (size_t)(slash - path);
-    memcpy(parent, path, n ? n : 1);
-    parent[n ? n : 1] = '\0';
-    (void)strscpy(name, slash + 1, PATH_NAME_MAX + 1);
-}
-
 static int
 open_parent(int rootfd, const char *path, char *name)
 {
     char parent[PATH_MAX_LEN + 1];
-    split(path, parent, name);
+    path_split_abs(path, parent, name);
     return xopen(rootfd, parent, O_PATH | O_DIRECTORY, 0);
 }
 
@@ -535,8 +488,8 @@ vfs_open_below(int dirfd, const char *rel, int *ret_fd, struct err *err)
     /* No symlink at all, not even one that would stay below dirfd: the
      * caller names a directory it saw as one, and a link swapped in since
      * is somebody else's tree. */
-    int fd = xopen_how(dirfd, rel, O_RDONLY | O_DIRECTORY, 0,
-                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    int fd = path_openat_how(dirfd, rel, O_RDONLY | O_DIRECTORY, 0,
+                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
     if (fd < 0)
         return fail(err, fd, rel, "open");
     *ret_fd = fd;
@@ -559,59 +512,6 @@ own_dir(int dir, const char *name, uid_t uid, gid_t gid)
     return 0;
 }
 
-/* Opens the directory path (O_PATH), creating missing levels like
- * os.MkdirAll: existing levels may be symlinks to directories, followed
- * inside the root. ret_created: whether the last level was made here. */
-static int
-mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret_created)
-{
-    char prefix[PATH_MAX_LEN + 1];
-    bool created = false;
-    size_t i = 0, n = strlen(path);
-
-    _cleanup_close_ int cur = xopen(rootfd, "/", O_PATH | O_DIRECTORY, 0);
-    if (cur < 0)
-        return cur;
-    while (i < n) {
-        while (path[i] == '/')
-            i++;
-        size_t s = i;
-        while (i < n && path[i] != '/')
-            i++;
-        if (i == s)
-            break;
-        memcpy(prefix, path, i);
-        prefix[i] = '\0';
-        int fd = -ENOENT;
-        bool exists = false;
-        created = false;
-        for (int tries = 0; tries < VFS_RETRIES && fd == -ENOENT; tries++) {
-            fd = xopen(rootfd, prefix, O_PATH | O_DIRECTORY, 0);
-            if (fd != -ENOENT)
-                break;
-            if (mkdirat(cur, prefix + s, 0755) == 0) {
-                int r = own_dir(cur, prefix + s, uid, gid);
-                if (r < 0)
-                    return r;
-                created = true;
-            } else if (errno == EEXIST && !exists) {
-                exists = true; /* a dangling symlink, or a race: look again */
-            } else if (errno == EEXIST) {
-                break;
-            } else {
-                return -errno;
-            }
-        }
-        if (fd < 0)
-            return fd == -ENOENT && exists ? -ENOTDIR : fd;
-        safe_close(cur);
-        cur = fd;
-    }
-    if (ret_created)
-        *ret_created = created;
-    return TAKE_FD(cur);
-}
-
 static void
 acting(const struct vfs_ids *ids, bool as_root, uid_t *uid, gid_t *gid)
 {
@@ -628,7 +528,7 @@ vfs_mkdir(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root,
     bool created;
 
     acting(ids, as_root, &uid, &gid);
-    int fd = mkdir_in_root(rootfd, path, uid, gid, &created);
+    int fd = path_mkdir_in_root(rootfd, path, uid, gid, &created);
     if (fd < 0)
         return fail(err, fd, path, "create directory");
     safe_close(fd);
@@ -653,8 +553,8 @@ vfs_rename(int rootfd, const struct vfs_ids *ids, const char *src, const char *d
         return fail(err, sdir, src, "move");
     if (fstatat(sdir, sname, &sst, AT_SYMLINK_NOFOLLOW) < 0)
         return fail(err, -errno, src, "move");
-    split(dst, dparent, dname);
-    _cleanup_close_ int ddir = mkdir_in_root(rootfd, dparent, uid, gid, NULL);
+    path_split_abs(dst, dparent, dname);
+    _cleanup_close_ int ddir = path_mkdir_in_root(rootfd, dparent, uid, gid, NULL);
     if (ddir < 0)
         return fail(err, ddir, dparent, "create directory");
     /* Go's os.Rename refuses to replace a directory (unless it is src). */
@@ -775,7 +675,7 @@ link_target(int rootfd, const char *path, char *out)
     if (k <= 0)
         return k < 0 ? -errno : -ENOENT;
     link[k] = '\0';
-    split(path, parent, name);
+    path_split_abs(path, parent, name);
     if ((link[0] != '/' && (r = push(out, PATH_MAX_LEN + 1, &o, parent)) < 0) ||
         (r = push(out, PATH_MAX_LEN + 1, &o, link)) < 0)
         return r;
@@ -838,10 +738,10 @@ upload_target(int rootfd, const char *path, uid_t uid, gid_t gid, int *ret_dir, 
             return fail(err, -ELOOP, path, "open");
         if (is_root(cur))
             return fail(err, -EISDIR, path, "write");
-        split(cur, parent, ret_name);
+        path_split_abs(cur, parent, ret_name);
         /* Parents are made for the path asked for, not for where a link
          * points (os.OpenFile does not make them either). */
-        _cleanup_close_ int dir = hops == 0 ? mkdir_in_root(rootfd, parent, uid, gid, NULL)
+        _cleanup_close_ int dir = hops == 0 ? path_mkdir_in_root(rootfd, parent, uid, gid, NULL)
                                             : xopen(rootfd, parent, O_PATH | O_DIRECTORY, 0);
         if (dir < 0)
             return hops == 0 ? fail(err, dir, parent, "create directory")
@@ -1153,13 +1053,13 @@ vfs_copy_in(int rootfd, const struct vfs_ids *ids, int srcdir, const char *src, 
     }
     _cleanup_close_ int sd = -EBADF;
     if (slash) {
-        sd = xopen_how(srcdir, sparent, O_PATH | O_DIRECTORY, 0,
-                       RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        sd = path_openat_how(srcdir, sparent, O_PATH | O_DIRECTORY, 0,
+                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
         if (sd < 0)
             return fail(err, sd, src, "copy");
     }
-    split(dst, dparent, dname);
-    _cleanup_close_ int dd = mkdir_in_root(rootfd, dparent, c.uid, c.gid, NULL);
+    path_split_abs(dst, dparent, dname);
+    _cleanup_close_ int dd = path_mkdir_in_root(rootfd, dparent, c.uid, c.gid, NULL);
     if (dd < 0)
         return fail(err, dd, dparent, "create directory");
     r = copy_entry(&c, slash ? sd : srcdir, sname, dd, dname, 0);

@@ -7,12 +7,15 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/err.h"
+#include "util/parse.h"
 
 #define RESOLVE_CONFINED (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
@@ -218,5 +221,156 @@ path_mkdir_p(int rootfd, const char *rel, mode_t mode, uid_t uid, gid_t gid)
         if (!slash)
             return TAKE_FD(cur);
         p = slash + 1;
+    }
+}
+
+/* --- moved from sandbox/vfs.c and sandbox/files.c --- */
+
+int
+path_openat_how(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve)
+{
+    struct open_how how = {
+            .flags = (uint64_t)(flags | O_CLOEXEC),
+            .mode = (flags & O_CREAT) ? mode : 0,
+            .resolve = resolve,
+    };
+    for (int i = 0; i < PATH_RETRIES; i++) {
+        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd >= 0)
+            return (int)fd;
+        if (errno != EAGAIN)
+            return -errno;
+    }
+    return -EAGAIN;
+}
+
+/* "/a/b" → parent "/a", name "b"; "/b" → "/", "b". path is not "/". */
+void
+path_split_abs(const char *path, char *parent, char *name)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = (size_t)(slash - path);
+    memcpy(parent, path, n ? n : 1);
+    parent[n ? n : 1] = '\0';
+    (void)strscpy(name, slash + 1, PATH_NAME_MAX + 1);
+}
+
+/* Gives a directory we just made in dir to uid:gid with mode 0755 (not
+ * umask's). If the sandbox swapped the name meanwhile, it is not ours to
+ * touch any more. */
+static int
+own_dir(int dir, const char *name, uid_t uid, gid_t gid)
+{
+    _cleanup_close_ int d = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d < 0)
+        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
+    if (fchown(d, uid, gid) < 0 || fchmod(d, 0755) < 0)
+        return -errno;
+    return 0;
+}
+
+#define VIEW_RESOLVE (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+
+/* Opens the directory path (O_PATH), creating missing levels like
+ * os.MkdirAll: existing levels may be symlinks to directories, followed
+ * inside the root. ret_created: whether the last level was made here. */
+int
+path_mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret_created)
+{
+    char prefix[PATH_MAX_LEN + 1];
+    bool created = false;
+    size_t i = 0, n = strlen(path);
+
+    _cleanup_close_ int cur = path_openat_how(rootfd, "/", O_PATH | O_DIRECTORY, 0, VIEW_RESOLVE);
+    if (cur < 0)
+        return cur;
+    while (i < n) {
+        while (path[i] == '/')
+            i++;
+        size_t s = i;
+        while (i < n && path[i] != '/')
+            i++;
+        if (i == s)
+            break;
+        memcpy(prefix, path, i);
+        prefix[i] = '\0';
+        int fd = -ENOENT;
+        bool exists = false;
+        created = false;
+        for (int tries = 0; tries < PATH_RETRIES && fd == -ENOENT; tries++) {
+            fd = path_openat_how(rootfd, prefix, O_PATH | O_DIRECTORY, 0, VIEW_RESOLVE);
+            if (fd != -ENOENT)
+                break;
+            if (mkdirat(cur, prefix + s, 0755) == 0) {
+                int r = own_dir(cur, prefix + s, uid, gid);
+                if (r < 0)
+                    return r;
+                created = true;
+            } else if (errno == EEXIST && !exists) {
+                exists = true; /* a dangling symlink, or a race: look again */
+            } else if (errno == EEXIST) {
+                break;
+            } else {
+                return -errno;
+            }
+        }
+        if (fd < 0)
+            return fd == -ENOENT && exists ? -ENOTDIR : fd;
+        safe_close(cur);
+        cur = fd;
+    }
+    if (ret_created)
+        *ret_created = created;
+    return TAKE_FD(cur);
+}
+
+int
+path_fail_workspace(struct err *err, int r, const char *rel, const char *what)
+{
+    char p[PATH_MAX_LEN + 2];
+    (void)snprintf(p, sizeof(p), "/%s", path_is_root(rel) ? "" : rel);
+    switch (-r) {
+    case EXDEV:
+        return err_set(err, EXDEV, "path '%.512s' leads outside the workspace", p);
+    case ELOOP:
+        return err_set(err, ELOOP, "path '%.512s' goes through a symlink we do not follow", p);
+    case ENOENT:
+        return err_set(err, ENOENT, "no such file or directory: '%.512s'", p);
+    case ENOTDIR:
+        return err_set(err, ENOTDIR, "a component of '%.512s' is not a directory", p);
+    case EISDIR:
+        return err_set(err, EISDIR, "'%.512s' is a directory", p);
+    case EEXIST:
+        return err_set(err, EEXIST, "'%.512s' already exists", p);
+    case ENOSPC:
+        return err_set(err, ENOSPC, "no space left for '%.512s'", p);
+    case EDQUOT:
+        return err_set(err, EDQUOT,
+                       "'%.512s' does not fit: the sandbox's disk bound (disk_mb) is reached", p);
+    default:
+        return err_setx(err, -r, "cannot %s '%.512s'", what, p);
+    }
+}
+
+int
+path_fail_view(struct err *err, int r, const char *path, const char *what)
+{
+    switch (-r) {
+    case ENOSYS:
+        return err_set(err, ENOSYS, "this kernel lacks openat2(), needed to reach '%.512s'", path);
+    case ENOENT:
+        return err_set(err, ENOENT, "path '%.512s' does not exist", path);
+    case ENOTDIR:
+        return err_set(err, ENOTDIR, "'%.512s' or a directory above it is not a directory", path);
+    case EISDIR:
+        return err_set(err, EISDIR, "'%.512s' is a directory", path);
+    case ENOSPC:
+        return err_set(err, ENOSPC, "no space left for '%.512s'", path);
+    case EDQUOT:
+        return err_set(err, EDQUOT,
+                       "'%.512s' does not fit: the sandbox's disk bound (disk_mb) is reached",
+                       path);
+    default:
+        return err_setx(err, -r, "cannot %s '%.512s'", what, path);
     }
 }

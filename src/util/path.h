@@ -17,10 +17,14 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define PATH_MAX_LEN  4095 /* bytes of a normalized path */
 #define PATH_NAME_MAX 255  /* bytes of one component */
+#define PATH_RETRIES  32   /* openat2 -EAGAIN (a rename raced "..") and swap retries */
+
+struct err;
 
 /* Normalizes a client path into out (outsz >= strlen(in) + 2). The result is
  * "." for the root, else "a/b/c". -EINVAL for empty input, ".." or NUL
@@ -45,3 +49,17 @@ int path_mkdir_p(int rootfd, const char *rel, mode_t mode, uid_t uid, gid_t gid)
 
 /* Whether this kernel has openat2 (cached after the first call). */
 bool path_have_openat2(void);
+
+/* --- moved from sandbox/vfs.c and sandbox/files.c --- */
+
+/* openat2(dirfd, path, flags, mode) with resolve, retried on -EAGAIN up to
+ * PATH_RETRIES times. O_CLOEXEC is added. No fallback: -ENOSYS. */
+int path_openat_how(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve);
+/* "/a/b" → parent "/a", name "b"; "/b" → "/", "b". path is not "/". */
+void path_split_abs(const char *path, char *parent, char *name);
+/* mkdir -p of the absolute path inside rootfd (RESOLVE_IN_ROOT) like
+ * os.MkdirAll, levels made 0755 and owned by uid:gid. */
+int path_mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret_created);
+/* The errno of a lookup as a message naming the path (files.c's, vfs.c's). */
+int path_fail_workspace(struct err *err, int r, const char *rel, const char *what);
+int path_fail_view(struct err *err, int r, const char *path, const char *what);
