@@ -46,7 +46,7 @@ show(const char *rel, char *out, size_t n)
 static int
 fail(struct err *err, int r, const char *rel, const char *what)
 {
-    return path_fail_workspace(err, r, rel, what);
+    return path_fail(err, r, PATH_VOICE_WORKSPACE, rel, what);
 }
 
 static uint64_t

@@ -1,7 +1,8 @@
 /*
  * vfs.c - envd's file operations on a sandbox's view, confined to its root.
  *
- * Every lookup goes through xopen() (openat2 with RESOLVE_IN_ROOT); what
+ * Every lookup goes through the resolver (util/path.h) as PATH_VIEW:
+ * openat2 with RESOLVE_IN_ROOT, the sandbox's "/" as the root; what
  * follows acts on descriptors or on single names inside a directory
  * descriptor, so a component swapped for a symlink between two calls can
  * redirect us only to somewhere else inside the same root. Symlink targets
@@ -11,11 +12,11 @@
  */
 #include "sandbox/vfs.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,6 @@
 #include "util/parse.h"
 #include "util/rand.h"
 
-#define VFS_RESOLVE         (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
 #define VFS_MAX_SYMLINK     40          /* links followed while computing a target, as the kernel */
 #define OVERFLOW_ID         65534       /* nobody/nogroup in the sandbox's /etc */
 #define VFS_XATTR_KEEP_MAX  64          /* user.* attributes a replaced file passes on */
@@ -40,14 +40,14 @@
 static int
 xopen(int rootfd, const char *path, int flags, mode_t mode)
 {
-    return path_openat_how(rootfd, path, flags, mode, VFS_RESOLVE);
+    return path_openat(rootfd, path, flags, mode, PATH_VIEW);
 }
 
 /* Names a failure once, with the path as the sandbox sees it. */
 static int
 fail(struct err *err, int r, const char *path, const char *what)
 {
-    return path_fail_view(err, r, path, what);
+    return path_fail(err, r, PATH_VOICE_VIEW, path, what);
 }
 
 static bool
@@ -56,12 +56,30 @@ is_root(const char *path)
     return path[0] == '/' && path[1] == '\0';
 }
 
+/* "/a/b" → parent "/a", name "b"; "/b" → "/", "b". path is normalized and
+ * not "/", so it always splits. */
+static void
+split(const char *path, char *parent, char *name)
+{
+    int r = path_parent(path, parent, PATH_MAX_LEN + 1, name);
+    assert(r == 0);
+    (void)r;
+}
+
 static int
 open_parent(int rootfd, const char *path, char *name)
 {
-    char parent[PATH_MAX_LEN + 1];
-    path_split_abs(path, parent, name);
-    return xopen(rootfd, parent, O_PATH | O_DIRECTORY, 0);
+    return path_open_parent(rootfd, path, PATH_VIEW, name);
+}
+
+/* mkdir -p like os.MkdirAll, levels 0755 whatever the umask, owned by
+ * uid:gid; existing levels may be symlinks to directories inside. */
+static int
+mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret_created)
+{
+    const struct path_mkdir m = {
+            .mode = 0755, .uid = uid, .gid = gid, .exact = true, .follow = true};
+    return path_mkdirat(rootfd, path, PATH_VIEW, &m, ret_created);
 }
 
 /* Names what path is when it is not a regular file (never opened: a fifo
@@ -488,8 +506,7 @@ vfs_open_below(int dirfd, const char *rel, int *ret_fd, struct err *err)
     /* No symlink at all, not even one that would stay below dirfd: the
      * caller names a directory it saw as one, and a link swapped in since
      * is somebody else's tree. */
-    int fd = path_openat_how(dirfd, rel, O_RDONLY | O_DIRECTORY, 0,
-                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    int fd = path_openat(dirfd, rel, O_RDONLY | O_DIRECTORY, 0, PATH_BENEATH | PATH_NO_SYMLINKS);
     if (fd < 0)
         return fail(err, fd, rel, "open");
     *ret_fd = fd;
@@ -528,7 +545,7 @@ vfs_mkdir(int rootfd, const struct vfs_ids *ids, const char *path, bool as_root,
     bool created;
 
     acting(ids, as_root, &uid, &gid);
-    int fd = path_mkdir_in_root(rootfd, path, uid, gid, &created);
+    int fd = mkdir_in_root(rootfd, path, uid, gid, &created);
     if (fd < 0)
         return fail(err, fd, path, "create directory");
     safe_close(fd);
@@ -553,8 +570,8 @@ vfs_rename(int rootfd, const struct vfs_ids *ids, const char *src, const char *d
         return fail(err, sdir, src, "move");
     if (fstatat(sdir, sname, &sst, AT_SYMLINK_NOFOLLOW) < 0)
         return fail(err, -errno, src, "move");
-    path_split_abs(dst, dparent, dname);
-    _cleanup_close_ int ddir = path_mkdir_in_root(rootfd, dparent, uid, gid, NULL);
+    split(dst, dparent, dname);
+    _cleanup_close_ int ddir = mkdir_in_root(rootfd, dparent, uid, gid, NULL);
     if (ddir < 0)
         return fail(err, ddir, dparent, "create directory");
     /* Go's os.Rename refuses to replace a directory (unless it is src). */
@@ -675,7 +692,7 @@ link_target(int rootfd, const char *path, char *out)
     if (k <= 0)
         return k < 0 ? -errno : -ENOENT;
     link[k] = '\0';
-    path_split_abs(path, parent, name);
+    split(path, parent, name);
     if ((link[0] != '/' && (r = push(out, PATH_MAX_LEN + 1, &o, parent)) < 0) ||
         (r = push(out, PATH_MAX_LEN + 1, &o, link)) < 0)
         return r;
@@ -738,10 +755,10 @@ upload_target(int rootfd, const char *path, uid_t uid, gid_t gid, int *ret_dir, 
             return fail(err, -ELOOP, path, "open");
         if (is_root(cur))
             return fail(err, -EISDIR, path, "write");
-        path_split_abs(cur, parent, ret_name);
+        split(cur, parent, ret_name);
         /* Parents are made for the path asked for, not for where a link
          * points (os.OpenFile does not make them either). */
-        _cleanup_close_ int dir = hops == 0 ? path_mkdir_in_root(rootfd, parent, uid, gid, NULL)
+        _cleanup_close_ int dir = hops == 0 ? mkdir_in_root(rootfd, parent, uid, gid, NULL)
                                             : xopen(rootfd, parent, O_PATH | O_DIRECTORY, 0);
         if (dir < 0)
             return hops == 0 ? fail(err, dir, parent, "create directory")
@@ -1053,13 +1070,12 @@ vfs_copy_in(int rootfd, const struct vfs_ids *ids, int srcdir, const char *src, 
     }
     _cleanup_close_ int sd = -EBADF;
     if (slash) {
-        sd = path_openat_how(srcdir, sparent, O_PATH | O_DIRECTORY, 0,
-                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+        sd = path_openat(srcdir, sparent, O_PATH | O_DIRECTORY, 0, PATH_BENEATH | PATH_NO_SYMLINKS);
         if (sd < 0)
             return fail(err, sd, src, "copy");
     }
-    path_split_abs(dst, dparent, dname);
-    _cleanup_close_ int dd = path_mkdir_in_root(rootfd, dparent, c.uid, c.gid, NULL);
+    split(dst, dparent, dname);
+    _cleanup_close_ int dd = mkdir_in_root(rootfd, dparent, c.uid, c.gid, NULL);
     if (dd < 0)
         return fail(err, dd, dparent, "create directory");
     r = copy_entry(&c, slash ? sd : srcdir, sname, dd, dname, 0);

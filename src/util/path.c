@@ -1,5 +1,13 @@
 /*
- * path.c - confined path resolution against a pinned root descriptor.
+ * path.c - the resolver: client path text, and opening names inside a
+ * hostile tree against a pinned directory descriptor.
+ *
+ * The kernel does the confinement (openat2 checks every step of a lookup
+ * atomically, so a directory swapped for a symlink mid-way cannot take it
+ * out); what is left here is choosing the resolve flags, retrying the
+ * lookups a concurrent rename makes fail with -EAGAIN, the O_NOFOLLOW walk
+ * for kernels without openat2, mkdir -p one level at a time, and the words
+ * a client is told. Not here: walking or copying whole trees (tree.h).
  */
 #include "util/path.h"
 
@@ -18,6 +26,8 @@
 #include "util/parse.h"
 
 #define RESOLVE_CONFINED (RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+#define PATH_MODES       (PATH_BENEATH | PATH_IN_ROOT)
+#define PATH_HOW_ALL     (PATH_MODES | PATH_NO_XDEV | PATH_NO_SYMLINKS | PATH_FALLBACK)
 
 int
 path_normalize(const char *in, size_t len, char *out, size_t outsz)
@@ -106,6 +116,30 @@ path_have_openat2(void)
     return have_openat2 > 0;
 }
 
+int
+path_parent(const char *path, char *parent, size_t size, char name[PATH_NAME_MAX + 1])
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t n = strlen(base);
+
+    if (n == 0 || !strcmp(base, ".") || !strcmp(base, ".."))
+        return -EINVAL; /* "", ".", "/", "a/", "a/.." */
+    if (n > PATH_NAME_MAX)
+        return -ENAMETOOLONG;
+    /* "a" -> ".", "/a" -> "/", "a/b" -> "a", "/a/b" -> "/a" */
+    size_t pl = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    if (pl + 1 > size)
+        return -ENAMETOOLONG;
+    if (!slash)
+        parent[0] = '.';
+    else
+        memcpy(parent, path, pl);
+    parent[pl] = '\0';
+    memcpy(name, base, n + 1);
+    return 0;
+}
+
 /* Fallback: walk with O_PATH|O_NOFOLLOW; any symlink is refused. */
 /* Whether name in dir is a symlink: tells "a symlink was refused" (ELOOP)
  * from "a file sits where a directory should" (ENOTDIR) after a failure. */
@@ -156,86 +190,39 @@ open_walk(int rootfd, const char *rel, int flags, mode_t mode)
     }
 }
 
-int
-path_open(int rootfd, const char *rel, int flags, mode_t mode)
+static uint64_t
+resolve_flags(unsigned how)
 {
-    if (path_have_openat2()) {
-        struct open_how how = {
-                .flags = (uint64_t)(flags | O_CLOEXEC),
-                .mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0,
-                .resolve = RESOLVE_CONFINED,
-        };
-        long fd;
-        do
-            fd = syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
-        while (fd < 0 && errno == EAGAIN);
-        return fd < 0 ? -errno : (int)fd;
-    }
-    return open_walk(rootfd, rel, flags, mode);
+    uint64_t r = RESOLVE_NO_MAGICLINKS;
+    r |= (how & PATH_IN_ROOT) ? RESOLVE_IN_ROOT : RESOLVE_BENEATH;
+    if (how & PATH_NO_XDEV)
+        r |= RESOLVE_NO_XDEV;
+    if (how & PATH_NO_SYMLINKS)
+        r |= RESOLVE_NO_SYMLINKS;
+    return r;
 }
 
-int
-path_mkdir_p(int rootfd, const char *rel, mode_t mode, uid_t uid, gid_t gid)
+static bool
+how_valid(unsigned how)
 {
-    char comp[PATH_NAME_MAX + 1];
-
-    int fd = path_open(rootfd, rel, O_PATH | O_DIRECTORY, 0);
-    if (fd >= 0 || fd != -ENOENT)
-        return fd;
-
-    _cleanup_close_ int cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
-    if (cur < 0)
-        return -errno;
-    if (path_is_root(rel))
-        return TAKE_FD(cur);
-    const char *p = rel;
-    for (;;) {
-        const char *slash = strchr(p, '/');
-        size_t n = slash ? (size_t)(slash - p) : strlen(p);
-        memcpy(comp, p, n);
-        comp[n] = '\0';
-        bool created = false;
-        if (mkdirat(cur, comp, mode) == 0)
-            created = true;
-        else if (errno != EEXIST)
-            return -errno;
-        if (created && uid != (uid_t)-1 && fchownat(cur, comp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
-            return -errno;
-        /* Resolve relative to the component's parent but confined to it: an
-         * existing symlink here must still not lead out, and one that points
-         * elsewhere inside is refused rather than chased. */
-        int nfd;
-        if (path_have_openat2()) {
-            struct open_how how = {
-                    .flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC,
-                    .resolve = RESOLVE_CONFINED | RESOLVE_NO_SYMLINKS,
-            };
-            nfd = (int)syscall(SYS_openat2, cur, comp, &how, sizeof(how));
-        } else {
-            nfd = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        }
-        if (nfd < 0)
-            return errno == ENOTDIR ? -ENOTDIR : -errno;
-        safe_close(cur);
-        cur = nfd;
-        if (!slash)
-            return TAKE_FD(cur);
-        p = slash + 1;
-    }
+    unsigned mode = how & PATH_MODES;
+    return (how & ~PATH_HOW_ALL) == 0 && (mode == PATH_BENEATH || mode == PATH_IN_ROOT);
 }
 
-/* --- moved from sandbox/vfs.c and sandbox/files.c --- */
-
-int
-path_openat_how(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve)
+/* openat2 with the flags of how, -EAGAIN retried; -ENOSYS without it. */
+static int
+openat2_how(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve)
 {
-    struct open_how how = {
+    struct open_how oh = {
             .flags = (uint64_t)(flags | O_CLOEXEC),
-            .mode = (flags & O_CREAT) ? mode : 0,
+            .mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0,
             .resolve = resolve,
     };
+    /* -EAGAIN: a rename anywhere on the file system raced a ".." in the
+     * lookup; the kernel asks us to try again rather than risk a wrong
+     * answer. Bounded, so a sandbox renaming in a loop cannot hold us. */
     for (int i = 0; i < PATH_RETRIES; i++) {
-        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        long fd = syscall(SYS_openat2, dirfd, path, &oh, sizeof(oh));
         if (fd >= 0)
             return (int)fd;
         if (errno != EAGAIN)
@@ -244,46 +231,91 @@ path_openat_how(int dirfd, const char *path, int flags, mode_t mode, uint64_t re
     return -EAGAIN;
 }
 
-/* "/a/b" → parent "/a", name "b"; "/b" → "/", "b". path is not "/". */
-void
-path_split_abs(const char *path, char *parent, char *name)
+int
+path_openat(int dirfd, const char *path, int flags, mode_t mode, unsigned how)
 {
-    const char *slash = strrchr(path, '/');
-    size_t n = (size_t)(slash - path);
-    memcpy(parent, path, n ? n : 1);
-    parent[n ? n : 1] = '\0';
-    (void)strscpy(name, slash + 1, PATH_NAME_MAX + 1);
+    if (!how_valid(how))
+        return -EINVAL;
+    int fd = -ENOSYS;
+    if (path_have_openat2())
+        fd = openat2_how(dirfd, path, flags, mode, resolve_flags(how));
+    /* Also when openat2 went away after the probe (a seccomp filter
+     * installed since answers ENOSYS). */
+    if (fd == -ENOSYS && (how & PATH_FALLBACK) && (how & PATH_BENEATH))
+        return open_walk(dirfd, path, flags, mode);
+    return fd;
 }
 
-/* Gives a directory we just made in dir to uid:gid with mode 0755 (not
- * umask's). If the sandbox swapped the name meanwhile, it is not ours to
- * touch any more. */
-static int
-own_dir(int dir, const char *name, uid_t uid, gid_t gid)
+int
+path_open(int rootfd, const char *rel, int flags, mode_t mode)
 {
+    return path_openat(rootfd, rel, flags, mode, PATH_WORKSPACE);
+}
+
+int
+path_open_parent(int dirfd, const char *path, unsigned how, char name[PATH_NAME_MAX + 1])
+{
+    char parent[PATH_MAX_LEN + 1];
+    int r = path_parent(path, parent, sizeof(parent), name);
+    if (r < 0)
+        return r;
+    return path_openat(dirfd, parent, O_PATH | O_DIRECTORY, 0, how);
+}
+
+/* --- mkdir -p --- */
+
+/* Opens the single name comp in cur as the next level of a mkdir -p that
+ * does not follow: no symlink, no "..", whatever how allows otherwise. */
+static int
+open_level(int cur, const char *comp, unsigned how)
+{
+    unsigned strict = PATH_BENEATH | PATH_NO_SYMLINKS | (how & (PATH_NO_XDEV | PATH_FALLBACK));
+    if (!strcmp(comp, ".."))
+        return -EXDEV;
+    return path_openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, strict);
+}
+
+/* Gives a directory we just made in dir its owner and exact mode, through
+ * a descriptor opened without following: if the sandbox swapped the name
+ * meanwhile, what is there now is not ours to touch. */
+static int
+own_level(int dir, const char *name, const struct path_mkdir *m)
+{
+    if (m->uid == (uid_t)-1 && !m->exact)
+        return 0;
     _cleanup_close_ int d = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (d < 0)
         return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
-    if (fchown(d, uid, gid) < 0 || fchmod(d, 0755) < 0)
+    if (m->uid != (uid_t)-1 && fchown(d, m->uid, m->gid) < 0)
+        return -errno;
+    if (m->exact && fchmod(d, m->mode) < 0)
         return -errno;
     return 0;
 }
 
-#define VIEW_RESOLVE (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
-
-/* Opens the directory path (O_PATH), creating missing levels like
- * os.MkdirAll: existing levels may be symlinks to directories, followed
- * inside the root. ret_created: whether the last level was made here. */
 int
-path_mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret_created)
+path_mkdirat(int dirfd, const char *path, unsigned how, const struct path_mkdir *m,
+             bool *ret_created)
 {
-    char prefix[PATH_MAX_LEN + 1];
+    char prefix[PATH_MAX_LEN + 1], comp[PATH_NAME_MAX + 1];
     bool created = false;
     size_t i = 0, n = strlen(path);
 
-    _cleanup_close_ int cur = path_openat_how(rootfd, "/", O_PATH | O_DIRECTORY, 0, VIEW_RESOLVE);
+    if (!how_valid(how))
+        return -EINVAL;
+    /* Usually everything exists: one lookup, with the rules of how (which
+     * may follow symlinks inside even when making levels would not). */
+    int fd = path_openat(dirfd, path, O_PATH | O_DIRECTORY, 0, how);
+    if (fd != -ENOENT) {
+        if (fd >= 0 && ret_created)
+            *ret_created = false;
+        return fd;
+    }
+    if (n > PATH_MAX_LEN)
+        return -ENAMETOOLONG;
+    _cleanup_close_ int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
     if (cur < 0)
-        return cur;
+        return -errno;
     while (i < n) {
         while (path[i] == '/')
             i++;
@@ -292,17 +324,28 @@ path_mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret
             i++;
         if (i == s)
             break;
+        if (i - s > PATH_NAME_MAX)
+            return -ENAMETOOLONG;
         memcpy(prefix, path, i);
         prefix[i] = '\0';
-        int fd = -ENOENT;
+        memcpy(comp, path + s, i - s);
+        comp[i - s] = '\0';
+        if (!strcmp(comp, "."))
+            continue;
         bool exists = false;
+        fd = -ENOENT;
         created = false;
         for (int tries = 0; tries < PATH_RETRIES && fd == -ENOENT; tries++) {
-            fd = path_openat_how(rootfd, prefix, O_PATH | O_DIRECTORY, 0, VIEW_RESOLVE);
+            /* Following: the level is what the whole prefix resolves to
+             * from the top, as the kernel sees it now (a symlink there is
+             * followed within the rules of how). Not following: the one
+             * name in the level above, and it must be a directory. */
+            fd = m->follow ? path_openat(dirfd, prefix, O_PATH | O_DIRECTORY, 0, how)
+                           : open_level(cur, comp, how);
             if (fd != -ENOENT)
                 break;
-            if (mkdirat(cur, prefix + s, 0755) == 0) {
-                int r = own_dir(cur, prefix + s, uid, gid);
+            if (mkdirat(cur, comp, m->mode) == 0) {
+                int r = own_level(cur, comp, m);
                 if (r < 0)
                     return r;
                 created = true;
@@ -325,52 +368,55 @@ path_mkdir_in_root(int rootfd, const char *path, uid_t uid, gid_t gid, bool *ret
 }
 
 int
-path_fail_workspace(struct err *err, int r, const char *rel, const char *what)
+path_mkdir_p(int rootfd, const char *rel, mode_t mode, uid_t uid, gid_t gid)
 {
-    char p[PATH_MAX_LEN + 2];
-    (void)snprintf(p, sizeof(p), "/%s", path_is_root(rel) ? "" : rel);
-    switch (-r) {
-    case EXDEV:
-        return err_set(err, EXDEV, "path '%.512s' leads outside the workspace", p);
-    case ELOOP:
-        return err_set(err, ELOOP, "path '%.512s' goes through a symlink we do not follow", p);
-    case ENOENT:
-        return err_set(err, ENOENT, "no such file or directory: '%.512s'", p);
-    case ENOTDIR:
-        return err_set(err, ENOTDIR, "a component of '%.512s' is not a directory", p);
-    case EISDIR:
-        return err_set(err, EISDIR, "'%.512s' is a directory", p);
-    case EEXIST:
-        return err_set(err, EEXIST, "'%.512s' already exists", p);
-    case ENOSPC:
-        return err_set(err, ENOSPC, "no space left for '%.512s'", p);
-    case EDQUOT:
-        return err_set(err, EDQUOT,
-                       "'%.512s' does not fit: the sandbox's disk bound (disk_mb) is reached", p);
-    default:
-        return err_setx(err, -r, "cannot %s '%.512s'", what, p);
-    }
+    const struct path_mkdir m = {.mode = mode, .uid = uid, .gid = gid};
+    return path_mkdirat(rootfd, rel, PATH_WORKSPACE, &m, NULL);
 }
 
+/* --- what a client is told --- */
+
+/* One line per errno with words of its own: the text around the quoted
+ * path, as each voice says it (NULL: the generic "cannot <what>"). Split
+ * around the path rather than kept as formats, so the compiler checks the
+ * one format that uses them. */
+struct path_words {
+    const char *pre, *post;
+};
+
+static const struct {
+    int errnum;
+    struct path_words voice[2]; /* PATH_VOICE_WORKSPACE, PATH_VOICE_VIEW */
+} path_messages[] = {
+        {EXDEV, {{"path ", " leads outside the workspace"}, {NULL, NULL}}},
+        {ELOOP, {{"path ", " goes through a symlink we do not follow"}, {NULL, NULL}}},
+        {ENOENT, {{"no such file or directory: ", ""}, {"path ", " does not exist"}}},
+        {ENOTDIR,
+         {{"a component of ", " is not a directory"},
+          {"", " or a directory above it is not a directory"}}},
+        {EISDIR, {{"", " is a directory"}, {"", " is a directory"}}},
+        {EEXIST, {{"", " already exists"}, {NULL, NULL}}},
+        {ENOSPC, {{"no space left for ", ""}, {"no space left for ", ""}}},
+        {EDQUOT,
+         {{"", " does not fit: the sandbox's disk bound (disk_mb) is reached"},
+          {"", " does not fit: the sandbox's disk bound (disk_mb) is reached"}}},
+        {ENOSYS, {{NULL, NULL}, {"this kernel lacks openat2(), needed to reach ", ""}}},
+};
+
 int
-path_fail_view(struct err *err, int r, const char *path, const char *what)
+path_fail(struct err *err, int r, enum path_voice voice, const char *path, const char *what)
 {
-    switch (-r) {
-    case ENOSYS:
-        return err_set(err, ENOSYS, "this kernel lacks openat2(), needed to reach '%.512s'", path);
-    case ENOENT:
-        return err_set(err, ENOENT, "path '%.512s' does not exist", path);
-    case ENOTDIR:
-        return err_set(err, ENOTDIR, "'%.512s' or a directory above it is not a directory", path);
-    case EISDIR:
-        return err_set(err, EISDIR, "'%.512s' is a directory", path);
-    case ENOSPC:
-        return err_set(err, ENOSPC, "no space left for '%.512s'", path);
-    case EDQUOT:
-        return err_set(err, EDQUOT,
-                       "'%.512s' does not fit: the sandbox's disk bound (disk_mb) is reached",
-                       path);
-    default:
-        return err_setx(err, -r, "cannot %s '%.512s'", what, path);
+    char shown[PATH_MAX_LEN + 2];
+    const char *p = path;
+
+    if (voice == PATH_VOICE_WORKSPACE) {
+        (void)snprintf(shown, sizeof(shown), "/%s", path_is_root(path) ? "" : path);
+        p = shown;
     }
+    for (size_t i = 0; i < ELEMENTSOF(path_messages); i++) {
+        const struct path_words *w = &path_messages[i].voice[voice == PATH_VOICE_VIEW];
+        if (path_messages[i].errnum == -r && w->pre)
+            return err_set(err, -r, "%s'%.512s'%s", w->pre, p, w->post);
+    }
+    return err_setx(err, -r, "cannot %s '%.512s'", what, p);
 }

@@ -20,6 +20,7 @@
 #include "util/buf.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
+#include "util/path.h"
 
 enum rstate { R_HEADER, R_DATA, R_META, R_PAD, R_END };
 enum meta_kind { M_LONGNAME, M_LONGLINK, M_PAX, M_SKIP };
@@ -439,48 +440,27 @@ struct tar_extract {
     char clean[TAR_NAME_MAX + 1];
 };
 
-/* Opens (creating) the parent directories of clean name rel below root,
- * never through a symlink; returns an O_PATH fd of the parent and points
- * *ret_base at the last component. */
+/* Opens (creating, 0755 less the umask) the parent directories of clean
+ * name rel below root through the resolver, never through a symlink - not
+ * even one the archive itself made inside - nor a file: -EPERM for those.
+ * Returns an O_PATH fd of the parent; name gets the last component. */
 static int
-open_parent(int root, char *rel, const char **ret_base, bool create)
+open_parent(int root, const char *rel, char name[PATH_NAME_MAX + 1])
 {
-    int fd = fcntl(root, F_DUPFD_CLOEXEC, 3);
-    char *p = rel;
-    if (fd < 0)
-        return -errno;
-    for (;;) {
-        char *s = strchr(p, '/');
-        if (!s)
-            break;
-        *s = '\0';
-        int nfd = openat(fd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (nfd < 0 && errno == ENOENT && create) {
-            if (mkdirat(fd, p, 0755) < 0 && errno != EEXIST) {
-                int e = -errno;
-                *s = '/';
-                close(fd);
-                return e;
-            }
-            nfd = openat(fd, p, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        }
-        int e = nfd < 0 ? (errno == ELOOP || errno == ENOTDIR ? -EPERM : -errno) : 0;
-        *s = '/';
-        close(fd);
-        if (e < 0)
-            return e;
-        fd = nfd;
-        p = s + 1;
-    }
-    *ret_base = p;
-    return fd;
+    char parent[TAR_NAME_MAX + 1];
+    const struct path_mkdir m = {.mode = 0755, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    int r = path_parent(rel, parent, sizeof(parent), name);
+    if (r < 0)
+        return r;
+    int fd = path_mkdirat(root, parent, PATH_BENEATH | PATH_NO_SYMLINKS | PATH_FALLBACK, &m, NULL);
+    return fd == -ELOOP || fd == -ENOTDIR || fd == -EXDEV ? -EPERM : fd;
 }
 
 static int
 x_entry(void *ud, const struct tar_entry *e)
 {
     struct tar_extract *x = ud;
-    const char *base = NULL;
+    char base[PATH_NAME_MAX + 1];
     int r;
 
     safe_close(x->fd);
@@ -511,7 +491,7 @@ x_entry(void *ud, const struct tar_entry *e)
     if (e->type == TAR_FILE && (x->bytes += e->size) > x->max_bytes)
         return err_set(x->err, EFBIG, "the archive holds more than %llu bytes",
                        (unsigned long long)x->max_bytes);
-    _cleanup_close_ int pfd = open_parent(x->dirfd, x->clean, &base, true);
+    _cleanup_close_ int pfd = open_parent(x->dirfd, x->clean, base);
     if (pfd < 0)
         return err_set(x->err, -pfd == EPERM ? EPERM : -pfd, "'%.200s': %s", e->name,
                        pfd == -EPERM ? "its path goes through a symlink or a file"
