@@ -20,6 +20,7 @@
 #include "util/parse.h"
 #include "util/path.h"
 #include "util/rand.h"
+#include "util/tree.h"
 
 const char *
 files_type_name(enum files_type t)
@@ -419,6 +420,7 @@ struct walk_state {
     struct files_tree *t;
     const struct files_walk_opts *o;
     size_t max;
+    bool full; /* t->n reached max */
 };
 
 static int
@@ -427,105 +429,77 @@ cmp_entries(const void *a, const void *b)
     return strcmp(((const struct files_entry *)a)->path, ((const struct files_entry *)b)->path);
 }
 
+/* One entry of the walk (util/tree.h): kept unless pruned, entered when a
+ * directory (within the limits). */
 static int
-walk_dir(int d, struct buf *prefix, int depth, struct walk_state *ws)
+walk_entry(struct walk_state *ws, const struct tree_entry *te)
 {
     struct files_tree *t = ws->t;
-    if (depth > FILES_MAX_DEPTH)
-        return -ELOOP;
-    int dup = fcntl(d, F_DUPFD_CLOEXEC, 3);
-    if (dup < 0)
-        return -errno;
-    DIR *dir = fdopendir(dup);
-    if (!dir) {
-        safe_close(dup);
+    struct files_stat fs;
+
+    fill_stat(&te->st, &fs);
+    if (ws->o && ws->o->prune && files_prune_match(ws->o->prune, te->name, &fs)) {
+        t->skipped++;
+        return 0;
+    }
+    if (t->n >= ws->max) {
+        ws->full = true;
+        return -E2BIG;
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        struct files_entry *v = realloc(t->v, cap * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        t->v = v;
+        t->cap = cap;
+    }
+    struct files_entry *e = &t->v[t->n];
+    e->st = fs;
+    e->target = NULL;
+    e->path = strdup(te->path);
+    if (!e->path)
         return -ENOMEM;
-    }
-    struct dirent *de;
-    int r = 0;
-    size_t plen = prefix->len;
-    while ((de = readdir(dir))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        struct stat st;
-        if (fstatat(d, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            if (errno == ENOENT)
-                continue; /* removed while we looked */
-            r = -errno;
-            break;
-        }
-        prefix->len = plen;
-        if ((r = buf_putc(prefix, '/')) < 0 || (r = buf_puts(prefix, de->d_name)) < 0)
-            break;
-        struct files_stat fs;
-        fill_stat(&st, &fs);
-        if (ws->o && ws->o->prune && files_prune_match(ws->o->prune, de->d_name, &fs)) {
-            t->skipped++;
-            continue;
-        }
-        if (t->n >= ws->max) {
-            r = -E2BIG;
-            break;
-        }
-        if (t->n == t->cap) {
-            size_t cap = t->cap ? t->cap * 2 : 256;
-            struct files_entry *v = realloc(t->v, cap * sizeof(*v));
-            if (!v) {
-                r = -ENOMEM;
-                break;
-            }
-            t->v = v;
-            t->cap = cap;
-        }
-        struct files_entry *e = &t->v[t->n];
-        e->st = fs;
-        e->target = NULL;
-        e->path = strdup(prefix->data);
-        if (!e->path) {
-            r = -ENOMEM;
-            break;
-        }
-        if (S_ISLNK(st.st_mode)) {
-            char target[PATH_MAX];
-            ssize_t k = readlinkat(d, de->d_name, target, sizeof(target) - 1);
-            if (k >= 0) {
-                target[k] = '\0';
-                e->target = strdup(target);
-            }
-        }
-        t->n++;
-        e->unread = false;
-        e->beyond = 0;
-        if (ws->o && ws->o->limits_as_entries) {
-            if (prefix->len - 1 > PATH_MAX_LEN)
-                e->beyond = ENAMETOOLONG;
-            else if (S_ISDIR(st.st_mode) && depth >= FILES_MAX_DEPTH)
-                e->beyond = ELOOP;
-            if (e->beyond)
-                continue; /* listed, not entered */
-        }
-        if (S_ISDIR(st.st_mode)) {
-            int sub = openat(d, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0) {
-                if (errno == EACCES || errno == EPERM) {
-                    e->unread = true; /* not ours to read: listed, not entered */
-                    continue;
-                }
-                if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
-                    continue;
-                r = -errno;
-                break;
-            }
-            r = walk_dir(sub, prefix, depth + 1, ws);
-            safe_close(sub);
-            if (r < 0)
-                break;
+    if (S_ISLNK(te->st.st_mode)) {
+        char target[PATH_MAX];
+        ssize_t k = readlinkat(te->dirfd, te->name, target, sizeof(target) - 1);
+        if (k >= 0) {
+            target[k] = '\0';
+            e->target = strdup(target);
         }
     }
-    prefix->len = plen;
-    prefix->data[plen] = '\0';
-    closedir(dir);
-    return r;
+    t->n++;
+    e->unread = false;
+    e->beyond = 0;
+    if (ws->o && ws->o->limits_as_entries) {
+        if (te->path_len - 1 > PATH_MAX_LEN)
+            e->beyond = ENAMETOOLONG;
+        else if (S_ISDIR(te->st.st_mode) && te->depth > FILES_MAX_DEPTH)
+            e->beyond = ELOOP;
+        if (e->beyond)
+            return 0; /* listed, not entered */
+    }
+    return S_ISDIR(te->st.st_mode) ? TREE_ENTER : 0;
+}
+
+static int
+walk_fn(void *ud, enum tree_event ev, struct tree_entry *te)
+{
+    struct walk_state *ws = ud;
+    switch (ev) {
+    case TREE_ENTRY:
+        return walk_entry(ws, te);
+    case TREE_ERROR:
+        if (te->step == TREE_STEP_OPEN && (te->error == EACCES || te->error == EPERM)) {
+            /* not ours to read: listed, not entered (the entry is the
+             * last one kept: a directory is entered right after it) */
+            ws->t->v[ws->t->n - 1].unread = true;
+            return 0;
+        }
+        return -te->error;
+    default:
+        return 0;
+    }
 }
 
 void
@@ -543,24 +517,36 @@ int
 files_tree_list(int root, const char *rel, const struct files_walk_opts *opts,
                 struct files_tree *ret, struct err *err)
 {
+    char prefix[PATH_MAX_LEN + 2];
     struct files_tree t = {0};
-    struct walk_state ws = {&t, opts, opts && opts->max ? opts->max : FILES_WALK_MAX};
-    struct buf prefix;
+    struct walk_state ws = {&t, opts, opts && opts->max ? opts->max : FILES_WALK_MAX, false};
+    /* Entries of a directory FILES_MAX_DEPTH levels down are listed, its
+     * subdirectories not entered; paths up to twice PATH_MAX_LEN are
+     * listed (limits_as_entries marks those past it). */
+    const struct tree_opts to = {
+            .max_depth = FILES_MAX_DEPTH,
+            .max_names = FILES_WALK_NAMES_MAX,
+            .prefix = prefix,
+            .path_max = PATH_MAX_LEN * 2,
+    };
     int r;
 
     _cleanup_close_ int d = path_open(root, rel, O_RDONLY | O_DIRECTORY, 0);
     if (d < 0)
         return fail(err, d, rel, "list");
-    buf_init(&prefix, PATH_MAX_LEN * 2);
-    if (!path_is_root(rel))
-        (void)buf_printf(&prefix, "/%s", rel);
-    r = walk_dir(d, &prefix, 0, &ws);
-    buf_done(&prefix);
-    if (r == -E2BIG)
+    (void)snprintf(prefix, sizeof(prefix), "%s%s", path_is_root(rel) ? "" : "/",
+                   path_is_root(rel) ? "" : rel);
+    r = tree_walk(d, -EBADF, &to, walk_fn, &ws);
+    if (r == -E2BIG && ws.full)
         r = err_set(err, E2BIG, "more than %zu entries below '/%s'", ws.max,
                     path_is_root(rel) ? "" : rel);
+    else if (r == -E2BIG)
+        r = err_set(err, E2BIG, "more than %d names (kept or left out) below '/%s'",
+                    FILES_WALK_NAMES_MAX, path_is_root(rel) ? "" : rel);
     else if (r == -ELOOP)
         r = err_set(err, ELOOP, "directories nested deeper than %d levels", FILES_MAX_DEPTH);
+    else if (r == -ENAMETOOLONG)
+        r = fail(err, -EFBIG, rel, "list"); /* what a path past the buffer always said */
     else if (r < 0)
         r = fail(err, r, rel, "list");
     if (r < 0) {

@@ -25,10 +25,11 @@
 
 #include "util/err.h"
 
-#define FILES_VERSION_LEN 16
-#define FILES_WALK_MAX    100000  /* entries one walk may return */
-#define FILES_MAX_DEPTH   256     /* directory levels walk descends */
-#define FILES_REMOVE_MAX  1000000 /* entries one files_rmdir() may look at */
+#define FILES_VERSION_LEN    16
+#define FILES_WALK_MAX       100000  /* entries one walk may return */
+#define FILES_MAX_DEPTH      256     /* directory levels walk descends */
+#define FILES_REMOVE_MAX     1000000 /* entries one files_rmdir() may look at */
+#define FILES_WALK_NAMES_MAX 1000000 /* names one walk may read, kept or pruned */
 
 enum files_type {
     FILES_FILE,
@@ -100,7 +101,9 @@ struct files_entry {
  * fn for each entry; symlinks are reported, never followed; a directory
  * that cannot be read (EACCES) is reported with unread set and not
  * entered. -E2BIG past
- * FILES_WALK_MAX entries, -ELOOP past FILES_MAX_DEPTH levels. */
+ * FILES_WALK_MAX entries (or FILES_WALK_NAMES_MAX names read, pruned ones
+ * included), -ELOOP past FILES_MAX_DEPTH levels. The walk is util/tree.h's:
+ * nothing is ever followed, a directory swapped meanwhile is skipped. */
 typedef int (*files_walk_fn)(const struct files_entry *e, void *ud);
 int files_walk(int root, const char *rel, files_walk_fn fn, void *ud, struct err *err);
 

@@ -31,6 +31,7 @@
 #include "util/fd.h"
 #include "util/parse.h"
 #include "util/rand.h"
+#include "util/tree.h"
 
 #define VFS_MAX_SYMLINK     40          /* links followed while computing a target, as the kernel */
 #define OVERFLOW_ID         65534       /* nobody/nogroup in the sandbox's /etc */
@@ -411,58 +412,29 @@ struct walk {
     unsigned depth;
     vfs_list_fn fn;
     void *ud;
-    size_t count;   /* entries reported */
-    size_t pending; /* names read, on every level, not reported yet */
     struct vfs_entry e;
-    char path[PATH_MAX_LEN + 1];
 };
 
+/* One entry of the walk (util/tree.h): reported, and entered when it is a
+ * real directory above the depth asked for. */
 static int
-walk_dir(struct walk *w, int d, unsigned level)
+list_fn(void *ud, enum tree_event ev, struct tree_entry *te)
 {
-    char **names = NULL;
-    size_t n = 0, plen = strlen(w->path);
+    struct walk *w = ud;
     int r;
 
-    if (level > VFS_MAX_DEPTH)
-        return -ELOOP;
-    /* Names waiting on the levels above will be reported too: counting
-     * them bounds what the whole walk holds, not just this level. */
-    r = fd_dir_names(d, VFS_LIST_MAX - w->count - w->pending, &names, &n);
-    if (r < 0)
+    if (ev == TREE_ERROR)
+        return -te->error;
+    if (ev != TREE_ENTRY)
+        return 0;
+    _cleanup_close_ int fd = openat(te->dirfd, te->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno; /* vanished */
+    if ((r = fill(w->rootfd, w->ids, fd, te->name, te->path, &w->e)) < 0)
         return r;
-    w->pending += n;
-    size_t i; /* the loop stops when r < 0, after i++ */
-    for (i = 0; i < n && r >= 0; i++) {
-        w->pending--;
-        _cleanup_close_ int fd = openat(d, names[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) {
-            r = errno == ENOENT ? 0 : -errno; /* vanished */
-            continue;
-        }
-        if (plen + 1 + strlen(names[i]) > PATH_MAX_LEN) {
-            r = -ENAMETOOLONG;
-            continue;
-        }
-        (void)snprintf(w->path + plen, sizeof(w->path) - plen, "%s%s", plen > 1 ? "/" : "",
-                       names[i]);
-        if ((r = fill(w->rootfd, w->ids, fd, names[i], w->path, &w->e)) < 0)
-            continue;
-        w->count++;
-        r = w->fn(w->ud, &w->e);
-        if (r < 0 || level >= w->depth || w->e.has_target || w->e.type != VFS_DIR)
-            continue;
-        _cleanup_close_ int sub =
-                openat(d, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (sub >= 0)
-            r = walk_dir(w, sub, level + 1);
-        else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
-            r = -errno;
-    }
-    w->pending -= n - i;
-    w->path[plen] = '\0';
-    fd_names_free(names, n);
-    return r;
+    if ((r = w->fn(w->ud, &w->e)) < 0)
+        return r;
+    return te->depth < w->depth && !w->e.has_target && w->e.type == VFS_DIR ? TREE_ENTER : 0;
 }
 
 int
@@ -470,6 +442,15 @@ vfs_list(int rootfd, const struct vfs_ids *ids, const char *path, unsigned depth
          void *ud, struct err *err)
 {
     _cleanup_free_ struct walk *w = calloc(1, sizeof(*w));
+    /* The listed directory's entries are level 1; a directory is entered
+     * when the level below it is within VFS_MAX_DEPTH. Names read count
+     * against VFS_LIST_MAX, so the walk never holds more. */
+    const struct tree_opts to = {
+            .max_depth = VFS_MAX_DEPTH - 1,
+            .max_names = VFS_LIST_MAX,
+            .prefix = path,
+            .path_max = PATH_MAX_LEN,
+    };
     int r;
 
     if (!w)
@@ -479,9 +460,7 @@ vfs_list(int rootfd, const struct vfs_ids *ids, const char *path, unsigned depth
         return fail(err, d, path, "list");
     *w = (struct walk){
             .rootfd = rootfd, .ids = ids, .depth = depth ? depth : 1, .fn = fn, .ud = ud};
-    if (strscpy(w->path, path, sizeof(w->path)) < 0)
-        return fail(err, -ENAMETOOLONG, path, "list");
-    r = walk_dir(w, d, 1);
+    r = tree_walk(d, -EBADF, &to, list_fn, w);
     if (r == -E2BIG)
         return err_set(err, E2BIG, "more than %d entries below '%.512s'", VFS_LIST_MAX, path);
     if (r == -ELOOP)
