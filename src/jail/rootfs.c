@@ -17,6 +17,7 @@
 #include "util/cleanup.h"
 #include "util/fd.h"
 #include "util/rand.h"
+#include "util/tree.h"
 
 #define COPY_MAX_DEPTH 8
 #define COPY_MAX_FILES 50000
@@ -130,8 +131,7 @@ struct etc_tree {
 
 struct walk {
     struct etc_tree *plan; /* NULL = build */
-    int budget;
-    char rel[PATH_MAX]; /* the current directory below etc/, "" at the top */
+    int budget;            /* entries a build may still copy; past it, the rest is left out */
 };
 
 static void
@@ -200,95 +200,73 @@ tree_sort(struct etc_tree *t)
     t->n = k;
 }
 
-static int copy_entry(struct walk *w, int sdir, int ddir, const char *name, int depth);
-
+/* What of the host's /etc a build copies (util/tree.h): files, symlinks
+ * and directories of the allowlist, down to COPY_MAX_DEPTH levels and
+ * COPY_MAX_FILES entries (silently: the rest is left out), only
+ * world-readable regular files, no denied names inside directories; all
+ * ours (abxd's), 0755 directories, file modes as the host's but write. */
 static int
-copy_dir(struct walk *w, int sdir, int ddir, const char *name, int depth)
+etc_decide(void *ud, const struct tree_entry *e, struct tree_make *mk)
 {
-    if (depth > COPY_MAX_DEPTH)
+    struct walk *w = ud;
+    if (e->depth > 0 && denied(e->name))
+        return TREE_SKIP;
+    if (--w->budget < 0)
+        return TREE_SKIP;
+    switch (e->st.st_mode & S_IFMT) {
+    case S_IFLNK:
+        mk->mode = 0777;
         return 0;
-    _cleanup_close_ int s = openat(sdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (s < 0)
-        return errno == ENOENT ? 0 : -errno;
-    _cleanup_close_ int d = -EBADF;
-    int r;
-    if (w->plan) {
-        r = tree_add(w->plan, w->rel, name, S_IFDIR | 0755, NULL, NULL);
-        if (r < 0)
-            return r;
-    } else {
-        if (mkdirat(ddir, name, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        d = openat(ddir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (d < 0 || fchmod(d, 0755) < 0)
-            return -errno;
+    case S_IFDIR:
+        mk->mode = 0755;
+        return e->depth > COPY_MAX_DEPTH ? TREE_SKIP : 0;
+    case S_IFREG:
+        mk->mode = e->st.st_mode & 0755;
+        return e->st.st_mode & S_IROTH ? 0 : TREE_SKIP;
+    default:
+        return TREE_SKIP;
     }
-    size_t len = strlen(w->rel);
-    if ((size_t)snprintf(w->rel + len, sizeof(w->rel) - len, "%s%s", len ? "/" : "", name) >=
-        sizeof(w->rel) - len) {
-        w->rel[len] = '\0';
-        return -ENAMETOOLONG;
-    }
-    int sdup = fcntl(s, F_DUPFD_CLOEXEC, 3);
-    if (sdup < 0) {
-        w->rel[len] = '\0';
-        return -errno;
-    }
-    DIR *dir = fdopendir(sdup);
-    if (!dir) {
-        safe_close(sdup);
-        w->rel[len] = '\0';
-        return -ENOMEM;
-    }
-    struct dirent *de;
-    r = 0;
-    while ((de = readdir(dir))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || denied(de->d_name))
-            continue;
-        r = copy_entry(w, s, d, de->d_name, depth + 1);
-        if (r < 0)
-            break;
-    }
-    closedir(dir);
-    w->rel[len] = '\0';
-    return r;
 }
 
+/* Gone, or unreadable (what a build cannot open, it skips): left out. */
 static int
-copy_entry(struct walk *w, int sdir, int ddir, const char *name, int depth)
+etc_failed(void *ud, const struct tree_entry *e, enum tree_step step, int error)
 {
-    struct stat st;
+    (void)ud;
+    (void)e;
+    if ((step == TREE_STEP_STAT && error == ENOENT) ||
+        (step == TREE_STEP_OPEN_FILE && error == EACCES) || step == TREE_STEP_READ)
+        return 0;
+    return -error;
+}
 
-    if (--w->budget < 0)
+/* A plan lists what a build makes, as it would make it. */
+static int
+etc_made(void *ud, const struct tree_entry *e, const struct tree_make *mk, const char *target)
+{
+    struct walk *w = ud;
+    if (!w->plan)
         return 0;
-    if (fstatat(sdir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX];
-        ssize_t n = readlinkat(sdir, name, target, sizeof(target) - 1);
-        if (n < 0)
-            return -errno;
-        target[n] = '\0';
-        if (w->plan)
-            return tree_add(w->plan, w->rel, name, S_IFLNK | 0777, target, NULL);
-        if (symlinkat(target, ddir, name) < 0 && errno != EEXIST)
-            return -errno;
-        return 0;
-    }
-    if (S_ISDIR(st.st_mode))
-        return copy_dir(w, sdir, ddir, name, depth);
-    if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IROTH))
-        return 0; /* only world-readable regular files */
-    if (w->plan) {
-        /* What copy_file_at() cannot open, a build skips. */
-        int fd = openat(sdir, name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return errno == EACCES ? 0 : -errno;
-        safe_close(fd);
-        return tree_add(w->plan, w->rel, name, S_IFREG | (st.st_mode & 0755), NULL, NULL);
-    }
-    int r = copy_file_at(sdir, name, ddir, name, st.st_mode & 0755);
-    return r == -EACCES ? 0 : r;
+    return tree_add(w->plan, "", e->path, (e->st.st_mode & S_IFMT) | mk->mode, target, NULL);
+}
+
+static const struct tree_copy_ops etc_ops = {
+        .decide = etc_decide,
+        .failed = etc_failed,
+        .made = etc_made,
+};
+
+/* Copies (or plans, d -EBADF) the allowed entry name of host into d. */
+static int
+copy_entry(struct walk *w, int host, int d, const char *name)
+{
+    const struct tree_copy_opts o = {
+            .walk = {.max_depth = COPY_MAX_DEPTH, .path_max = PATH_MAX - 1},
+            .mode = w->plan ? TREE_COPY_DRY : TREE_COPY_NEW,
+            .ops = &etc_ops,
+            .ud = w,
+    };
+    return tree_copy_at(host, name, d, name, &o, NULL);
 }
 
 /* The generated files, written over whatever the allowlist copied. */
@@ -311,7 +289,7 @@ walk_etc(struct walk *w, int host, int d, struct err *err)
 {
     int r;
     for (const char *const *a = allow; *a; a++) {
-        r = copy_entry(w, host, d, *a, 0);
+        r = copy_entry(w, host, d, *a);
         if (r < 0)
             return err_setx(err, -r, "cannot copy /etc/%s", *a);
     }
@@ -347,70 +325,43 @@ walk_etc(struct walk *w, int host, int d, struct err *err)
 /* Lists the existing etc (every entry, no filter) into t; -E2BIG past the
  * bounds a build keeps, -EPERM at anything a build does not make. */
 static int
-list_tree(struct etc_tree *t, int dfd, char *rel, size_t relsize, int depth)
+list_fn(void *ud, enum tree_event ev, struct tree_entry *e)
 {
-    if (depth > COPY_MAX_DEPTH + 1)
-        return -E2BIG;
-    int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-    if (dup < 0)
-        return -errno;
-    DIR *dir = fdopendir(dup);
-    if (!dir) {
-        safe_close(dup);
-        return -ENOMEM;
+    struct etc_tree *t = ud;
+    char target[PATH_MAX];
+    const char *tp = NULL;
+
+    if (ev == TREE_ERROR)
+        return -e->error;
+    if (ev != TREE_ENTRY)
+        return 0;
+    if (t->n > COPY_MAX_FILES + ELEMENTSOF(gen) + 1)
+        return -E2BIG; /* more than any build makes */
+    const struct stat *st = &e->st;
+    /* Only what abxd itself wrote; anything else is a reason to rebuild. */
+    if (st->st_uid != geteuid() || st->st_gid != getegid() ||
+        !(S_ISREG(st->st_mode) || S_ISDIR(st->st_mode) || S_ISLNK(st->st_mode)))
+        return -EPERM;
+    mode_t mode = st->st_mode & (S_IFMT | 07777);
+    if (S_ISLNK(st->st_mode)) {
+        ssize_t n = readlinkat(e->dirfd, e->name, target, sizeof(target) - 1);
+        if (n < 0)
+            return -errno;
+        target[n] = '\0';
+        tp = target;
+        mode = S_IFLNK | 0777;
     }
-    int r = 0;
-    size_t len = strlen(rel);
-    struct dirent *de;
-    while (r == 0 && (de = readdir(dir))) {
-        struct stat st;
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if (t->n > COPY_MAX_FILES + ELEMENTSOF(gen) + 1) {
-            r = -E2BIG; /* more than any build makes */
-            break;
-        }
-        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-            r = -errno;
-            break;
-        }
-        /* Only what abxd itself wrote; anything else is a reason to rebuild. */
-        if (st.st_uid != geteuid() || st.st_gid != getegid() ||
-            !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode))) {
-            r = -EPERM;
-            break;
-        }
-        char target[PATH_MAX];
-        const char *tp = NULL;
-        mode_t mode = st.st_mode & (S_IFMT | 07777);
-        if (S_ISLNK(st.st_mode)) {
-            ssize_t n = readlinkat(dfd, de->d_name, target, sizeof(target) - 1);
-            if (n < 0) {
-                r = -errno;
-                break;
-            }
-            target[n] = '\0';
-            tp = target;
-            mode = S_IFLNK | 0777;
-        }
-        r = tree_add(t, rel, de->d_name, mode, tp, NULL);
-        if (r == 0 && S_ISDIR(st.st_mode)) {
-            int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub < 0) {
-                r = -errno;
-                break;
-            }
-            if ((size_t)snprintf(rel + len, relsize - len, "%s%s", len ? "/" : "", de->d_name) >=
-                relsize - len)
-                r = -ENAMETOOLONG;
-            else
-                r = list_tree(t, sub, rel, relsize, depth + 1);
-            rel[len] = '\0';
-            safe_close(sub);
-        }
-    }
-    closedir(dir);
-    return r;
+    int r = tree_add(t, "", e->path, mode, tp, NULL);
+    if (r < 0 || !S_ISDIR(st->st_mode))
+        return r;
+    return e->depth > COPY_MAX_DEPTH + 1 ? -E2BIG : TREE_ENTER;
+}
+
+static int
+list_tree(struct etc_tree *t, int dfd)
+{
+    const struct tree_opts o = {.max_depth = COPY_MAX_DEPTH + 1, .path_max = PATH_MAX - 1};
+    return tree_walk(dfd, -EBADF, &o, list_fn, t);
 }
 
 /* 1 when fd holds exactly the n bytes at mem, 0 when not, or -errno. */
@@ -471,7 +422,6 @@ etc_is_current(int state, int host, struct err *err)
 {
     struct walk w = {.budget = COPY_MAX_FILES};
     struct etc_tree want = {0}, have = {0};
-    char rel[PATH_MAX] = "";
     int r;
 
     struct stat st;
@@ -489,7 +439,7 @@ etc_is_current(int state, int host, struct err *err)
     /* Whatever keeps us from reading the old etc (too big, foreign files,
      * an I/O error) is a reason to rebuild it, not to fail: the build
      * reports its own errors. */
-    r = list_tree(&have, etc, rel, sizeof(rel), 0);
+    r = list_tree(&have, etc);
     if (r < 0) {
         r = r == -ENOMEM ? r : 0;
         goto done;

@@ -1,84 +1,39 @@
 /*
  * snapshot.c - copy a sandbox's writable files out to a host tree and in.
  *
- * Regular files are copied extent by extent (SEEK_DATA/SEEK_HOLE), so a
- * sparse file stays sparse in the snapshot and after a restore, and the
- * size bound counts the data a file really holds, not its length.
- *
- * Both directions walk one directory at a time from a pinned directory
- * fd: fstatat(AT_SYMLINK_NOFOLLOW) names the type, then the entry is
- * opened with O_NOFOLLOW and checked again with fstat, so a name swapped
- * between the two calls is skipped (out) or refused (in), never followed.
+ * Both directions are copies of util/tree.h from a pinned directory to
+ * another: every name is looked at with fstatat(AT_SYMLINK_NOFOLLOW),
+ * opened with O_NOFOLLOW and checked again, so a name swapped between two
+ * steps is skipped (out) or refused (in), never followed. What is here is
+ * the policy: which entries a snapshot keeps, the ids they are stored
+ * under, the budgets and the words of the messages. Regular files are
+ * copied extent by extent (SEEK_DATA/SEEK_HOLE), so a sparse file stays
+ * sparse in the snapshot and after a restore, and the size bound counts
+ * the data a file really holds, not its length.
  */
 #include "sandbox/snapshot.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdbool.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "sandbox/vfs.h"
 #include "util/cleanup.h"
-#include "util/fd.h"
+#include "util/path.h"
+#include "util/tree.h"
 
 const char *const SNAPSHOT_DIRS[] = {"home/user", "root", "tmp", "var", "opt", "run", "mnt", "srv"};
 const unsigned SNAPSHOT_NDIRS = sizeof(SNAPSHOT_DIRS) / sizeof(SNAPSHOT_DIRS[0]);
 
-#define COPY_CHUNK (128 * 1024)
-
 struct walk {
     const struct vfs_ids *ids;
     uint64_t max_bytes;
+    dev_t dev; /* out: of the top directory being copied; a directory elsewhere is a mount */
     struct snapshot_stats st;
-    char *buf; /* COPY_CHUNK bytes */
     struct err *err;
 };
-
-static void
-closedirp(DIR **d)
-{
-    if (*d)
-        (void)closedir(*d);
-}
-
-/* A DIR over a dup of fd (the caller keeps fd). */
-static int
-open_dir_stream(int fd, DIR **ret)
-{
-    int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (d < 0)
-        return -errno;
-    /* fdopendir shares the offset: start from the beginning. */
-    (void)lseek(d, 0, SEEK_SET);
-    DIR *dir = fdopendir(d);
-    if (!dir) {
-        int r = -errno;
-        (void)close(d);
-        return r;
-    }
-    *ret = dir;
-    return 0;
-}
-
-static bool
-dots(const char *n)
-{
-    return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'));
-}
-
-static void
-times_of(const struct stat *st, struct timespec ts[2])
-{
-    ts[0] = st->st_atim;
-    ts[1] = st->st_mtim;
-}
-
-/* --- out --- */
 
 static uint32_t
 in_id(const struct vfs_ids *ids, uint32_t host)
@@ -88,180 +43,138 @@ in_id(const struct vfs_ids *ids, uint32_t host)
     return SNAPSHOT_NOBODY;
 }
 
-/* Gives fd (a file or directory just written) owner, mode and times. */
-static int
-set_attrs(struct walk *w, int fd, uid_t uid, gid_t gid, mode_t mode, const struct timespec ts[2],
-          const char *name)
+static uint32_t
+host_id(const struct vfs_ids *ids, uint32_t in)
 {
-    if (fchown(fd, uid, gid) < 0 || fchmod(fd, mode & 07777) < 0 || futimens(fd, ts) < 0)
-        return err_set(w->err, errno, "cannot set the attributes of '%s'", name);
-    return 0;
+    return ids->range_first + (in < ids->range_len ? in : SNAPSHOT_NOBODY);
 }
 
-/* Recreates the symlink or fifo name of src in dst with owner, mode and
- * times; what is "store" or "restore" for messages. A link gone meanwhile
- * is skipped when vanish_ok (the source is a live sandbox). */
+/* Counts an entry the snapshot leaves out after all. */
 static int
-put_special(struct walk *w, int src, int dst, const char *name, const struct stat *st, uid_t uid,
-            gid_t gid, const struct timespec ts[2], const char *what, bool vanish_ok)
+skip(struct walk *w)
 {
-    if (S_ISLNK(st->st_mode)) {
-        char target[PATH_MAX];
-        ssize_t n = readlinkat(src, name, target, sizeof(target) - 1);
-        if (n < 0)
-            return vanish_ok && (errno == ENOENT || errno == EINVAL)
-                           ? 0
-                           : err_set(w->err, errno, "cannot read the link '%s'", name);
-        target[n] = '\0';
-        if (symlinkat(target, dst, name) < 0 ||
-            fchownat(dst, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-            utimensat(dst, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-            return err_set(w->err, errno, "cannot %s the link '%s'", what, name);
-        return 0;
-    }
-    if (mkfifoat(dst, name, 0600) < 0 || fchownat(dst, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-        fchmodat(dst, name, st->st_mode & 07777, 0) < 0 ||
-        utimensat(dst, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-        return err_set(w->err, errno, "cannot %s the fifo '%s'", what, name);
-    return 0;
+    w->st.skipped++;
+    w->st.entries--;
+    return TREE_SKIP;
 }
 
+/* --- out --- */
+
+/* What the snapshot keeps of an entry of the live sandbox, stored under
+ * in-sandbox ids with its mode and times: directories on the same file
+ * system, regular files (not foreign ones only host root could read),
+ * links and fifos; not sockets, devices, mount points. */
 static int
-too_big(struct walk *w, const char *name, uint64_t allocated)
+out_decide(void *ud, const struct tree_entry *e, struct tree_make *mk)
 {
-    return err_set(w->err, EFBIG,
-                   "the snapshot would exceed %llu bytes of file data ('%s' has %llu allocated)",
-                   (unsigned long long)w->max_bytes, name, (unsigned long long)allocated);
-}
+    struct walk *w = ud;
+    const struct stat *st = &e->st;
 
-static int out_dir(struct walk *w, int src, int dst, dev_t dev, unsigned depth);
-
-static int
-out_entry(struct walk *w, int src, int dst, const char *name, dev_t dev, unsigned depth)
-{
-    struct stat st, st2;
-    struct timespec ts[2];
-    int r;
-
-    if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0 : err_set(w->err, errno, "cannot stat '%s'", name);
-    uid_t uid = in_id(w->ids, st.st_uid);
-    gid_t gid = in_id(w->ids, st.st_gid);
-    bool foreign = uid == SNAPSHOT_NOBODY && st.st_uid != w->ids->range_first + SNAPSHOT_NOBODY;
-    times_of(&st, ts);
+    mk->uid = in_id(w->ids, st->st_uid);
+    mk->gid = in_id(w->ids, st->st_gid);
+    mk->times = true;
+    bool foreign =
+            mk->uid == SNAPSHOT_NOBODY && st->st_uid != w->ids->range_first + SNAPSHOT_NOBODY;
     if (++w->st.entries > SNAPSHOT_MAX_ENTRIES)
         return err_set(w->err, E2BIG, "the snapshot would hold more than %u entries",
                        SNAPSHOT_MAX_ENTRIES);
-
-    if (S_ISDIR(st.st_mode)) {
-        if (st.st_dev != dev) {
-            w->st.skipped++; /* a mount point: not ours to copy */
-            w->st.entries--;
-            return 0;
-        }
-        if (depth >= SNAPSHOT_MAX_DEPTH)
+    if (S_ISDIR(st->st_mode)) {
+        if (st->st_dev != w->dev)
+            return skip(w); /* a mount point: not ours to copy */
+        if (e->depth >= SNAPSHOT_MAX_DEPTH)
             return err_set(w->err, ELOOP, "directories nest deeper than %u levels",
                            SNAPSHOT_MAX_DEPTH);
-        _cleanup_close_ int s = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (s < 0)
-            return errno == ENOENT || errno == ELOOP || errno == ENOTDIR
-                           ? 0
-                           : err_set(w->err, errno, "cannot open directory '%s'", name);
-        if (fstat(s, &st2) < 0)
-            return -errno;
-        if (st2.st_dev != st.st_dev || st2.st_ino != st.st_ino)
-            return 0; /* swapped meanwhile */
-        if (mkdirat(dst, name, 0700) < 0)
-            return err_set(w->err, errno, "cannot create '%s' in the snapshot", name);
-        _cleanup_close_ int d = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (d < 0)
-            return -errno;
-        if ((r = out_dir(w, s, d, dev, depth + 1)) < 0)
-            return r;
-        return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
+        return 0;
     }
-    if (S_ISREG(st.st_mode)) {
-        if (foreign && !(st.st_mode & S_IROTH)) {
-            w->st.skipped++;
-            w->st.entries--;
+    if (S_ISREG(st->st_mode))
+        return foreign && !(st->st_mode & S_IROTH) ? skip(w) : 0;
+    if (S_ISLNK(st->st_mode) || S_ISFIFO(st->st_mode))
+        return 0;
+    return skip(w); /* sockets, devices */
+}
+
+static int
+out_failed(void *ud, const struct tree_entry *e, enum tree_step step, int error)
+{
+    struct walk *w = ud;
+    const char *name = e->name;
+
+    switch (step) {
+    case TREE_STEP_STAT:
+        return err_set(w->err, error, "cannot stat '%s'", name);
+    case TREE_STEP_OPEN:
+        return err_set(w->err, error, "cannot open directory '%s'", name);
+    case TREE_STEP_READ:
+        return err_set(w->err, error, "cannot read a directory");
+    case TREE_STEP_OPEN_FILE:
+        /* gone, swapped for a link, a socket or fifo, or not ours to read */
+        if (error == ENOENT || error == ELOOP || error == ENXIO || error == EACCES)
             return 0;
-        }
-        _cleanup_close_ int s =
-                openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        if (s < 0)
-            return errno == ENOENT || errno == ELOOP || errno == ENXIO || errno == EACCES
-                           ? 0
-                           : err_set(w->err, errno, "cannot open '%s'", name);
-        if (fstat(s, &st2) < 0)
-            return -errno;
-        if (!S_ISREG(st2.st_mode) || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev)
-            return 0;
-        _cleanup_close_ int d =
-                openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (d < 0)
-            return err_set(w->err, errno, "cannot create '%s' in the snapshot", name);
-        /* The budget counts the data written, extent by extent: a file
-         * past it stops the copy there. */
-        uint64_t n = 0, budget = w->max_bytes - w->st.bytes;
-        r = fd_copy_sparse(s, d, (uint64_t)st.st_size, w->buf, COPY_CHUNK, &budget, &n);
-        if (r == -EFBIG)
-            return too_big(w, name, (uint64_t)st.st_blocks * 512);
-        if (r < 0)
-            return err_set(w->err, -r, "cannot copy '%s'", name);
-        w->st.bytes += n;
-        return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
+        return err_set(w->err, error, "cannot open '%s'", name);
+    case TREE_STEP_READLINK:
+        return error == ENOENT || error == EINVAL
+                       ? 0 /* gone, or not a link any more */
+                       : err_set(w->err, error, "cannot read the link '%s'", name);
+    case TREE_STEP_MKDIR:
+    case TREE_STEP_CREATE:
+        return err_set(w->err, error, "cannot create '%s' in the snapshot", name);
+    case TREE_STEP_DATA:
+        if (error == EFBIG)
+            return err_set(
+                    w->err, EFBIG,
+                    "the snapshot would exceed %llu bytes of file data ('%s' has %llu allocated)",
+                    (unsigned long long)w->max_bytes, name,
+                    (unsigned long long)e->st.st_blocks * 512);
+        return err_set(w->err, error, "cannot copy '%s'", name);
+    case TREE_STEP_ATTRS:
+        return err_set(w->err, error, "cannot set the attributes of '%s'", name);
+    case TREE_STEP_LINK:
+        return err_set(w->err, error, "cannot store the link '%s'", name);
+    case TREE_STEP_FIFO:
+        return err_set(w->err, error, "cannot store the fifo '%s'", name);
+    default:
+        return -error;
     }
-    if (S_ISLNK(st.st_mode) || S_ISFIFO(st.st_mode))
-        return put_special(w, src, dst, name, &st, uid, gid, ts, "store", true);
-    w->st.skipped++; /* sockets, devices */
-    w->st.entries--;
+}
+
+static const struct tree_copy_ops out_ops = {.decide = out_decide, .failed = out_failed};
+
+/* The attributes of a top directory, from its source st. */
+static int
+top_attrs(int fd, uid_t uid, gid_t gid, const struct stat *st)
+{
+    const struct timespec ts[2] = {st->st_atim, st->st_mtim};
+    if (fchown(fd, uid, gid) < 0 || fchmod(fd, st->st_mode & 07777) < 0 || futimens(fd, ts) < 0)
+        return -errno;
     return 0;
 }
 
-static int
-out_dir(struct walk *w, int src, int dst, dev_t dev, unsigned depth)
-{
-    _cleanup_(closedirp) DIR *dir = NULL;
-    int r = open_dir_stream(src, &dir);
-    if (r < 0)
-        return err_set(w->err, -r, "cannot read a directory");
-    for (;;) {
-        errno = 0;
-        struct dirent *de = readdir(dir);
-        if (!de) {
-            if (errno)
-                return err_set(w->err, errno, "cannot read a directory");
-            return 0;
-        }
-        if (dots(de->d_name))
-            continue;
-        if ((r = out_entry(w, src, dst, de->d_name, dev, depth)) < 0)
-            return r;
-    }
-}
-
-/* mkdir -p of rel (ours, trusted) below dst; the last level's fd. */
+/* The directory rel (ours, trusted: SNAPSHOT_DIRS) below dst, made 0700 as
+ * needed and opened for writing into. */
 static int
 mkdirs_at(int dst, const char *rel, int *ret_fd)
 {
-    char buf[256];
-    if (strlen(rel) >= sizeof(buf))
-        return -ENAMETOOLONG;
-    strcpy(buf, rel);
-    _cleanup_close_ int cur = fcntl(dst, F_DUPFD_CLOEXEC, 3);
-    if (cur < 0)
+    const struct path_mkdir m = {.mode = 0700, .uid = (uid_t)-1, .gid = (gid_t)-1};
+    _cleanup_close_ int p =
+            path_mkdirat(dst, rel, PATH_BENEATH | PATH_NO_SYMLINKS | PATH_FALLBACK, &m, NULL);
+    if (p < 0)
+        return p;
+    int fd = openat(p, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
         return -errno;
-    char *save = NULL;
-    for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-        if (mkdirat(cur, c, 0700) < 0 && errno != EEXIST)
-            return -errno;
-        int next = openat(cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (next < 0)
-            return -errno;
-        (void)close(cur);
-        cur = next;
-    }
-    *ret_fd = TAKE_FD(cur);
+    *ret_fd = fd;
+    return 0;
+}
+
+/* A top directory of the view, by name below viewfd: no symlink on the
+ * way (one the sandbox planted is somebody else's tree). */
+static int
+open_top(int viewfd, const char *rel, int *ret_fd)
+{
+    int fd = path_openat(viewfd, rel, O_RDONLY | O_DIRECTORY, 0, PATH_BENEATH | PATH_NO_SYMLINKS);
+    if (fd < 0)
+        return fd;
+    *ret_fd = fd;
     return 0;
 }
 
@@ -269,17 +182,24 @@ int
 snapshot_copy_out(int viewfd, const struct vfs_ids *ids, int dstfd, uint64_t max_bytes,
                   struct snapshot_stats *ret, struct err *err)
 {
-    _cleanup_free_ char *buf = malloc(COPY_CHUNK);
-    struct walk w = {.ids = ids, .max_bytes = max_bytes, .buf = buf, .err = err};
+    struct walk w = {.ids = ids, .max_bytes = max_bytes, .err = err};
+    uint64_t budget = max_bytes;
+    /* Directories nest at most SNAPSHOT_MAX_DEPTH levels, counting the
+     * top's entries as level 1 (out_decide() refuses deeper ones). */
+    const struct tree_copy_opts o = {
+            .walk = {.max_depth = SNAPSHOT_MAX_DEPTH},
+            .mode = TREE_COPY_NEW,
+            .data_budget = &budget,
+            .ops = &out_ops,
+            .ud = &w,
+    };
     int r;
 
-    if (!buf)
-        return -ENOMEM;
     for (unsigned i = 0; i < SNAPSHOT_NDIRS; i++) {
         _cleanup_close_ int s = -EBADF, d = -EBADF;
         struct stat st;
-        struct timespec ts[2];
-        r = vfs_open_below(viewfd, SNAPSHOT_DIRS[i], &s, NULL);
+        uint64_t bytes = 0;
+        r = open_top(viewfd, SNAPSHOT_DIRS[i], &s);
         if (r == -ENOENT || r == -ELOOP || r == -ENOTDIR || r == -EXDEV)
             continue; /* missing, or a link the sandbox planted: nothing to keep */
         if (r < 0)
@@ -288,12 +208,16 @@ snapshot_copy_out(int viewfd, const struct vfs_ids *ids, int dstfd, uint64_t max
             return -errno;
         if ((r = mkdirs_at(dstfd, SNAPSHOT_DIRS[i], &d)) < 0)
             return err_set(err, -r, "cannot create '%s' in the snapshot", SNAPSHOT_DIRS[i]);
-        if ((r = out_dir(&w, s, d, st.st_dev, 1)) < 0)
+        w.dev = st.st_dev;
+        r = tree_copy(s, d, &o, &bytes);
+        w.st.bytes += bytes;
+        if (r == -E2BIG)
+            return err_set(err, E2BIG, "the snapshot would look at more than %u names",
+                           TREE_NAMES_MAX);
+        if (r < 0)
             return r;
-        times_of(&st, ts);
-        if (fchown(d, in_id(ids, st.st_uid), in_id(ids, st.st_gid)) < 0 ||
-            fchmod(d, st.st_mode & 07777) < 0 || futimens(d, ts) < 0)
-            return err_set(err, errno, "cannot set the attributes of '%s'", SNAPSHOT_DIRS[i]);
+        if ((r = top_attrs(d, in_id(ids, st.st_uid), in_id(ids, st.st_gid), &st)) < 0)
+            return err_set(err, -r, "cannot set the attributes of '%s'", SNAPSHOT_DIRS[i]);
     }
     if (ret)
         *ret = w.st;
@@ -302,141 +226,99 @@ snapshot_copy_out(int viewfd, const struct vfs_ids *ids, int dstfd, uint64_t max
 
 /* --- in --- */
 
-static uint32_t
-host_id(const struct vfs_ids *ids, uint32_t in)
-{
-    return ids->range_first + (in < ids->range_len ? in : SNAPSHOT_NOBODY);
-}
-
-static int in_dir(struct walk *w, int src, int dst, dev_t dev, unsigned depth);
-
+/* Everything the snapshot holds goes back, under the sandbox's host ids. */
 static int
-in_entry(struct walk *w, int src, int dst, const char *name, dev_t dev, unsigned depth)
+in_decide(void *ud, const struct tree_entry *e, struct tree_make *mk)
 {
-    struct stat st, cur;
-    struct timespec ts[2];
-    int r;
-
-    if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0
-                               : err_set(w->err, errno, "cannot stat '%s' in the snapshot", name);
-    uid_t uid = host_id(w->ids, st.st_uid);
-    gid_t gid = host_id(w->ids, st.st_gid);
-    times_of(&st, ts);
-    bool exists = fstatat(dst, name, &cur, AT_SYMLINK_NOFOLLOW) == 0;
-    if (exists && cur.st_dev != dev && S_ISDIR(cur.st_mode))
-        return 0; /* a mount point in the new sandbox: leave it */
-    if (exists && !(S_ISDIR(st.st_mode) && S_ISDIR(cur.st_mode))) {
-        if ((r = rm_rf_at(dst, name)) < 0)
-            return err_set(w->err, -r, "cannot replace '%s'", name);
-        exists = false;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        if (depth >= SNAPSHOT_MAX_DEPTH)
-            return err_set(w->err, ELOOP, "directories nest deeper than %u levels",
-                           SNAPSHOT_MAX_DEPTH);
-        if (!exists && mkdirat(dst, name, 0700) < 0)
-            return err_set(w->err, errno, "cannot create '%s'", name);
-        _cleanup_close_ int s = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int d = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (s < 0 || d < 0)
-            return err_set(w->err, errno, "cannot open directory '%s'", name);
-        if ((r = in_dir(w, s, d, dev, depth + 1)) < 0)
-            return r;
-        return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
-    }
-    if (S_ISREG(st.st_mode)) {
-        _cleanup_close_ int s = openat(src, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int d =
-                openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (s < 0 || d < 0)
-            return err_set(w->err, errno, "cannot restore '%s'", name);
-        r = fd_copy_sparse(s, d, (uint64_t)st.st_size, w->buf, COPY_CHUNK, NULL, NULL);
-        if (r < 0)
-            return err_set(w->err, -r, "cannot restore '%s'", name);
-        return set_attrs(w, d, uid, gid, st.st_mode, ts, name);
-    }
-    if (S_ISLNK(st.st_mode) || S_ISFIFO(st.st_mode))
-        return put_special(w, src, dst, name, &st, uid, gid, ts, "restore", false);
-    return 0;
+    struct walk *w = ud;
+    mk->uid = host_id(w->ids, e->st.st_uid);
+    mk->gid = host_id(w->ids, e->st.st_gid);
+    mk->times = true;
+    if (S_ISDIR(e->st.st_mode) && e->depth >= SNAPSHOT_MAX_DEPTH)
+        return err_set(w->err, ELOOP, "directories nest deeper than %u levels", SNAPSHOT_MAX_DEPTH);
+    if (S_ISREG(e->st.st_mode) || S_ISDIR(e->st.st_mode) || S_ISLNK(e->st.st_mode) ||
+        S_ISFIFO(e->st.st_mode))
+        return 0;
+    return TREE_SKIP;
 }
 
 static int
-in_dir(struct walk *w, int src, int dst, dev_t dev, unsigned depth)
+in_failed(void *ud, const struct tree_entry *e, enum tree_step step, int error)
 {
-    _cleanup_(closedirp) DIR *dd = NULL;
-    _cleanup_(closedirp) DIR *sd = NULL;
-    struct stat st;
-    int r;
+    struct walk *w = ud;
+    const char *name = e->name;
 
-    /* What the snapshot does not have goes first. */
-    if ((r = open_dir_stream(dst, &dd)) < 0)
-        return err_set(w->err, -r, "cannot read a directory");
-    for (;;) {
-        errno = 0;
-        struct dirent *de = readdir(dd);
-        if (!de) {
-            if (errno)
-                return err_set(w->err, errno, "cannot read a directory");
-            break;
-        }
-        if (dots(de->d_name) || fstatat(src, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-            continue;
-        struct stat cur;
-        if (fstatat(dst, de->d_name, &cur, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(cur.st_mode) &&
-            cur.st_dev != dev)
-            continue; /* a mount point */
-        if ((r = rm_rf_at(dst, de->d_name)) < 0)
-            return err_set(w->err, -r, "cannot remove '%s'", de->d_name);
-    }
-    if ((r = open_dir_stream(src, &sd)) < 0)
-        return err_set(w->err, -r, "cannot read a snapshot directory");
-    for (;;) {
-        errno = 0;
-        struct dirent *de = readdir(sd);
-        if (!de) {
-            if (errno)
-                return err_set(w->err, errno, "cannot read a snapshot directory");
-            return 0;
-        }
-        if (dots(de->d_name))
-            continue;
-        if ((r = in_entry(w, src, dst, de->d_name, dev, depth)) < 0)
-            return r;
+    switch (step) {
+    case TREE_STEP_STAT:
+        return err_set(w->err, error, "cannot stat '%s' in the snapshot", name);
+    case TREE_STEP_OPEN:
+    case TREE_STEP_OPEN_DST:
+        return err_set(w->err, error, "cannot open directory '%s'", name);
+    case TREE_STEP_READ:
+        return err_set(w->err, error, "cannot read a snapshot directory");
+    case TREE_STEP_READ_DST:
+        return err_set(w->err, error, "cannot read a directory");
+    case TREE_STEP_REPLACE:
+        return err_set(w->err, error, "cannot replace '%s'", name);
+    case TREE_STEP_REMOVE:
+        return err_set(w->err, error, "cannot remove '%s'", name);
+    case TREE_STEP_MKDIR:
+        return err_set(w->err, error, "cannot create '%s'", name);
+    case TREE_STEP_OPEN_FILE:
+    case TREE_STEP_CREATE:
+    case TREE_STEP_DATA:
+        return err_set(w->err, error, "cannot restore '%s'", name);
+    case TREE_STEP_ATTRS:
+        return err_set(w->err, error, "cannot set the attributes of '%s'", name);
+    case TREE_STEP_READLINK:
+        return err_set(w->err, error, "cannot read the link '%s'", name);
+    case TREE_STEP_LINK:
+        return err_set(w->err, error, "cannot restore the link '%s'", name);
+    case TREE_STEP_FIFO:
+        return err_set(w->err, error, "cannot restore the fifo '%s'", name);
+    default:
+        return -error;
     }
 }
+
+static const struct tree_copy_ops in_ops = {.decide = in_decide, .failed = in_failed};
 
 int
 snapshot_copy_in(int srcfd, int viewfd, const struct vfs_ids *ids, struct err *err)
 {
-    _cleanup_free_ char *buf = malloc(COPY_CHUNK);
-    struct walk w = {.ids = ids, .buf = buf, .err = err};
+    struct walk w = {.ids = ids, .err = err};
+    /* The view is made equal to the snapshot: what it lacks goes, mount
+     * points of the new sandbox stay (util/tree.h TREE_COPY_SYNC). */
+    const struct tree_copy_opts o = {
+            .walk = {.max_depth = SNAPSHOT_MAX_DEPTH},
+            .mode = TREE_COPY_SYNC,
+            .ops = &in_ops,
+            .ud = &w,
+    };
     int r;
 
-    if (!buf)
-        return -ENOMEM;
     for (unsigned i = 0; i < SNAPSHOT_NDIRS; i++) {
         _cleanup_close_ int s = -EBADF, d = -EBADF;
-        struct stat st, dst;
-        struct timespec ts[2];
-        r = vfs_open_below(srcfd, SNAPSHOT_DIRS[i], &s, NULL);
+        struct stat st;
+        r = open_top(srcfd, SNAPSHOT_DIRS[i], &s);
         if (r == -ENOENT)
             continue;
         if (r < 0)
             return err_set(err, -r, "cannot open '%s' in the snapshot", SNAPSHOT_DIRS[i]);
-        r = vfs_open_below(viewfd, SNAPSHOT_DIRS[i], &d, NULL);
+        r = open_top(viewfd, SNAPSHOT_DIRS[i], &d);
         if (r == -ENOENT)
             continue;
         if (r < 0)
             return err_set(err, -r, "cannot open /%s in the sandbox", SNAPSHOT_DIRS[i]);
-        if (fstat(s, &st) < 0 || fstat(d, &dst) < 0)
+        if (fstat(s, &st) < 0)
             return -errno;
-        if ((r = in_dir(&w, s, d, dst.st_dev, 1)) < 0)
+        r = tree_copy(s, d, &o, NULL);
+        if (r == -E2BIG)
+            return err_set(err, E2BIG, "the snapshot holds more than %u names", TREE_NAMES_MAX);
+        if (r < 0)
             return r;
-        times_of(&st, ts);
-        if (fchown(d, host_id(ids, st.st_uid), host_id(ids, st.st_gid)) < 0 ||
-            fchmod(d, st.st_mode & 07777) < 0 || futimens(d, ts) < 0)
-            return err_set(err, errno, "cannot set the attributes of /%s", SNAPSHOT_DIRS[i]);
+        if ((r = top_attrs(d, host_id(ids, st.st_uid), host_id(ids, st.st_gid), &st)) < 0)
+            return err_set(err, -r, "cannot set the attributes of /%s", SNAPSHOT_DIRS[i]);
     }
     return 0;
 }

@@ -17,12 +17,12 @@
  * separate files; xattrs, sockets and device nodes are not kept; nested
  * mount points (a different st_dev than their top directory) are skipped.
  *
- * The sandbox is hostile and may swap paths while we copy: every name is
- * opened relative to a pinned directory fd with O_NOFOLLOW (directories
- * re-checked by fstat after open), regular files with O_NONBLOCK so a
- * fifo swapped in cannot hang us; no symlink is ever followed. A regular
- * file owned outside the sandbox's range that is not world-readable is
- * skipped (it could only be a host file linked in).
+ * The sandbox is hostile and may swap paths while we copy: both directions
+ * are copies of util/tree.h, so every name is opened relative to a pinned
+ * directory fd with O_NOFOLLOW (re-checked by fstat after open), regular
+ * files with O_NONBLOCK so a fifo swapped in cannot hang us; no symlink is
+ * ever followed. A regular file owned outside the sandbox's range that is
+ * not world-readable is skipped (it could only be a host file linked in).
  *
  * Functions block (plain file system calls; run them on a worker thread),
  * keep no state, return 0 or -errno and fill err; fds are borrowed.

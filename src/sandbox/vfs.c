@@ -494,20 +494,6 @@ vfs_open_below(int dirfd, const char *rel, int *ret_fd, struct err *err)
 
 /* --- creating --- */
 
-/* Gives a directory we just made in dir to uid:gid with mode 0755 (not
- * umask's). If the sandbox swapped the name meanwhile, it is not ours to
- * touch any more. */
-static int
-own_dir(int dir, const char *name, uid_t uid, gid_t gid)
-{
-    _cleanup_close_ int d = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (d < 0)
-        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
-    if (fchown(d, uid, gid) < 0 || fchmod(d, 0755) < 0)
-        return -errno;
-    return 0;
-}
-
 static void
 acting(const struct vfs_ids *ids, bool as_root, uid_t *uid, gid_t *gid)
 {
@@ -947,82 +933,47 @@ vfs_set_meta(int fd, const struct vfs_meta *m, struct err *err)
 /* --- copying in --- */
 
 struct copy {
-    const struct vfs_ids *ids;
     uid_t uid;
     gid_t gid;
     size_t left; /* entries the copy may still make */
 };
 
-/* Copies the entry name below sdir to name below ddir (both already
- * pinned), a directory with what it holds. No link is followed on either
- * side; an existing file or link at the destination is replaced, an
- * existing directory merged into. */
+/* What a source entry becomes (util/tree.h): a regular file 0755 if its
+ * owner may run it, else 0644; a directory 0755; a link as it is; all the
+ * acting user's. Devices, fifos and sockets are not copied. */
 static int
-copy_entry(struct copy *c, int sdir, const char *sname, int ddir, const char *dname, int depth)
+copy_decide(void *ud, const struct tree_entry *e, struct tree_make *mk)
 {
-    struct stat st;
-    if (depth > VFS_COPY_MAX_DEPTH)
+    struct copy *c = ud;
+    if (e->depth > VFS_COPY_MAX_DEPTH)
         return -ELOOP;
     if (c->left-- == 0)
         return -E2BIG;
-    if (fstatat(sdir, sname, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return -errno;
-    if (S_ISREG(st.st_mode)) {
-        _cleanup_close_ int in =
-                openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (in < 0)
-            return -errno;
-        if (unlinkat(ddir, dname, 0) < 0 && errno != ENOENT)
-            return errno == EISDIR ? -EEXIST : -errno;
-        _cleanup_close_ int out =
-                openat(ddir, dname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       (st.st_mode & 0100) ? 0755 : 0644);
-        if (out < 0)
-            return -errno;
-        char buf[65536];
-        /* Holes stay holes: a sparse file in a template costs no more in
-         * the layer than in the template. */
-        int r = fd_copy_sparse(in, out, (uint64_t)st.st_size, buf, sizeof(buf), NULL, NULL);
-        if (r < 0)
-            return r;
-        if (fchown(out, c->uid, c->gid) < 0 || fchmod(out, (st.st_mode & 0100) ? 0755 : 0644) < 0)
-            return -errno;
-        return 0;
-    }
-    if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX_LEN + 1];
-        ssize_t l = readlinkat(sdir, sname, target, sizeof(target) - 1);
-        if (l < 0)
-            return -errno;
-        target[l] = '\0';
-        if (unlinkat(ddir, dname, 0) < 0 && errno != ENOENT)
-            return errno == EISDIR ? -EEXIST : -errno;
-        if (symlinkat(target, ddir, dname) < 0 ||
-            fchownat(ddir, dname, c->uid, c->gid, AT_SYMLINK_NOFOLLOW) < 0)
-            return -errno;
-        return 0;
-    }
-    if (!S_ISDIR(st.st_mode))
-        return -EPERM; /* devices, fifos, sockets are not copied */
-    if (mkdirat(ddir, dname, 0755) == 0) {
-        int r = own_dir(ddir, dname, c->uid, c->gid);
-        if (r < 0)
-            return r;
-    } else if (errno != EEXIST) {
-        return -errno;
-    }
-    _cleanup_close_ int sd = openat(sdir, sname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    _cleanup_close_ int dd = openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (sd < 0 || dd < 0)
-        return sd < 0 ? -errno : errno == ELOOP ? -ENOTDIR : -errno;
-    char **names = NULL;
-    size_t n = 0;
-    int r = fd_dir_names(sd, c->left, &names, &n);
-    for (size_t i = 0; r >= 0 && i < n; i++)
-        r = copy_entry(c, sd, names[i], dd, names[i], depth + 1);
-    fd_names_free(names, n);
-    return r;
+    mk->uid = c->uid;
+    mk->gid = c->gid;
+    if (S_ISREG(e->st.st_mode))
+        mk->mode = (e->st.st_mode & 0100) ? 0755 : 0644;
+    else if (S_ISDIR(e->st.st_mode))
+        mk->mode = 0755;
+    else if (!S_ISLNK(e->st.st_mode))
+        return -EPERM;
+    return 0;
 }
+
+/* Every failure stops the copy; two say what is in the way. */
+static int
+copy_failed(void *ud, const struct tree_entry *e, enum tree_step step, int error)
+{
+    (void)ud;
+    (void)e;
+    if (step == TREE_STEP_REPLACE && error == EISDIR)
+        return -EEXIST; /* a directory where a file or link goes */
+    if (step == TREE_STEP_OPEN_DST && error == ELOOP)
+        return -ENOTDIR; /* a link where a directory goes */
+    return -error;
+}
+
+static const struct tree_copy_ops copy_ops = {.decide = copy_decide, .failed = copy_failed};
 
 int
 vfs_copy_in(int rootfd, const struct vfs_ids *ids, int srcdir, const char *src, const char *dst,
@@ -1030,7 +981,15 @@ vfs_copy_in(int rootfd, const struct vfs_ids *ids, int srcdir, const char *src, 
 {
     char sparent[PATH_MAX_LEN + 1], sname[PATH_NAME_MAX + 1], dname[PATH_NAME_MAX + 1];
     char dparent[PATH_MAX_LEN + 1];
-    struct copy c = {.ids = ids, .left = VFS_COPY_MAX_ENTRIES};
+    struct copy c = {.left = VFS_COPY_MAX_ENTRIES};
+    /* Files and links replace what is at their names, directories are
+     * merged into; no link is followed on either side (util/tree.h). */
+    const struct tree_copy_opts o = {
+            .walk = {.max_depth = VFS_COPY_MAX_DEPTH, .max_names = VFS_COPY_MAX_ENTRIES},
+            .mode = TREE_COPY_REPLACE,
+            .ops = &copy_ops,
+            .ud = &c,
+    };
     int r;
 
     acting(ids, as_root, &c.uid, &c.gid);
@@ -1057,7 +1016,7 @@ vfs_copy_in(int rootfd, const struct vfs_ids *ids, int srcdir, const char *src, 
     _cleanup_close_ int dd = mkdir_in_root(rootfd, dparent, c.uid, c.gid, NULL);
     if (dd < 0)
         return fail(err, dd, dparent, "create directory");
-    r = copy_entry(&c, slash ? sd : srcdir, sname, dd, dname, 0);
+    r = tree_copy_at(slash ? sd : srcdir, sname, dd, dname, &o, NULL);
     if (r == -E2BIG)
         return err_set(err, E2BIG, "more than %d entries to copy to '%.512s'", VFS_COPY_MAX_ENTRIES,
                        dst);
