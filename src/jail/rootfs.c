@@ -4,7 +4,6 @@
  */
 #include "jail/rootfs.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

@@ -3,7 +3,6 @@
  */
 #include "sandbox/files.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>

@@ -13,7 +13,6 @@
 #include "sandbox/vfs.h"
 
 #include <assert.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
