@@ -22,17 +22,37 @@ after(async () => {
   if (d) await d.stop();
 });
 
-// Resolves once pred(events) holds, or fails after ms with what arrived.
-async function until(events, pred, ms = 5000) {
+const has = (type, name) => (evs) => evs.some((e) => e.type === type && e.name === name);
+const seen = (evs) => evs.map((e) => `${e.type} ${e.name}`);
+
+// Resolves once pred(events) holds, or fails after ms with what arrived
+// and how the watch ended, if it did (events.exit, set by watching()).
+// Generous: a loaded CI machine running the ASan build is slow.
+async function until(events, pred, ms = 20000) {
   const t0 = Date.now();
   while (!pred(events)) {
-    if (Date.now() - t0 > ms) assert.fail(`timed out; events: ${JSON.stringify(events, null, 1)}`);
+    if (Date.now() - t0 > ms)
+      assert.fail(
+        `timed out; the watch ${events.exit === undefined ? 'still runs' : `ended: ${events.exit}`}; ` +
+          `events: ${JSON.stringify(seen(events))}`,
+      );
     await sleep(20);
   }
 }
 
-const has = (type, name) => (evs) => evs.some((e) => e.type === type && e.name === name);
-const seen = (evs) => evs.map((e) => `${e.type} ${e.name}`);
+// A watch of dir that collects its events (and how it ended) in an array.
+// No deadline (timeoutMs 0): the SDK's default of 60 s would end a watch
+// that a slow machine keeps open longer, and the test would wait in vain.
+async function watching(dir, opts = {}) {
+  const events = [];
+  const h = await sbx.files.watchDir(dir, (e) => events.push(e), {
+    timeoutMs: 0,
+    ...opts,
+    onExit: (e) => (events.exit = e ? `${e.name}: ${e.message}` : 'without error'),
+  });
+  return { events, h };
+}
+
 
 // inotify descriptors abxd holds open: one per live watch, nothing else.
 function inotifyFds() {
@@ -84,8 +104,7 @@ async function run(cmd, opts) {
 
 test('create, write, chmod, rename, remove in a watched directory', async () => {
   await run('mkdir -p w1');
-  const events = [];
-  const h = await sbx.files.watchDir('w1', (e) => events.push(e));
+  const { events, h } = await watching('w1');
   try {
     await run('echo hi > w1/a.txt');
     await until(events, has('write', 'a.txt'));
@@ -113,8 +132,7 @@ test('create, write, chmod, rename, remove in a watched directory', async () => 
 
 test('recursive: directories made (and moved) after the start are watched', async () => {
   await run('mkdir -p rw/pre/deep && mkdir -p /tmp/outside && ln -s /tmp/outside rw/link');
-  const events = [];
-  const h = await sbx.files.watchDir('rw', (e) => events.push(e), { recursive: true });
+  const { events, h } = await watching('rw', { recursive: true });
   try {
     // Existing subdirectories are watched from the start.
     await run('echo x > rw/pre/deep/f');
@@ -144,7 +162,7 @@ test('recursive: directories made (and moved) after the start are watched', asyn
     // Removing a tree.
     await run('rm -rf rw/a');
     await until(events, has('remove', 'a'));
-    assert.ok(has('remove', 'a/b/c/f')(events));
+    assert.ok(has('remove', 'a/b/c/f')(events), JSON.stringify(seen(events)));
   } finally {
     await h.stop();
   }
@@ -152,8 +170,7 @@ test('recursive: directories made (and moved) after the start are watched', asyn
 
 test('includeEntry: CREATE, WRITE and CHMOD carry the entry, REMOVE does not', async () => {
   await run('mkdir -p ie');
-  const events = [];
-  const h = await sbx.files.watchDir('ie', (e) => events.push(e), { includeEntry: true });
+  const { events, h } = await watching('ie', { includeEntry: true });
   const last = (type, name) => events.findLast((e) => e.type === type && e.name === name);
   try {
     await run('printf 12345 > ie/f.txt');
@@ -202,10 +219,8 @@ test('errors: a missing directory, a file, an absent user', async () => {
 
 test('/tmp and the root user', async () => {
   await run('mkdir -p /tmp/w && chmod 777 /tmp/w');
-  const events = [];
-  const h = await sbx.files.watchDir('/tmp/w', (e) => events.push(e));
-  const r = [];
-  const hr = await sbx.files.watchDir('~', (e) => r.push(e), { user: 'root' });
+  const { events, h } = await watching('/tmp/w');
+  const { events: r, h: hr } = await watching('~', { user: 'root' });
   try {
     await run('touch /tmp/w/a');
     await until(events, has('create', 'a'));
