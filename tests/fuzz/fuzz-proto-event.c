@@ -28,9 +28,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct proto_hdr h;
     memcpy(&h, data, sizeof(h));
     CHECK(h.len == size);
-    /* tag proto-type: the type on the wire is exactly the decoded one */
-    if (!fuzz_ignored("proto-type"))
-        CHECK(h.type == ev.type);
+    CHECK(h.type == ev.type); /* the type on the wire is exactly the decoded one */
     CHECK(ev.errnum <= 4095);
     proto_writer_init(&w, again, sizeof(again), h.type);
     switch (ev.type) {
