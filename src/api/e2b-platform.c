@@ -377,10 +377,34 @@ pct_decode(char *s, bool form)
     *w = '\0';
 }
 
+int
+e2b_meta_filter_parse(struct e2b_meta_filter *m, const char *v, struct err *err)
+{
+    m->n = 0;
+    if (strlen(v) >= sizeof(m->buf))
+        return err_set(err, EINVAL, "'metadata' is too long");
+    strcpy(m->buf, v);
+    char *save = NULL;
+    for (char *pair = strtok_r(m->buf, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+        if (m->n == ELEMENTSOF(m->keys))
+            return err_set(err, EINVAL, "'metadata' has too many pairs");
+        char *eq = strchr(pair, '=');
+        if (!eq)
+            return err_set(err, EINVAL, "'metadata' must be key=value pairs");
+        *eq = '\0';
+        /* form-decoded once, then percent-decoded once more */
+        pct_decode(pair, true);
+        pct_decode(eq + 1, true);
+        pct_decode(pair, false);
+        pct_decode(eq + 1, false);
+        m->keys[m->n] = pair;
+        m->vals[m->n++] = eq + 1;
+    }
+    return 0;
+}
+
 struct filter {
-    char meta_buf[2048];
-    const char *keys[32], *vals[32];
-    size_t n_meta;
+    struct e2b_meta_filter meta;
     bool running, paused;
     uint64_t started_after;
     const char *tmpl;
@@ -398,28 +422,8 @@ decode_filter(struct http_req *req, struct filter *f, struct err *err)
     if ((v = http_req_query(req, "startedAfter")) && *v && parse_rfc3339(v, &f->started_after) < 0)
         return err_set(err, EINVAL, "'startedAfter' must be an RFC 3339 time");
     f->tmpl = http_req_query(req, "template");
-    if ((v = http_req_query(req, "metadata")) && *v) {
-        if (strlen(v) >= sizeof(f->meta_buf))
-            return err_set(err, EINVAL, "'metadata' is too long");
-        strcpy(f->meta_buf, v);
-        char *save = NULL;
-        for (char *pair = strtok_r(f->meta_buf, "&", &save); pair;
-             pair = strtok_r(NULL, "&", &save)) {
-            if (f->n_meta == ELEMENTSOF(f->keys))
-                return err_set(err, EINVAL, "'metadata' has too many pairs");
-            char *eq = strchr(pair, '=');
-            if (!eq)
-                return err_set(err, EINVAL, "'metadata' must be key=value pairs");
-            *eq = '\0';
-            /* form-decoded once, then percent-decoded once more */
-            pct_decode(pair, true);
-            pct_decode(eq + 1, true);
-            pct_decode(pair, false);
-            pct_decode(eq + 1, false);
-            f->keys[f->n_meta] = pair;
-            f->vals[f->n_meta++] = eq + 1;
-        }
-    }
+    if ((v = http_req_query(req, "metadata")) && *v)
+        return e2b_meta_filter_parse(&f->meta, v, err);
     return 0;
 }
 
@@ -450,9 +454,9 @@ matches(struct api *a, const struct item *it, const struct filter *f, const stru
         if (!t || t != et)
             return false;
     }
-    for (size_t i = 0; i < f->n_meta; i++) {
-        json_t *v = json_object_get(meta, f->keys[i]);
-        if (!v || !json_is_string(v) || strcmp(json_string_value(v), f->vals[i]))
+    for (size_t i = 0; i < f->meta.n; i++) {
+        json_t *v = json_object_get(meta, f->meta.keys[i]);
+        if (!v || !json_is_string(v) || strcmp(json_string_value(v), f->meta.vals[i]))
             return false;
     }
     return true;
