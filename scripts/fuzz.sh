@@ -34,7 +34,7 @@ CORPORA=tests/fuzz/corpus
 max_len() {
     case $1 in
     parse | names | proto-event | rfc3339) echo 256 ;;
-    b64 | command | resolve | host | e2b-filter) echo 1024 ;;
+    b64 | command | resolve | e2b) echo 1024 ;;
     connect | sudo-msg | tool-manifest | keys | tool-select) echo 2048 ;;
     path | tar | fileops) echo 8192 ;;
     *) echo 4096 ;;
