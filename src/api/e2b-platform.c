@@ -356,21 +356,27 @@ out:
 
 /* --- list --- */
 
-/* One percent-decoding pass in place ('+' as a space when form is set). */
+static int
+hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)(c | 0x20);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* One percent-decoding pass in place ('+' as a space when form is set):
+ * '%' and exactly two hex digits (not "%00"), else the bytes stay. */
 static void
 pct_decode(char *s, bool form)
 {
     char *w = s;
     for (char *p = s; *p; p++) {
-        if (*p == '%' && p[1] && p[2]) {
-            char hex[3] = {p[1], p[2], 0};
-            char *end;
-            long v = strtol(hex, &end, 16);
-            if (*end == '\0' && v > 0) {
-                *w++ = (char)v;
-                p += 2;
-                continue;
-            }
+        int hi = *p == '%' ? hex_digit(p[1]) : -1, lo = hi >= 0 ? hex_digit(p[2]) : -1;
+        if (lo >= 0 && hi * 16 + lo > 0) {
+            *w++ = (char)(hi * 16 + lo);
+            p += 2;
+            continue;
         }
         *w++ = form && *p == '+' ? ' ' : *p;
     }
