@@ -82,6 +82,8 @@ chunk() {
     local u s
     read -r u s < <(tail -1 "$OUT/logs/$t.time")
     CPU=$(echo "$CPU + ${u:-0} + ${s:-0}" | bc)
+    echo "$(date -u +%FT%TZ) $secs s wall: ${u:-0} user + ${s:-0} sys, $CPU CPU s so far" \
+        >>"$OUT/logs/$t.cpu"
     local n
     n=$(grep -E '^stat::number_of_executed_units:' "$log" | awk '{print $2}')
     EXECS=$((EXECS + ${n:-0}))
