@@ -124,9 +124,11 @@ for t in $TARGETS; do
         echo "fuzz-$t: $finding (log: $OUT/logs/$t.log)"
     fi
     if [ -z "${FUZZ_NO_MERGE:-}" ]; then
-        # Only what adds coverage to the committed corpus goes into it.
+        # Only what adds edges to the committed corpus goes into it (hit
+        # counts aside, and a small set covering them), so it stays small.
         before=$(ls "$CORPORA/$t" | wc -l)
-        "$BUILD/tests/fuzz/fuzz-$t" -merge=1 -max_len="$(max_len "$t")" -timeout=10 \
+        "$BUILD/tests/fuzz/fuzz-$t" -set_cover_merge=1 -use_counters=0 \
+            -max_len="$(max_len "$t")" -timeout=10 \
             "$CORPORA/$t" "$OUT/work/$t" >"$OUT/logs/$t.merge.log" 2>&1 ||
             echo "fuzz-$t: merge failed (log: $OUT/logs/$t.merge.log)"
         added=$(($(ls "$CORPORA/$t" | wc -l) - before))
