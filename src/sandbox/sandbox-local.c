@@ -1,5 +1,5 @@
 /*
- * sandbox.c - the local Sandbox: a jail, a warm pool, and a process table.
+ * sandbox-local.c - the local Sandbox: a jail, a warm pool, and a process table.
  */
 #include "sandbox/sandbox.h"
 
