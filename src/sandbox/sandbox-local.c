@@ -1,7 +1,12 @@
 /*
  * sandbox-local.c - the local Sandbox: a jail, a warm pool, and a process table.
+ *
+ * The implementation of sandbox.h on jail.h (its ops tables are at the
+ * end). sandbox.h's neutral limits and file systems become jail types
+ * here and nowhere else; the jail host is borrowed from whoever made it
+ * (abxd, through sandbox-local.h). The file work itself is fileops.h's.
  */
-#include "sandbox/sandbox.h"
+#include "sandbox/sandbox-local.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +20,13 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "jail/cgroup.h"
 #include "jail/rootfs.h"
 #include "sandbox/fileops.h"
+#include "sandbox/sandbox-internal.h"
 #include "sandbox/vfs.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
-#include "util/parse.h"
 #include "util/path.h"
 #include "util/rand.h"
 #include "util/timeutil.h"
@@ -34,12 +40,13 @@ extern const char abx_fileops_blob_end[];
 
 struct pooled {
     struct list link;
-    struct sandbox_host *host;
+    struct local_host *host;
     struct jail *jail;
     bool ready;
 };
 
-struct sandbox_host {
+struct local_host {
+    struct sandbox_host pub;
     struct loop *loop;
     struct jail_host *jh;
     struct sandbox_host_config cfg;
@@ -73,13 +80,12 @@ struct pending {
 
 enum sb_state { SB_CREATING, SB_READY, SB_DYING, SB_GONE };
 
-struct sandbox {
-    struct sandbox_host *host;
-    char id[64];
+struct local_sb {
+    struct sandbox pub;
+    struct local_host *host;
     struct jail *jail;
     enum sb_state state;
     bool was_ready;
-    struct jail_limits limits;
     char **env;
     size_t nenv;
     struct list procs;
@@ -91,50 +97,79 @@ struct sandbox {
     uint64_t next_token;
     sandbox_ready_fn ready;
     void *ready_ud;
-    sandbox_gone_fn gone;
-    void *gone_ud;
     uint64_t t0;
-    struct sandbox_timings timings;
     uint64_t oom_seen;     /* the cgroup's OOM-kill count when last looked at */
     int view_fd;           /* the sandbox's "/" (see pin_view()), or -errno */
     struct fileops *fo[2]; /* file work as "user" [0] and as root [1]; made on first use */
 };
 
 static const struct jail_callbacks sandbox_jail_cb;
-static void pool_refill(struct sandbox_host *h);
+static const struct sandbox_ops local_ops;
+static const struct sandbox_host_ops local_host_ops;
+static void pool_refill(struct local_host *h);
+static void local_free(struct sandbox *pub);
+static void local_vfs_ids(const struct sandbox *pub, struct vfs_ids *ret);
+
+#define LHOST(p)  container_of(p, struct local_host, pub)
+#define CLHOST(p) const_container_of(p, struct local_host, pub)
+#define LSB(p)    container_of(p, struct local_sb, pub)
+#define CLSB(p)   const_container_of(p, struct local_sb, pub)
+
+/* --- the neutral types of sandbox.h, as jail takes them --- */
+
+_Static_assert(SANDBOX_MAX_LAYERS == JAIL_MAX_LAYERS, "sandbox_fs and jail_fs stack alike");
+
+static struct jail_limits
+to_jail_limits(const struct sandbox_limits *l)
+{
+    return (struct jail_limits){.memory_bytes = l->memory_bytes,
+                                .cpu_millis = l->cpu_millis,
+                                .pids = l->pids,
+                                .disk_bytes = l->disk_bytes};
+}
 
 /* --- descriptors --- */
 
 static bool
-host_fds_fit(const struct sandbox_host *h, unsigned n)
+host_fds_fit(const struct local_host *h, unsigned n)
 {
     return !h->fd_budget || h->fds + n <= h->fd_budget;
 }
 
 static void
-host_fds_release(struct sandbox_host *h, unsigned n)
+host_fds_release(struct local_host *h, unsigned n)
 {
     h->fds = n < h->fds ? h->fds - n : 0;
 }
 
 /* jail_create() with its descriptors charged to the host. */
 static int
-host_jail_create(struct sandbox_host *h, const char *id, const struct jail_limits *limits,
-                 const struct jail_fs *fs, const struct jail_callbacks *cb, void *ud,
+host_jail_create(struct local_host *h, const char *id, const struct sandbox_limits *limits,
+                 const struct sandbox_fs *fs, const struct jail_callbacks *cb, void *ud,
                  struct jail **ret, struct err *err)
 {
+    struct jail_limits jl = to_jail_limits(limits);
+    struct jail_fs jfs = {0};
+    if (fs) {
+        if (fs->nlayers > JAIL_MAX_LAYERS)
+            return err_set(err, E2BIG, "more than %d file system layers", JAIL_MAX_LAYERS);
+        jfs = (struct jail_fs){.layers = fs->layers,
+                               .nlayers = fs->nlayers,
+                               .upper = fs->upper,
+                               .disk_bytes = fs->disk_bytes};
+    }
     if (!host_fds_fit(h, SANDBOX_JAIL_FDS))
         return err_set(err, EMFILE,
                        "abxd has no descriptors left for another sandbox (%u of %u in use)", h->fds,
                        h->fd_budget);
-    int r = jail_create(h->jh, h->loop, id, limits, fs, cb, ud, ret, err);
+    int r = jail_create(h->jh, h->loop, id, &jl, fs ? &jfs : NULL, cb, ud, ret, err);
     if (r == 0)
         h->fds += SANDBOX_JAIL_FDS;
     return r;
 }
 
 static void
-host_jail_free(struct sandbox_host *h, struct jail *j)
+host_jail_free(struct local_host *h, struct jail *j)
 {
     if (!j)
         return;
@@ -145,27 +180,30 @@ host_jail_free(struct sandbox_host *h, struct jail *j)
 /* A process's descriptors, charged in sandbox_exec(), come back when it
  * ends (or never started). */
 static void
-fds_release(struct sandbox *sb, unsigned n)
+fds_release(struct local_sb *sb, unsigned n)
 {
     sb->fds = n < sb->fds ? sb->fds - n : 0;
     host_fds_release(sb->host, n);
 }
 
-void
-sandbox_host_set_fd_budget(struct sandbox_host *h, uint32_t budget)
+static void
+local_host_set_fd_budget(struct sandbox_host *pub, uint32_t budget)
 {
+    struct local_host *h = LHOST(pub);
     h->fd_budget = budget;
 }
 
-uint32_t
-sandbox_host_fds(const struct sandbox_host *h)
+static uint32_t
+local_host_fds(const struct sandbox_host *pub)
 {
+    const struct local_host *h = CLHOST(pub);
     return h->fds;
 }
 
-uint32_t
-sandbox_fd_limit(const struct sandbox_host *h)
+static uint32_t
+local_fd_limit(const struct sandbox_host *pub)
 {
+    const struct local_host *h = CLHOST(pub);
     if (!h->fd_budget)
         return SANDBOX_MAX_FDS;
     return MIN((uint32_t)SANDBOX_MAX_FDS, h->fd_budget / SANDBOX_FD_SHARE);
@@ -177,7 +215,7 @@ static void
 pool_ready(struct jail *j, int r, const struct err *err, void *ud)
 {
     struct pooled *pj = ud;
-    struct sandbox_host *h = pj->host;
+    struct local_host *h = pj->host;
     (void)err;
 
     h->pool_creating--;
@@ -202,7 +240,7 @@ static void
 pool_gone(struct jail *j, void *ud)
 {
     struct pooled *pj = ud;
-    struct sandbox_host *h = pj->host;
+    struct local_host *h = pj->host;
 
     if (pj->ready)
         h->pool_ready--;
@@ -239,7 +277,7 @@ static const struct jail_callbacks discard_cb = {
 };
 
 static void
-pool_refill(struct sandbox_host *h)
+pool_refill(struct local_host *h)
 {
     /* One at a time: creation work stays off the request path. */
     if (h->draining || h->pool_creating > 0 || h->pool_ready + h->pool_creating >= h->cfg.pool_size)
@@ -269,7 +307,7 @@ on_retry(struct loop_timer *t, void *ud)
 }
 
 static struct jail *
-pool_take(struct sandbox_host *h)
+pool_take(struct local_host *h)
 {
     list_foreach (l, &h->pool) {
         struct pooled *pj = list_entry(l, struct pooled, link);
@@ -288,9 +326,10 @@ int
 sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_host_config *c,
                  struct sandbox_host **ret)
 {
-    struct sandbox_host *h = calloc(1, sizeof(*h));
+    struct local_host *h = calloc(1, sizeof(*h));
     if (!h)
         return -ENOMEM;
+    h->pub.ops = &local_host_ops;
     h->loop = loop;
     h->jh = jh;
     h->cfg = *c;
@@ -315,13 +354,14 @@ sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_h
         return r;
     }
     pool_refill(h);
-    *ret = h;
+    *ret = &h->pub;
     return 0;
 }
 
-void
-sandbox_host_drain_pool(struct sandbox_host *h)
+static void
+local_host_drain_pool(struct sandbox_host *pub)
 {
+    struct local_host *h = LHOST(pub);
     h->draining = true;
     loop_timer_disarm(h->retry);
     list_foreach_safe (l, tmp, &h->pool) {
@@ -330,11 +370,10 @@ sandbox_host_drain_pool(struct sandbox_host *h)
     }
 }
 
-struct sandbox_host *
-sandbox_host_free(struct sandbox_host *h)
+static void
+local_host_free(struct sandbox_host *pub)
 {
-    if (!h)
-        return NULL;
+    struct local_host *h = LHOST(pub);
     list_foreach_safe (l, tmp, &h->pool) {
         struct pooled *pj = list_entry(l, struct pooled, link);
         list_remove(&pj->link);
@@ -345,25 +384,50 @@ sandbox_host_free(struct sandbox_host *h)
     safe_close(h->null_fd);
     safe_close(h->fileops_image);
     free(h);
-    return NULL;
 }
 
-uint32_t
-sandbox_host_pool_ready(const struct sandbox_host *h)
+static uint32_t
+local_host_pool_ready(const struct sandbox_host *pub)
 {
+    const struct local_host *h = CLHOST(pub);
     return h->pool_ready;
 }
 
-struct jail_host *
-sandbox_host_jail(const struct sandbox_host *h)
+static bool
+local_host_has_layers(const struct sandbox_host *pub)
 {
-    return h->jh;
+    return jail_host_mode(CLHOST(pub)->jh) == JAIL_NS;
+}
+
+static const char *
+local_host_state_dir(const struct sandbox_host *pub)
+{
+    return jail_host_state_dir(CLHOST(pub)->jh);
+}
+
+static int
+local_host_area_create(struct sandbox_host *pub, const char *name, uint64_t limit_bytes,
+                       char *ret_path, size_t n, struct err *err)
+{
+    return jail_host_area_create(LHOST(pub)->jh, name, limit_bytes, ret_path, n, err);
+}
+
+static int
+local_host_area_usage(struct sandbox_host *pub, const char *name, uint64_t *ret_bytes)
+{
+    return jail_host_area_usage(LHOST(pub)->jh, name, ret_bytes);
+}
+
+static void
+local_host_area_destroy(struct sandbox_host *pub, const char *name)
+{
+    jail_host_area_destroy(LHOST(pub)->jh, name);
 }
 
 /* --- sandbox lifecycle --- */
 
 static void
-fail_pending(struct sandbox *sb, int r, const char *why)
+fail_pending(struct local_sb *sb, int r, const char *why)
 {
     while (!list_empty(&sb->pending)) {
         struct pending *pd = list_entry(sb->pending.next, struct pending, link);
@@ -377,7 +441,7 @@ fail_pending(struct sandbox *sb, int r, const char *why)
         sandbox_exec_fn cb = pd->cb;
         void *ud = pd->ud;
         free(pd);
-        cb(sb, NULL, r, &err, ud);
+        cb(&sb->pub, NULL, r, &err, ud);
     }
 }
 
@@ -386,7 +450,7 @@ fail_pending(struct sandbox *sb, int r, const char *why)
  * have been reused and /proc/<pid>/root is the root it pivoted into. Only
  * the ns mode has a view of its own: elsewhere init's root is the host's. */
 static void
-pin_view(struct sandbox *sb)
+pin_view(struct local_sb *sb)
 {
     char p[64];
     struct stat a, b;
@@ -416,34 +480,37 @@ pin_view(struct sandbox *sb)
 static void
 on_jail_ready(struct jail *j, int r, const struct err *err, void *ud)
 {
-    struct sandbox *sb = ud;
+    struct local_sb *sb = ud;
     (void)j;
 
     if (r < 0) {
         sb->state = SB_GONE;
-        sb->ready(sb, r, err, sb->ready_ud);
+        sb->ready(&sb->pub, r, err, sb->ready_ud);
         return;
     }
     sb->state = SB_READY;
     sb->was_ready = true;
     pin_view(sb);
-    sb->timings.jail = *jail_get_timings(j);
-    sb->timings.total_us = now_usec() - sb->t0;
-    sb->ready(sb, 0, NULL, sb->ready_ud);
+    const struct jail_timings *jt = jail_get_timings(j);
+    sb->pub.timings.prepare_us = jt->prepare_us;
+    sb->pub.timings.clone_us = jt->clone_us;
+    sb->pub.timings.init_us = jt->init_us;
+    sb->pub.timings.total_us = now_usec() - sb->t0;
+    sb->ready(&sb->pub, 0, NULL, sb->ready_ud);
 }
 
 static void
 deferred_ready(void *ud)
 {
-    struct sandbox *sb = ud;
+    struct local_sb *sb = ud;
     /* Even if it was killed meanwhile: the owner then also hears "gone". */
-    sb->ready(sb, 0, NULL, sb->ready_ud);
+    sb->ready(&sb->pub, 0, NULL, sb->ready_ud);
 }
 
 static void
 on_jail_gone(struct jail *j, void *ud)
 {
-    struct sandbox *sb = ud;
+    struct local_sb *sb = ud;
     (void)j;
 
     sb->state = SB_GONE;
@@ -452,12 +519,12 @@ on_jail_gone(struct jail *j, void *ud)
         struct entry *e = list_entry(l, struct entry, link);
         proc_abandon(e->p);
     }
-    if (sb->gone)
-        sb->gone(sb, sb->gone_ud);
+    if (sb->pub.gone)
+        sb->pub.gone(&sb->pub, sb->pub.gone_ud);
 }
 
 static struct entry *
-find_entry(struct sandbox *sb, pid_t pid)
+find_entry(struct local_sb *sb, pid_t pid)
 {
     list_foreach (l, &sb->procs) {
         struct entry *e = list_entry(l, struct entry, link);
@@ -468,7 +535,7 @@ find_entry(struct sandbox *sb, pid_t pid)
 }
 
 static void
-drop_entry(struct sandbox *sb, struct entry *e)
+drop_entry(struct local_sb *sb, struct entry *e)
 {
     list_remove(&e->link);
     if (e->exited)
@@ -483,7 +550,7 @@ drop_entry(struct sandbox *sb, struct entry *e)
 static void
 on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
 {
-    struct sandbox *sb = ud;
+    struct local_sb *sb = ud;
     struct pending *pd = NULL;
     (void)j;
 
@@ -524,7 +591,7 @@ on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, v
         fds_release(sb, fds);
         proc_spawn_failed(p);
         proc_free(p);
-        cb(sb, NULL, r, &err, cud);
+        cb(&sb->pub, NULL, r, &err, cud);
         return;
     }
     /* A recycled pid replaces the finished process that last had it. */
@@ -536,13 +603,13 @@ on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, v
     list_add_tail(&sb->procs, &e->link);
     sb->nrunning++;
     proc_started(p, pid);
-    cb(sb, p, 0, NULL, cud);
+    cb(&sb->pub, p, 0, NULL, cud);
 }
 
 static void
 on_exited(struct jail *j, pid_t pid, int status, void *ud)
 {
-    struct sandbox *sb = ud;
+    struct local_sb *sb = ud;
     (void)j;
     struct entry *e = find_entry(sb, pid);
     if (e && !e->exited)
@@ -557,7 +624,7 @@ static const struct jail_callbacks sandbox_jail_cb = {
 };
 
 static int
-copy_env(struct sandbox *sb, const char *const *env)
+copy_env(struct local_sb *sb, const char *const *env)
 {
     size_t n = 0;
     while (env && env[n])
@@ -574,26 +641,30 @@ copy_env(struct sandbox *sb, const char *const *env)
     return 0;
 }
 
-int
-sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec *spec,
-               sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err)
+static int
+local_create(struct sandbox_host *pub, const char *id, const struct sandbox_spec *spec,
+             sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err)
 {
-    struct sandbox *sb = calloc(1, sizeof(*sb));
+    struct local_host *h = LHOST(pub);
+    struct local_sb *sb = calloc(1, sizeof(*sb));
     struct jail *j = NULL;
     int r;
 
     if (!sb)
         return -ENOMEM;
+    r = sandbox_init(&sb->pub, &local_ops, id, &spec->limits, err);
+    if (r < 0) {
+        free(sb);
+        return r;
+    }
     sb->host = h;
     sb->t0 = now_usec();
     sb->ready = ready;
     sb->ready_ud = ud;
     sb->view_fd = -ESRCH;
-    sb->limits = spec->limits;
     proc_rate_init(&sb->unread, SANDBOX_UNREAD_RATE, SANDBOX_UNREAD_BURST);
     list_init(&sb->procs);
     list_init(&sb->pending);
-    (void)strscpy(sb->id, id, sizeof(sb->id));
     r = copy_env(sb, spec->env);
     if (r < 0)
         goto fail;
@@ -601,7 +672,8 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
     j = spec->fs ? NULL : pool_take(h);
     if (j) {
         bool same = !memcmp(&spec->limits, &h->cfg.pool_limits, sizeof(spec->limits));
-        r = same ? 0 : jail_set_limits(j, &spec->limits, err);
+        struct jail_limits jl = to_jail_limits(&spec->limits);
+        r = same ? 0 : jail_set_limits(j, &jl, err);
         if (r < 0) {
             jail_set_callbacks(j, &discard_cb, h);
             jail_kill(j);
@@ -611,9 +683,9 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
         sb->jail = j;
         sb->state = SB_READY;
         sb->was_ready = true;
-        sb->timings.from_pool = true;
+        sb->pub.timings.from_pool = true;
         pin_view(sb);
-        sb->timings.total_us = now_usec() - sb->t0;
+        sb->pub.timings.total_us = now_usec() - sb->t0;
         r = loop_defer(h->loop, deferred_ready, sb);
         if (r < 0) {
             /* Its callbacks must not reach sb, which is freed below. */
@@ -632,23 +704,17 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
      * after the answer to this create has gone out, not before. */
     if (!loop_timer_armed(h->retry))
         (void)loop_timer_arm(h->retry, now_msec() + POOL_REFILL_MS);
-    *ret = sb;
+    *ret = &sb->pub;
     return 0;
 fail:
-    sandbox_free(sb);
+    local_free(&sb->pub);
     return r;
 }
 
-void
-sandbox_set_gone_handler(struct sandbox *sb, sandbox_gone_fn fn, void *ud)
+static void
+local_kill(struct sandbox *pub)
 {
-    sb->gone = fn;
-    sb->gone_ud = ud;
-}
-
-void
-sandbox_kill(struct sandbox *sb)
-{
+    struct local_sb *sb = LSB(pub);
     if (sb->state == SB_DYING || sb->state == SB_GONE)
         return;
     if (sb->state == SB_READY) {
@@ -661,11 +727,10 @@ sandbox_kill(struct sandbox *sb)
         jail_kill(sb->jail);
 }
 
-void
-sandbox_free(struct sandbox *sb)
+static void
+local_free(struct sandbox *pub)
 {
-    if (!sb)
-        return;
+    struct local_sb *sb = LSB(pub);
     fail_pending(sb, -ESRCH, "sandbox is gone");
     while (!list_empty(&sb->procs))
         drop_entry(sb, list_entry(sb->procs.next, struct entry, link));
@@ -685,56 +750,50 @@ sandbox_free(struct sandbox *sb)
     free(sb);
 }
 
-const char *
-sandbox_id(const struct sandbox *sb)
+static bool
+local_is_ready(const struct sandbox *pub)
 {
-    return sb->id;
-}
-
-bool
-sandbox_is_ready(const struct sandbox *sb)
-{
+    const struct local_sb *sb = CLSB(pub);
     return sb->state == SB_READY;
 }
 
-const struct sandbox_timings *
-sandbox_get_timings(const struct sandbox *sb)
+static int
+local_set_limits(struct sandbox *pub, const struct sandbox_limits *l, struct err *err)
 {
-    return &sb->timings;
-}
-
-const struct jail_limits *
-sandbox_limits(const struct sandbox *sb)
-{
-    return &sb->limits;
-}
-
-int
-sandbox_set_limits(struct sandbox *sb, const struct jail_limits *l, struct err *err)
-{
+    struct local_sb *sb = LSB(pub);
     if (sb->state != SB_READY)
-        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
-    int r = jail_set_limits(sb->jail, l, err);
-    if (r < 0)
-        return r;
-    sb->limits = *l;
-    return 0;
+        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->pub.id);
+    struct jail_limits jl = to_jail_limits(l);
+    return jail_set_limits(sb->jail, &jl, err);
 }
 
-int
-sandbox_stats(struct sandbox *sb, struct cgroup_stats *ret)
+static int
+local_stats(struct sandbox *pub, struct sandbox_stats *ret)
 {
+    struct local_sb *sb = LSB(pub);
     if (!sb->jail || sb->state != SB_READY) {
         memset(ret, 0, sizeof(*ret));
         return -ESRCH;
     }
-    return jail_stats(sb->jail, ret);
+    struct cgroup_stats st;
+    int r = jail_stats(sb->jail, &st);
+    if (r < 0) {
+        memset(ret, 0, sizeof(*ret));
+        return r;
+    }
+    *ret = (struct sandbox_stats){.memory_bytes = st.memory_bytes,
+                                  .memory_peak = st.memory_peak,
+                                  .pids = st.pids,
+                                  .cpu_usec = st.cpu_usec,
+                                  .oom_kills = st.oom_kills};
+    return 0;
 }
 
-struct jail *
-sandbox_jail(const struct sandbox *sb)
+static int
+local_disk_usage(struct sandbox *pub, uint64_t *ret_bytes)
 {
-    return sb->jail;
+    struct local_sb *sb = LSB(pub);
+    return sb->jail ? jail_disk_usage(sb->jail, ret_bytes) : -ESRCH;
 }
 
 /* --- exec --- */
@@ -742,7 +801,7 @@ sandbox_jail(const struct sandbox *sb)
 static int
 owner_signal(void *ud, pid_t pid, int sig, bool group)
 {
-    struct sandbox *sb = ud;
+    struct local_sb *sb = ud;
     if (sb->state != SB_READY)
         return -ESRCH;
     return jail_signal(sb->jail, pid, sig, group);
@@ -751,7 +810,7 @@ owner_signal(void *ud, pid_t pid, int sig, bool group)
 static bool
 owner_oom_killed(void *ud)
 {
-    struct sandbox *sb = ud;
+    struct local_sb *sb = ud;
     struct cgroup_stats st;
     if (!sb->jail || jail_stats(sb->jail, &st) < 0 || st.oom_kills <= sb->oom_seen)
         return false;
@@ -762,7 +821,7 @@ owner_oom_killed(void *ud)
 static void
 owner_finished(void *ud, struct proc *p)
 {
-    struct sandbox *sb = ud;
+    struct local_sb *sb = ud;
     struct entry *e = find_entry(sb, proc_pid(p));
     if (!e || e->p != p || e->exited)
         return;
@@ -790,7 +849,7 @@ static const struct proc_owner sandbox_proc_owner = {
 
 /* env: defaults, then the sandbox's, then the request's; later keys win. */
 static int
-build_env(struct sandbox *sb, const struct sandbox_exec *x, const char **out, size_t max)
+build_env(struct local_sb *sb, const struct sandbox_exec *x, const char **out, size_t max)
 {
     static char home_buf[PATH_MAX_LEN + 8];
     const bool ns = jail_host_mode(sb->host->jh) == JAIL_NS;
@@ -828,7 +887,7 @@ build_env(struct sandbox *sb, const struct sandbox_exec *x, const char **out, si
 }
 
 static int
-resolve_cwd(struct sandbox *sb, const struct sandbox_exec *x, char *out, size_t n)
+resolve_cwd(struct local_sb *sb, const struct sandbox_exec *x, char *out, size_t n)
 {
     const char *home = jail_home(sb->jail, x->root);
     const bool ns = jail_host_mode(sb->host->jh) == JAIL_NS;
@@ -851,7 +910,7 @@ resolve_cwd(struct sandbox *sb, const struct sandbox_exec *x, char *out, size_t 
  * process's stdin, stdout and stderr and, through init, its controlling
  * terminal. */
 static int
-open_pty(struct sandbox *sb, const struct sandbox_exec *x, int *ret_master, int *ret_tty,
+open_pty(struct local_sb *sb, const struct sandbox_exec *x, int *ret_master, int *ret_tty,
          struct err *err)
 {
     int unlock = 0;
@@ -884,10 +943,11 @@ open_pty(struct sandbox *sb, const struct sandbox_exec *x, int *ret_master, int 
     return 0;
 }
 
-int
-sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn cb, void *ud,
-             struct err *err)
+static int
+local_exec(struct sandbox *pub, const struct sandbox_exec *x, sandbox_exec_fn cb, void *ud,
+           struct err *err)
 {
+    struct local_sb *sb = LSB(pub);
     int in[2] = {-EBADF, -EBADF}, out[2] = {-EBADF, -EBADF}, er[2] = {-EBADF, -EBADF};
     int tty = -EBADF; /* the terminal's process side, with x->pty */
     _cleanup_free_ const char **env = NULL;
@@ -899,24 +959,24 @@ sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn c
     int r;
 
     if (sb->state != SB_READY)
-        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
+        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->pub.id);
     if (!x->argv || !x->argv[0] || !x->argv[0][0])
         return err_set(err, EINVAL, "argv must name a program");
     /* Starting ones count: init answers spawns later, and a burst of
      * requests would otherwise all pass while none is running yet. */
     if (sb->nrunning + sb->npending >= SANDBOX_MAX_RUNNING)
         return err_set(err, EAGAIN, "sandbox '%s' already runs %d processes, the most it may",
-                       sb->id, SANDBOX_MAX_RUNNING);
+                       sb->pub.id, SANDBOX_MAX_RUNNING);
     /* What the process will hold here until it ends: stdout, stderr and
      * stdin's pipe, or a terminal's master and its duplicate. */
     bool want_stdin = x->stdin_len > 0 || x->stdin_open || x->pty;
     unsigned fds = x->pty ? 2 : want_stdin ? 3 : 2;
-    uint32_t fd_limit = sandbox_fd_limit(sb->host);
+    uint32_t fd_limit = local_fd_limit(&sb->host->pub);
     if (sb->fds + fds > fd_limit)
         return err_set(err, EAGAIN,
                        "sandbox '%s' has %u of its %u descriptors in abxd in use (a process "
                        "holds 2 or 3)",
-                       sb->id, sb->fds, fd_limit);
+                       sb->pub.id, sb->fds, fd_limit);
     if (!host_fds_fit(sb->host, fds))
         return err_set(err, EMFILE,
                        "abxd has no descriptors left for another process (%u of %u in use)",
@@ -1013,22 +1073,25 @@ fail:
     return r;
 }
 
-struct proc *
-sandbox_proc_find(struct sandbox *sb, pid_t pid)
+static struct proc *
+local_proc_find(struct sandbox *pub, pid_t pid)
 {
+    struct local_sb *sb = LSB(pub);
     struct entry *e = find_entry(sb, pid);
     return e ? e->p : NULL;
 }
 
-size_t
-sandbox_proc_count(const struct sandbox *sb, bool running_only)
+static size_t
+local_proc_count(const struct sandbox *pub, bool running_only)
 {
+    const struct local_sb *sb = CLSB(pub);
     return running_only ? sb->nrunning : sb->nrunning + sb->nexited;
 }
 
-struct proc *
-sandbox_proc_next(struct sandbox *sb, struct proc *prev)
+static struct proc *
+local_proc_next(struct sandbox *pub, struct proc *prev)
 {
+    struct local_sb *sb = LSB(pub);
     struct list *l = sb->procs.next;
     if (prev) {
         struct entry *e = find_entry(sb, proc_pid(prev));
@@ -1041,37 +1104,33 @@ sandbox_proc_next(struct sandbox *sb, struct proc *prev)
 
 /* --- files --- */
 
-int
-sandbox_root_fd(const struct sandbox *sb)
+static int
+local_root_fd(const struct sandbox *pub)
 {
+    const struct local_sb *sb = CLSB(pub);
     return sb->jail ? jail_workspace_fd(sb->jail) : -EBADF;
 }
 
-int
-sandbox_view_fd(const struct sandbox *sb)
+static int
+local_view_fd(const struct sandbox *pub)
 {
+    const struct local_sb *sb = CLSB(pub);
     return sb->state == SB_READY ? sb->view_fd : -ESRCH;
 }
 
-#define NEED_READY(sb, err)                                                      \
-    do {                                                                         \
-        if ((sb)->state != SB_READY)                                             \
-            return err_set(err, ESRCH, "sandbox '%s' is not running", (sb)->id); \
-    } while (0)
-
 static int
-make_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err)
+make_fileops(struct local_sb *sb, bool as_root, struct fileops **ret, struct err *err)
 {
     struct jail *j = sb->jail;
     enum jail_mode mode = jail_host_mode(sb->host->jh);
     char label[96];
     int r;
 
-    (void)snprintf(label, sizeof(label), "sandbox '%s'", sb->id);
+    (void)snprintf(label, sizeof(label), "sandbox '%s'", sb->pub.id);
     if (mode == JAIL_NONE) {
         /* No isolation to keep: abxd's own rights, as for its processes. */
         struct vfs_ids ids;
-        sandbox_vfs_ids(sb, &ids);
+        local_vfs_ids(&sb->pub, &ids);
         return fileops_new_direct(jail_workspace_fd(j), sb->view_fd, &ids, jail_user_uid(j),
                                   jail_user_gid(j), as_root, ret);
     }
@@ -1102,7 +1161,7 @@ make_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err 
         /* uid mode: root and "user" run as the same pooled uid */
         c.uid = (uint32_t)jail_user_uid(j);
         c.gid = (uint32_t)jail_user_gid(j);
-        sandbox_vfs_ids(sb, &c.ids);
+        local_vfs_ids(&sb->pub, &c.ids);
     }
     jail_host_bpf(sb->host->jh, &c.bpf, &c.bpf_len);
     if (!host_fds_fit(sb->host, SANDBOX_FILEOPS_FDS))
@@ -1115,10 +1174,12 @@ make_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err 
     return r;
 }
 
-int
-sandbox_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err)
+static int
+local_fileops(struct sandbox *pub, bool as_root, struct fileops **ret, struct err *err)
 {
-    NEED_READY(sb, err);
+    struct local_sb *sb = LSB(pub);
+    if (sb->state != SB_READY)
+        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->pub.id);
     struct fileops **slot = &sb->fo[as_root ? 1 : 0];
     if (!*slot) {
         int r = make_fileops(sb, as_root, slot, err);
@@ -1129,98 +1190,19 @@ sandbox_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct e
     return 0;
 }
 
-/* The workspace operations act as "user". */
 static int
-user_ops(struct sandbox *sb, struct fileops **ret, struct err *err)
+local_freeze(struct sandbox *pub, bool frozen, struct err *err)
 {
-    NEED_READY(sb, err);
-    if (!sb->fo[0]) {
-        int r = make_fileops(sb, false, &sb->fo[0], err);
-        if (r < 0)
-            return r;
-    }
-    *ret = sb->fo[0];
-    return 0;
-}
-
-int
-sandbox_file_stat(struct sandbox *sb, const char *rel, struct files_stat *ret, struct err *err)
-{
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_stat(f, rel, ret, err);
-}
-
-int
-sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd, struct files_stat *ret,
-                       struct err *err)
-{
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_open_read(f, rel, ret_fd, ret, err);
-}
-
-int
-sandbox_upload_begin(struct sandbox *sb, const char *rel, struct fileops_upload **ret,
-                     struct err *err)
-{
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_upload_begin(f, rel, sb->host->cfg.max_file_bytes, ret, err);
-}
-
-int
-sandbox_file_delete(struct sandbox *sb, const char *rel, struct err *err)
-{
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_delete(f, rel, err);
-}
-
-int
-sandbox_mkdir(struct sandbox *sb, const char *rel, bool *ret_created, struct err *err)
-{
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_mkdir(f, rel, ret_created, err);
-}
-
-int
-sandbox_rmdir(struct sandbox *sb, const char *rel, struct err *err)
-{
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_rmdir(f, rel, err);
-}
-
-int
-sandbox_rename(struct sandbox *sb, const char *from, const char *to, bool overwrite,
-               struct err *err)
-{
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_rename(f, from, to, overwrite, err);
-}
-
-int
-sandbox_walk(struct sandbox *sb, const char *rel, files_walk_fn fn, void *ud, struct err *err)
-{
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_walk(f, rel, fn, ud, err);
-}
-
-int
-sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err)
-{
+    struct local_sb *sb = LSB(pub);
     if (sb->state != SB_READY)
-        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
+        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->pub.id);
     return jail_freeze(sb->jail, frozen, err);
 }
 
-void
-sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret)
+static void
+local_vfs_ids(const struct sandbox *pub, struct vfs_ids *ret)
 {
+    const struct local_sb *sb = CLSB(pub);
     const struct jail *j = sb->jail;
     *ret = (struct vfs_ids){
             .root_uid = jail_root_uid(j),
@@ -1232,9 +1214,10 @@ sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret)
     };
 }
 
-int
-sandbox_open_netns(struct sandbox *sb)
+static int
+local_open_netns(struct sandbox *pub)
 {
+    struct local_sb *sb = LSB(pub);
     char path[64];
     if (sb->state != SB_READY)
         return -ESRCH;
@@ -1252,3 +1235,45 @@ sandbox_open_netns(struct sandbox *sb)
     }
     return fd < 0 ? -errno : fd;
 }
+
+static uint64_t
+local_max_file_bytes(const struct sandbox *pub)
+{
+    return CLSB(pub)->host->cfg.max_file_bytes;
+}
+
+static const struct sandbox_ops local_ops = {
+        .free = local_free,
+        .kill = local_kill,
+        .is_ready = local_is_ready,
+        .exec = local_exec,
+        .proc_find = local_proc_find,
+        .proc_count = local_proc_count,
+        .proc_next = local_proc_next,
+        .set_limits = local_set_limits,
+        .stats = local_stats,
+        .disk_usage = local_disk_usage,
+        .freeze = local_freeze,
+        .vfs_ids = local_vfs_ids,
+        .open_netns = local_open_netns,
+        .view_fd = local_view_fd,
+        .root_fd = local_root_fd,
+        .fileops = local_fileops,
+        .max_file_bytes = local_max_file_bytes,
+};
+
+static const struct sandbox_host_ops local_host_ops = {
+        .name = "local",
+        .create = local_create,
+        .drain_pool = local_host_drain_pool,
+        .free = local_host_free,
+        .pool_ready = local_host_pool_ready,
+        .set_fd_budget = local_host_set_fd_budget,
+        .fds = local_host_fds,
+        .fd_limit = local_fd_limit,
+        .has_layers = local_host_has_layers,
+        .state_dir = local_host_state_dir,
+        .area_create = local_host_area_create,
+        .area_usage = local_host_area_usage,
+        .area_destroy = local_host_area_destroy,
+};
