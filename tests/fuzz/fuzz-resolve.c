@@ -87,7 +87,7 @@ setup(void)
     CHECK(write_file_at(outfd, "secret", "outside secret\n", 0644) == 0);
     CHECK(mkdirat(outfd, "dir", 0755) == 0);
     CHECK(realpath(top, p) != NULL);
-    (void)snprintf(rootpath, sizeof(rootpath), "%s/root", p);
+    CHECK(snprintf(rootpath, sizeof(rootpath), "%s/root", p) < (int)sizeof(rootpath));
     CHECK(mkdirat(root, "a", 0755) == 0 && mkdirat(root, "a/b", 0755) == 0);
     CHECK(write_file_at(root, "a/f", "inside\n", 0644) == 0);
     (void)snprintf(p, sizeof(p), "%s/outside", top);
