@@ -3,6 +3,10 @@
 #   make run    install missing packages, build, start abxd on 127.0.0.1:8700
 #               with the sample tools
 #   make test   install missing packages and run every test
+#   make check  the inner loop, under a minute: gcc build, unit tests in
+#               parallel, fuzz corpus replay, layering check (no deps step)
+#   make it T=wire   one integration file against the gcc build (no ASan,
+#               no deps step); T=e2b/files for an E2B file, no T for all
 #   make bench  run the benchmarks and print the figures
 
 BUILD      ?= build
@@ -43,6 +47,15 @@ run: deps all
 
 test: deps
 	./scripts/test.sh
+
+.PHONY: check it
+check:
+	./scripts/test.sh check
+
+# T names a file: wire (tests/integration/wire.test.mjs), e2b/files
+# (tests/e2b/files.test.mjs) or a path; ARGS go to node --test.
+it:
+	BUILD=$(BUILD) ./scripts/it.sh $(T) $(ARGS)
 
 bench: deps all
 	./bench/run.sh

@@ -1,10 +1,28 @@
 #!/bin/bash
-# Runs every test abx has, the way CI does:
-#   1. gcc build (warnings are errors), unit tests, integration tests
-#   2. clang build with ASan+UBSan, unit tests, integration tests, fuzz
-#      corpus replay
-#   3. clang-format check
-# and ends with "N passed, N failed". Exit status is non-zero on any failure.
+# Runs abx's tests, by stages, and ends with "N passed, N failed". Exit
+# status is non-zero on any failure.
+#
+#   scripts/test.sh              every stage, the way CI does (make test):
+#                                gcc asan fuzz-gcc layering format
+#   scripts/test.sh STAGE...     only those stages, in the order given
+#   scripts/test.sh check        the inner loop (make check): build-gcc
+#                                unit-gcc fuzz-gcc layering, unit tests on a
+#                                tmpfs TMPDIR
+#
+# Stages:
+#   build-gcc unit-gcc fuzz-gcc integration-gcc e2b-gcc
+#       the gcc build (warnings are errors), its unit tests, its corpus
+#       replay (tests/fuzz/replay.c), the integration and E2B SDK suites
+#   build-asan unit-asan fuzz-asan integration-asan e2b-asan
+#       the same on the clang build with ASan+UBSan and libFuzzer targets
+#   layering   DESIGN.md's dependency rules on the includes
+#   format     clang-format on every C file
+# Groups: gcc = build-gcc unit-gcc integration-gcc e2b-gcc;
+#         asan = build-asan unit-asan fuzz-asan integration-asan e2b-asan.
+#
+# A throwaway PostgreSQL server is started for any stage that runs unit or
+# integration tests (the store and workspace tests use it; a missing server
+# is a failure), unless ABX_TEST_PG_URL already names one.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -55,85 +73,202 @@ node_suite() {
     printf '%s: %s passed, %s failed (log: %s)\n' "$label" "${p:-0}" "${f:-0}" "$log"
 }
 
-note "PostgreSQL (for the store and workspace tests)"
-# The store suite runs against SQLite and this server; ABX_TEST_PG_REQUIRED
-# makes a missing server a failure rather than a skip.
-PGDIR=$(mktemp -d /tmp/abx-test-pg.XXXXXX)
-export ABX_TEST_PG_REQUIRED=1
-if url=$(scripts/pg.sh start "$PGDIR" 2>"$LOGDIR/pg.log"); then
-    export ABX_TEST_PG_URL=$url
-    PASS=$((PASS + 1))
-    echo "started $url"
-else
-    bad "postgresql"
-    cat "$LOGDIR/pg.log"
-fi
-trap 'scripts/pg.sh stop "$PGDIR" >/dev/null 2>&1 || true' EXIT
+# The PostgreSQL server, started at most once and stopped on exit. A start
+# in the background (pg_start_async) overlaps the build; pg_wait collects it.
+PGDIR=
+PGPID=
+PG_DONE=
+pg_start_async() {
+    if [ -n "${ABX_TEST_PG_URL:-}" ] || [ -n "$PGDIR" ]; then
+        return
+    fi
+    PGDIR=$(mktemp -d /tmp/abx-test-pg.XXXXXX)
+    scripts/pg.sh start "$PGDIR" >"$LOGDIR/pg.url" 2>"$LOGDIR/pg.log" &
+    PGPID=$!
+}
+pg_wait() {
+    # The store suite runs against SQLite and this server; ABX_TEST_PG_REQUIRED
+    # makes a missing server a failure rather than a skip.
+    export ABX_TEST_PG_REQUIRED=1
+    if [ -n "$PG_DONE" ] || [ -n "${ABX_TEST_PG_URL:-}" ]; then
+        return
+    fi
+    PG_DONE=1
+    pg_start_async
+    note "PostgreSQL (for the store and workspace tests)"
+    if wait "$PGPID" && url=$(cat "$LOGDIR/pg.url") && [ -n "$url" ]; then
+        export ABX_TEST_PG_URL=$url
+        PASS=$((PASS + 1))
+        echo "started $url"
+    else
+        bad "postgresql"
+        cat "$LOGDIR/pg.log"
+        export ABX_TEST_PG_URL=
+    fi
+}
+# The unit tests' TMPDIR for the check stages (a tmpfs: the tests make
+# hundreds of thousands of files and symlinks, several times faster there
+# than on this disk), removed on exit.
+UNIT_TMP=
+cleanup() {
+    if [ -n "$PGDIR" ]; then
+        [ -z "$PGPID" ] || wait "$PGPID" 2>/dev/null
+        scripts/pg.sh stop "$PGDIR" >/dev/null 2>&1 || true
+    fi
+    if [ -n "$UNIT_TMP" ]; then
+        rm -rf --one-file-system "$UNIT_TMP"
+    fi
+}
+trap cleanup EXIT
 
-note "build (gcc, -Werror)"
-if [ ! -f build/build.ninja ]; then
-    meson setup build --buildtype=debugoptimized -Dwerror=true || exit 1
-fi
-if ninja -C build >"$LOGDIR/build-gcc.log" 2>&1; then
-    PASS=$((PASS + 1))
-else
-    bad "build (gcc)"
-    tail -30 "$LOGDIR/build-gcc.log"
-fi
+build_gcc() {
+    note "build (gcc, -Werror)"
+    if [ ! -f build/build.ninja ]; then
+        meson setup build --buildtype=debugoptimized -Dwerror=true || exit 1
+    fi
+    if ninja -C build >"$LOGDIR/build-gcc.log" 2>&1; then
+        PASS=$((PASS + 1))
+    else
+        bad "build (gcc)"
+        tail -30 "$LOGDIR/build-gcc.log"
+    fi
+}
 
-note "unit tests (gcc)"
-meson_suite build unit unit-gcc
+build_asan() {
+    note "build (clang, ASan+UBSan, fuzz targets)"
+    if [ ! -f build-asan/build.ninja ]; then
+        CC=clang meson setup build-asan --buildtype=debug -Dwerror=true \
+            -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true || exit 1
+    fi
+    if ninja -C build-asan >"$LOGDIR/build-asan.log" 2>&1; then
+        PASS=$((PASS + 1))
+    else
+        bad "build (clang asan)"
+        tail -30 "$LOGDIR/build-asan.log"
+    fi
+}
 
-note "integration tests (gcc)"
-node_suite build/src integration-gcc
+asan_env() {
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+}
 
-note "E2B SDK compatibility tests (gcc)"
-node_suite build/src e2b-gcc tests/e2b
+unit_tmpfs() {
+    [ -n "$UNIT_TMP" ] && return
+    if [ -d /dev/shm ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] &&
+        UNIT_TMP=$(mktemp -d /dev/shm/abx-unit.XXXXXX); then
+        chmod 1777 "$UNIT_TMP"
+    fi
+}
 
-note "build (clang, ASan+UBSan, fuzz targets)"
-if [ ! -f build-asan/build.ninja ]; then
-    CC=clang meson setup build-asan --buildtype=debug -Dwerror=true \
-        -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true || exit 1
-fi
-if ninja -C build-asan >"$LOGDIR/build-asan.log" 2>&1; then
-    PASS=$((PASS + 1))
-else
-    bad "build (clang asan)"
-    tail -30 "$LOGDIR/build-asan.log"
-fi
+layering() {
+    note "layering (DESIGN.md's dependency rules on the includes)"
+    if python3 scripts/layering.py >"$LOGDIR/layering.log" 2>&1; then
+        PASS=$((PASS + 1))
+    else
+        bad "layering"
+        sed 's/^/  /' "$LOGDIR/layering.log"
+    fi
+}
 
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+format() {
+    note "clang-format"
+    unformatted=$(git ls-files '*.c' '*.h' | while read -r f; do
+        [ -f "$f" ] && ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1 && echo "$f"; done)
+    if [ -z "$unformatted" ]; then
+        PASS=$((PASS + 1))
+    else
+        bad "clang-format"
+        echo "$unformatted" | sed 's/^/  not formatted: /'
+    fi
+}
 
-note "unit tests (ASan+UBSan)"
-meson_suite build-asan unit unit-asan
+# Runs one stage (unit-gcc on a tmpfs TMPDIR when the check group made one).
+stage() {
+    case $1 in
+    build-gcc) build_gcc ;;
+    unit-gcc)
+        pg_wait
+        note "unit tests (gcc${UNIT_TMP:+, TMPDIR on tmpfs})"
+        TMPDIR=${UNIT_TMP:-${TMPDIR:-/tmp}} meson_suite build unit unit-gcc
+        ;;
+    fuzz-gcc)
+        note "fuzz corpus replay (gcc, tests/fuzz/replay.c)"
+        meson_suite build fuzz fuzz-replay-gcc
+        ;;
+    integration-gcc)
+        pg_wait
+        note "integration tests (gcc)"
+        node_suite build/src integration-gcc
+        ;;
+    e2b-gcc)
+        pg_wait
+        note "E2B SDK compatibility tests (gcc)"
+        node_suite build/src e2b-gcc tests/e2b
+        ;;
+    build-asan) build_asan ;;
+    unit-asan)
+        pg_wait
+        asan_env
+        note "unit tests (ASan+UBSan)"
+        meson_suite build-asan unit unit-asan
+        ;;
+    fuzz-asan)
+        asan_env
+        note "fuzz corpus replay (ASan+UBSan)"
+        meson_suite build-asan fuzz fuzz-replay
+        ;;
+    integration-asan)
+        pg_wait
+        asan_env
+        note "integration tests (ASan+UBSan abxd)"
+        node_suite build-asan/src integration-asan
+        ;;
+    e2b-asan)
+        pg_wait
+        asan_env
+        note "E2B SDK compatibility tests (ASan+UBSan abxd)"
+        node_suite build-asan/src e2b-asan tests/e2b
+        ;;
+    layering) layering ;;
+    format) format ;;
+    *)
+        echo "test.sh: unknown stage '$1' (see the top of $0)" >&2
+        exit 2
+        ;;
+    esac
+}
 
-note "fuzz corpus replay (ASan+UBSan)"
-meson_suite build-asan fuzz fuzz-replay
+# Expands the groups; refuses unknown names before anything runs.
+stages=()
+[ $# -eq 0 ] && set -- all
+for a in "$@"; do
+    case $a in
+    all) stages+=(build-gcc unit-gcc fuzz-gcc integration-gcc e2b-gcc
+        build-asan unit-asan fuzz-asan integration-asan e2b-asan layering format) ;;
+    gcc) stages+=(build-gcc unit-gcc integration-gcc e2b-gcc) ;;
+    asan) stages+=(build-asan unit-asan fuzz-asan integration-asan e2b-asan) ;;
+    check)
+        unit_tmpfs
+        stages+=(build-gcc unit-gcc fuzz-gcc layering)
+        ;;
+    build-gcc | unit-gcc | fuzz-gcc | integration-gcc | e2b-gcc | build-asan | unit-asan | \
+        fuzz-asan | integration-asan | e2b-asan | layering | format) stages+=("$a") ;;
+    *)
+        echo "test.sh: unknown stage '$a' (see the top of $0)" >&2
+        exit 2
+        ;;
+    esac
+done
 
-note "integration tests (ASan+UBSan abxd)"
-node_suite build-asan/src integration-asan
+# PostgreSQL starts while the first build runs when a later stage needs it.
+case " ${stages[*]} " in
+*" unit-"* | *" integration-"* | *" e2b-"*) pg_start_async ;;
+esac
 
-note "E2B SDK compatibility tests (ASan+UBSan abxd)"
-node_suite build-asan/src e2b-asan tests/e2b
-
-note "layering (DESIGN.md's dependency rules on the includes)"
-if python3 scripts/layering.py >"$LOGDIR/layering.log" 2>&1; then
-    PASS=$((PASS + 1))
-else
-    bad "layering"
-    sed 's/^/  /' "$LOGDIR/layering.log"
-fi
-
-note "clang-format"
-unformatted=$(git ls-files '*.c' '*.h' | while read -r f; do
-    [ -f "$f" ] && ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1 && echo "$f"; done)
-if [ -z "$unformatted" ]; then
-    PASS=$((PASS + 1))
-else
-    bad "clang-format"
-    echo "$unformatted" | sed 's/^/  not formatted: /'
-fi
+for st in "${stages[@]}"; do
+    stage "$st"
+done
 
 echo
 if [ "$FAIL" -ne 0 ]; then
