@@ -78,11 +78,12 @@ node_suite() {
 PGDIR=
 PGPID=
 PG_DONE=
+PG_TMPROOT=/tmp
 pg_start_async() {
     if [ -n "${ABX_TEST_PG_URL:-}" ] || [ -n "$PGDIR" ]; then
         return
     fi
-    PGDIR=$(mktemp -d /tmp/abx-test-pg.XXXXXX)
+    PGDIR=$(mktemp -d "$PG_TMPROOT/abx-test-pg.XXXXXX")
     scripts/pg.sh start "$PGDIR" >"$LOGDIR/pg.url" 2>"$LOGDIR/pg.log" &
     PGPID=$!
 }
@@ -106,10 +107,14 @@ pg_wait() {
         export ABX_TEST_PG_URL=
     fi
 }
-# The unit tests' TMPDIR for the check stages (a tmpfs: the tests make
+# The unit tests' TMPDIR for the check group (a tmpfs: the tests make
 # hundreds of thousands of files and symlinks, several times faster there
-# than on this disk), removed on exit.
+# than on this disk), removed on exit. The check group's PostgreSQL lives
+# on the tmpfs too (its commits wait for no disk).
 UNIT_TMP=
+# and how many unit tests run at once there: twice the cores, since most of
+# them wait (on deadlines, children, the database) rather than compute.
+UNIT_JOBS=
 cleanup() {
     if [ -n "$PGDIR" ]; then
         [ -z "$PGPID" ] || wait "$PGPID" 2>/dev/null
@@ -158,6 +163,7 @@ unit_tmpfs() {
     if [ -d /dev/shm ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] &&
         UNIT_TMP=$(mktemp -d /dev/shm/abx-unit.XXXXXX); then
         chmod 1777 "$UNIT_TMP"
+        PG_TMPROOT=/dev/shm
     fi
 }
 
@@ -189,7 +195,10 @@ stage() {
     build-gcc) build_gcc ;;
     unit-gcc)
         pg_wait
-        note "unit tests (gcc${UNIT_TMP:+, TMPDIR on tmpfs})"
+        note "unit tests (gcc${UNIT_TMP:+, TMPDIR on tmpfs}${UNIT_JOBS:+, $UNIT_JOBS at once})"
+        if [ -n "$UNIT_JOBS" ]; then
+            export MESON_TESTTHREADS=$UNIT_JOBS
+        fi
         TMPDIR=${UNIT_TMP:-${TMPDIR:-/tmp}} meson_suite build unit unit-gcc
         ;;
     fuzz-gcc)
@@ -250,6 +259,7 @@ for a in "$@"; do
     asan) stages+=(build-asan unit-asan fuzz-asan integration-asan e2b-asan) ;;
     check)
         unit_tmpfs
+        UNIT_JOBS=${MESON_TESTTHREADS:-$((2 * $(nproc)))}
         stages+=(build-gcc unit-gcc fuzz-gcc layering)
         ;;
     build-gcc | unit-gcc | fuzz-gcc | integration-gcc | e2b-gcc | build-asan | unit-asan | \
@@ -267,7 +277,9 @@ case " ${stages[*]} " in
 esac
 
 for st in "${stages[@]}"; do
+    t0=$SECONDS
     stage "$st"
+    printf '(%s: %d s)\n' "$st" $((SECONDS - t0))
 done
 
 echo
