@@ -3,7 +3,7 @@
 // disconnect, timeouts, users, cwd and env, and the error classes.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { setup, sleep, envd } from './lib.mjs';
+import { setup, sleep, until, envd } from './lib.mjs';
 
 let d, Sandbox, E;
 before(async () => {
@@ -97,6 +97,8 @@ test('background commands: list, stdin, kill, a disconnect keeps the process, co
       background: true,
     });
     await slow.disconnect();
+    // A sleep on purpose: abxd must see the client go before we check that
+    // the process stayed (nothing says when it has).
     await sleep(300);
     assert.ok((await sbx.commands.list()).some((p) => p.pid === slow.pid));
     const got = [];
@@ -117,7 +119,8 @@ test('timeoutMs is the process deadline; timeoutMs 0 means none', async () => {
     const t0 = Date.now();
     await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1000 }), E.TimeoutError);
     assert.ok(Date.now() - t0 < 10000);
-    await sleep(300);
+    // Gone within 300 ms of the TimeoutError.
+    await until(async () => !(await sbx.commands.list()).some((p) => p.args.includes('sleep 30')), 300);
     const left = await sbx.commands.list();
     assert.ok(!left.some((p) => p.args.includes('sleep 30')), JSON.stringify(left));
     const r = await sbx.commands.run('sleep 1; echo ok', { timeoutMs: 0 });
@@ -134,6 +137,8 @@ test('killing a sandbox cuts its streams: TimeoutError, then isRunning false', a
     () => null,
     (e) => e,
   );
+  // Time for wait()'s stream to be open before the kill cuts it (the SDK
+  // does not say when it is).
   await sleep(200);
   assert.equal(await Sandbox.kill(sbx.sandboxId), true);
   const err = await waiting;

@@ -144,6 +144,7 @@ function hangUp(daemon, box, path, headers, bodyStart) {
         '',
       ].join('\r\n');
       s.write(h);
+      // The client goes away 300 ms into the body: the disconnect is the test.
       s.write(bodyStart, () => setTimeout(() => {
         s.destroy();
         resolve();

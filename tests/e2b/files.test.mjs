@@ -4,7 +4,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { setup, envd } from './lib.mjs';
+import { setup, until, envd } from './lib.mjs';
 
 let d, Sandbox, E, sbx;
 before(async () => {
@@ -172,7 +172,12 @@ test('signed URLs: download and upload without headers; wrong or expired signatu
   assert.equal((await fetch(url.replace('signed.txt', 'other.txt'))).status, 401); // signature covers the path
   assert.notEqual(other, url);
   const exp = await sbx.downloadUrl('signed.txt', { useSignatureExpiration: 1 });
-  await new Promise((res) => setTimeout(res, 2100));
+  // Expired within 2.1 s of a 1 s expiration.
+  await until(async () => {
+    const r = await fetch(exp);
+    await r.arrayBuffer();
+    return r.status === 401;
+  }, 2100, 100);
   const x = await fetch(exp);
   assert.equal(x.status, 401);
   assert.deepEqual(await x.json(), { code: 401, message: 'signature is already expired' });

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { startAbxd } from '../integration/lib.mjs';
 
-export { sleep, api } from '../integration/lib.mjs';
+export { sleep, until, api } from '../integration/lib.mjs';
 
 // Starts abxd, sets the three variables, and loads the SDK (pkg 'e2b' is
 // 2.51.x, 'e2b-245' the 2.45 client that uses the v1 paths).

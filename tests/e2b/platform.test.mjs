@@ -3,7 +3,7 @@
 // resume, metrics, kill, and the errors the SDK turns into its classes.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { setup, sleep } from './lib.mjs';
+import { setup, sleep, until } from './lib.mjs';
 
 let d, Sandbox, E;
 before(async () => {
@@ -115,7 +115,8 @@ test('setTimeout: the sandbox really ends at endAt; connect only extends', async
   assert.equal((await sbx.getInfo()).endAt.getTime(), before); // never shortened
   await sbx.setTimeout(2000);
   assert.equal(await sbx.isRunning(), true);
-  await sleep(3500);
+  // Ended within 3.5 s of a 2 s timeout.
+  await until(async () => !(await sbx.isRunning()), 3500, 100);
   assert.equal(await sbx.isRunning(), false);
   await assert.rejects(sbx.getInfo(), E.SandboxNotFoundError);
 });
@@ -128,7 +129,8 @@ test('pause freezes processes and keeps files; connect resumes with the same tok
       background: true,
       timeoutMs: 0,
     });
-    await sleep(300);
+    // Until the counter runs.
+    await until(async () => Number((await sbx.commands.run('cat /tmp/count 2>/dev/null || echo 0')).stdout) > 0, 20000, 50);
     assert.equal(await sbx.pause(), true);
     assert.equal(await sbx.isRunning(), false);
     assert.equal((await sbx.getInfo()).state, 'paused');
@@ -141,7 +143,8 @@ test('pause freezes processes and keeps files; connect resumes with the same tok
     assert.equal((await sbx.commands.run('cat /home/user/f.txt')).stdout, 'kept\n');
     assert.ok((await sbx.commands.list()).some((p) => p.pid === h.pid));
     const a = Number((await sbx.commands.run('cat /tmp/count')).stdout);
-    await sleep(300);
+    // Until the counter moves on.
+    await until(async () => Number((await sbx.commands.run('cat /tmp/count')).stdout) > a, 20000, 50);
     const b = Number((await sbx.commands.run('cat /tmp/count')).stdout);
     assert.ok(b > a, `${a} ${b}`); // running again
   } finally {

@@ -72,7 +72,9 @@ test('pty: exit ends the session with its code; ^C interrupts the foreground job
     const dec = new TextDecoder();
     const t = await sbx.pty.create({ cols: 80, rows: 24, onData: (b) => (out += dec.decode(b)) });
     await sbx.pty.sendInput(t.pid, new TextEncoder().encode('sleep 100; echo after-sleep\n'));
-    await sleep(500);
+    // Until `sleep 100` runs in the foreground, for ^C to interrupt.
+    for (const end = Date.now() + 20000; Date.now() < end; await sleep(50))
+      if (/^sleep 100$/m.test((await sbx.commands.run('ps -e -o args=')).stdout)) break;
     await sbx.pty.sendInput(t.pid, new Uint8Array([3])); // ^C
     await sbx.pty.sendInput(t.pid, new TextEncoder().encode('echo alive\n'));
     await until(() => out, /alive/);

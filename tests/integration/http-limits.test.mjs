@@ -107,6 +107,7 @@ describe('HTTP limits', { skip }, () => {
     const c = conn(d);
     const req = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
     c.write(req);
+    // A sleep on purpose: half the header deadline between two requests.
     await sleep(HEADER_S * 500);
     c.write(req); // within the deadline counted from the first request's end
     const r = await c.end;
@@ -205,6 +206,8 @@ describe('HTTP limits', { skip }, () => {
     const hog = '127.0.0.3';
     const hogs = Array.from({ length: PER_IP }, () => conn(d, { localAddress: hog }));
     await Promise.all(hogs.map((c) => c.connected));
+    // Time for abxd to accept them all (a client sees its connect end
+    // before abxd counts it; nothing outside shows the count).
     await sleep(100);
     // ... so the next ones from there are refused at once, with 429 ...
     const extra = await Promise.all(
@@ -227,6 +230,7 @@ describe('HTTP limits', { skip }, () => {
       assert.ok(r.closed);
       assert.equal(statusLine(r.data), 'HTTP/1.1 408 Request Timeout');
     }
+    // Time for abxd to count the closed ones out (not visible outside).
     await sleep(100);
     const again = conn(d, { localAddress: hog, limitMs: 1500 });
     again.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
@@ -242,7 +246,7 @@ describe('HTTP limits', { skip }, () => {
     const c = conn(d, { limitMs: 10000 });
     c.write(`PUT /v1/sandboxes/${id}/files/paced HTTP/1.1\r\nHost: x\r\n${auth()}Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n`);
     for (let i = 0; i < 6; i++) {
-      await sleep(500);
+      await sleep(500); // the pacing is the test
       c.write(`200\r\n${'p'.repeat(512)}\r\n`);
     }
     c.write('0\r\n\r\n');

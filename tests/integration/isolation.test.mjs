@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, statSync, existsSync, writeFileSync, rmSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { startAbxd, createSandbox, killSandbox, exec, sh, api, rawHttp, hostPids, isRoot, sleep } from './lib.mjs';
+import { startAbxd, createSandbox, killSandbox, exec, sh, api, rawHttp, hostPids, isRoot, until } from './lib.mjs';
 
 const skip = !isRoot && 'needs root';
 
@@ -113,7 +113,8 @@ while True:
         background: true,
       });
       assert.equal(bomb.status, 201);
-      await sleep(500);
+      // Until the bomb holds (nearly) every pid.
+      await until(async () => (await api(d, 'GET', `/v1/sandboxes/${sb}`)).json.usage?.pids >= 28);
       const info = await api(d, 'GET', `/v1/sandboxes/${sb}`);
       assert.ok(info.json.usage.pids <= 32 && info.json.usage.pids >= 28, `pids ${info.json.usage.pids}`);
       const starved = await api(d, 'POST', `/v1/sandboxes/${sb}/exec`, { argv: ['true'] });
@@ -123,7 +124,8 @@ while True:
       assert.equal(other.code, 0, 'another sandbox is not disturbed');
       const k = await api(d, 'POST', `/v1/sandboxes/${sb}/processes/${bomb.json.pid}/signal`, { signal: 'KILL' });
       assert.equal(k.status, 204);
-      await sleep(300);
+      // Until the killed bomb's pids are free again.
+      await until(async () => (await api(d, 'POST', `/v1/sandboxes/${sb}/exec`, { argv: ['true'] })).status === 200);
       const again = await exec(d, sb, ['echo', 'recovered']);
       assert.equal(again.out, 'recovered\n');
     } finally {
@@ -363,7 +365,7 @@ print("uring", libc.syscall(425, 1, p), ctypes.get_errno())`]);
     const sb = (await createSandbox(d, {})).id;
     const uid = await rootUid(d, sb);
     await api(d, 'POST', `/v1/sandboxes/${sb}/exec`, { argv: ['sh', '-c', 'sleep 300 & sleep 300 & wait'], background: true });
-    await sleep(200);
+    await until(() => pidsInRange(uid).filter((f) => f[2] === 'sleep').length >= 2);
     const pids = pidsInRange(uid).map((f) => Number(f[0]));
     assert.ok(pids.length >= 2, 'its processes run as its uid range on the host');
     const name = 'kill-probe-' + randomBytes(4).toString('hex');

@@ -22,6 +22,23 @@ export function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
 }
 
+// Waits for something to happen instead of sleeping for a guess of how long
+// it takes: calls pred (sync or async) every `every` ms until it returns a
+// truthy value or `ms` have passed, and returns its last value. It never
+// throws on the deadline: the assertion after it says what was expected.
+// Where the time is itself what a test checks (a sandbox gone by its
+// timeout, processes dead after a kill), ms is the bound the test allows;
+// where the test only needs a precondition (a process started), the
+// default leaves slow builds (ASan) room.
+export async function until(pred, ms = 20000, every = 20) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await pred();
+    if (v || Date.now() >= deadline) return v;
+    await sleep(every);
+  }
+}
+
 // Starts abxd. opts.env adds variables; opts.args adds flags; opts.wrap is a
 // command that runs abxd (e.g. ['prlimit', '--nofile=256']).
 export async function startAbxd(opts = {}) {

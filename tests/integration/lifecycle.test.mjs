@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, statSync, readFileSync, existsSync, chmodSync, rmSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startAbxd, createSandbox, killSandbox, exec, sh, api, hostPids, sleep, isRoot, abxdBin } from './lib.mjs';
+import { startAbxd, createSandbox, killSandbox, exec, sh, api, hostPids, until, isRoot, abxdBin } from './lib.mjs';
 
 const skip = !isRoot && 'needs root';
 
@@ -54,6 +54,11 @@ function procsOfUidRange(lo) {
     .split('\n')
     .map((l) => l.trim().split(/\s+/))
     .filter((f) => f.length >= 2 && Number(f[1]) >= lo && Number(f[1]) < lo + 65536 && !f.includes('<defunct>'));
+}
+
+// How many of them are the `sleep` a test started (it waits for them).
+function sleepsOfUidRange(lo) {
+  return procsOfUidRange(lo).filter((f) => f[2] === 'sleep').length;
 }
 
 async function sandboxRootUid(d, id) {
@@ -152,7 +157,7 @@ describe('lifecycle', { skip }, () => {
     const id = (await createSandbox(d)).id;
     const { uid } = await sandboxRootUid(d, id);
     await api(d, 'POST', `/v1/sandboxes/${id}/exec`, { argv: ['sleep', '300'], background: true });
-    await sleep(100);
+    await until(() => sleepsOfUidRange(uid) >= 1);
     // Other abxd on this host may get the same uid range once it is free
     // again, so follow these very processes, not the range.
     const pids = procsOfUidRange(uid).map((f) => Number(f[0]));
@@ -183,7 +188,7 @@ describe('lifecycle', { skip }, () => {
       jails.push(p.jail);
       await api(d, 'POST', `/v1/sandboxes/${id}/exec`, { argv: ['sh', '-c', 'sleep 300 & sleep 300 & wait'], background: true });
     }
-    await sleep(200);
+    await until(() => uids.every((u) => sleepsOfUidRange(u) >= 2));
     const pids = [];
     for (const u of uids) {
       const mine = procsOfUidRange(u).map((f) => Number(f[0]));
@@ -192,7 +197,8 @@ describe('lifecycle', { skip }, () => {
     }
     d.proc.kill('SIGKILL');
     await d.exited;
-    await sleep(500);
+    // Dead within 500 ms of abxd.
+    await until(() => stillRunning(pids).length === 0, 500);
     assert.deepEqual(stillRunning(pids), [], 'every sandbox process died with abxd');
     assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')).sort(), [...jails].sort(), 'directories are left on disk');
     const d2 = await startAbxd({ stateDir: d.stateDir, env: { ABX_POOL: '0' } });
@@ -225,7 +231,7 @@ describe('lifecycle', { skip }, () => {
       const w = await sh(d, sb.id, 'cat /etc/shadow 2>&1; touch /usr/x 2>&1; echo done');
       assert.match(w.out, /Permission denied[\s\S]*Permission denied/);
       await api(d, 'POST', `/v1/sandboxes/${sb.id}/exec`, { argv: ['sleep', '300'], background: true });
-      await sleep(100);
+      await until(() => sleepsOfUidRange(Number(uid) - 1000) >= 1);
       const pids = procsOfUidRange(Number(uid) - 1000).map((f) => Number(f[0]));
       assert.ok(pids.length >= 1);
       await killSandbox(d, sb.id);
@@ -243,10 +249,11 @@ describe('lifecycle', { skip }, () => {
       const r = await exec(d, sb.id, ['id', '-u']);
       assert.equal(r.out, '0\n');
       await api(d, 'POST', `/v1/sandboxes/${sb.id}/exec`, { argv: ['sh', '-c', 'sleep 3071 & sleep 3071 & wait'], background: true });
-      await sleep(200);
+      await until(() => /sleep 3071/.test(hostPids()));
       assert.match(hostPids(), /sleep 3071/);
       await killSandbox(d, sb.id);
-      await sleep(200);
+      // Gone within 200 ms of the kill.
+      await until(() => !/sleep 3071/.test(hostPids()), 200);
       assert.doesNotMatch(hostPids(), /sleep 3071/, 'its process groups were killed');
       assert.deepEqual(readdirSync(join(d.stateDir, 'sandboxes')), []);
     } finally {

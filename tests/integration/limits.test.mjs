@@ -165,6 +165,8 @@ test('past 1024 running processes every start gets 429 / resource_exhausted', { 
       return;
     }
     const sbx = await e2bCreate(d);
+    // Time for abxd's descriptors to settle after the create before the
+    // baseline count (no event says when they have).
     await sleep(200);
     const fds0 = fdCount(d);
     // BUG: processes init had not yet reported as started were not
@@ -306,6 +308,8 @@ test('output nobody reads is read at a bounded rate', { skip, timeout: 120000 },
     // the oldest output to be dropped: 6 s of abxd's CPU per 10 s.
     const t0 = Date.now();
     const pid = await start('yes');
+    // Sleeps on purpose: past the start, then a 3 s window of abxd's CPU
+    // with nobody reading is what the test measures.
     await sleep(500);
     const c0 = cpuSeconds(d);
     const w0 = Date.now();
@@ -340,7 +344,7 @@ test('output nobody reads is read at a bounded rate', { skip, timeout: 120000 },
     for (let i = 0; i < 6; i++) pids.push(await start('cat /dev/zero'));
     const s0 = Date.now();
     const e0 = await Promise.all(pids.map(outputEnd));
-    await sleep(3000);
+    await sleep(3000); // on purpose: the window the shared bound is measured over
     const e1 = await Promise.all(pids.map(outputEnd));
     const dt = (Date.now() - s0) / 1000;
     // each one's log fills first (LOG_MAX at full speed), what comes after

@@ -494,6 +494,8 @@ describe('shutdown with live proxied connections', { skip }, () => {
     const ws = await wsConnect(d, hostOf(8002, id));
     ws.send(1, Buffer.from('ping'));
     assert.equal((await ws.recv()).payload.toString(), 'ping');
+    // Sleeps on purpose: the upgraded connection idle, then the stuck
+    // request under way at abxd (no answer comes to say so) when it stops.
     await sleep(300);
     const stuck = hreq(d, hostOf(8003, id), '/').catch((e) => e);
     await sleep(300);

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { startAbxd, api, createSandbox, killSandbox, sh, abx, isRoot } from './lib.mjs';
+import { startAbxd, api, createSandbox, killSandbox, sh, abx, isRoot, until } from './lib.mjs';
 
 const skip = !isRoot && 'needs root';
 
@@ -160,7 +160,9 @@ describe('template build', { skip }, () => {
     assert.match(r.last.error, /step 2 \(line 4\): exited with 7/);
     assert.equal(r.last.step, 2);
     assert.equal((await api(d, 'GET', '/v1/templates/broken')).status, 404);
-    await new Promise((res) => setTimeout(res, 300));
+    // Cleaned up within 300 ms of the answer.
+    const hidden = () => readdirSync(join(d.stateDir, 'templates')).some((n) => n.startsWith('.'));
+    await until(() => !existsSync(join(d.stateDir, 'templates', 'broken')) && !hidden(), 300);
     assert.ok(!existsSync(join(d.stateDir, 'templates', 'broken')));
     assert.ok(!readdirSync(join(d.stateDir, 'templates')).some((n) => n.startsWith('.')));
   });
@@ -212,7 +214,8 @@ describe('template build', { skip }, () => {
     assert.ok(!existsSync(victim));
     assert.ok(!existsSync(join(d.stateDir, victim.split('/').pop())));
     assert.equal((await api(d, 'GET', '/v1/templates/hostile')).status, 404);
-    await new Promise((res) => setTimeout(res, 200));
+    // Cleaned up within 200 ms of the answer.
+    await until(() => !readdirSync(join(d.stateDir, 'templates')).some((n) => n.startsWith('.')), 200);
     assert.ok(!readdirSync(join(d.stateDir, 'templates')).some((n) => n.startsWith('.')));
   });
 

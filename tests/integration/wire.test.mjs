@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { startAbxd, createSandbox, killSandbox, exec, sh, api, parseNdjson, sleep, isRoot } from './lib.mjs';
+import { startAbxd, createSandbox, killSandbox, exec, sh, api, parseNdjson, sleep, until, isRoot } from './lib.mjs';
 
 const skip = !isRoot && 'needs root';
 
@@ -77,7 +77,8 @@ describe('sandboxes', { skip }, () => {
 
   test('a sandbox ends at its timeout', async () => {
     const sb = await createSandbox(d, { timeout_s: 1 });
-    await sleep(1800);
+    // Gone within 1.8 s of a 1 s timeout (the bound the test allows).
+    await until(async () => (await api(d, 'GET', `/v1/sandboxes/${sb.id}`)).status === 404, 1800);
     const g = await api(d, 'GET', `/v1/sandboxes/${sb.id}`);
     assert.equal(g.status, 404);
   });
@@ -86,7 +87,9 @@ describe('sandboxes', { skip }, () => {
     const d2 = await startAbxd({ env: { ABX_IDLE_TIMEOUT_S: '1', ABX_POOL: '0' } });
     try {
       const sb = await createSandbox(d2);
-      await sleep(2500);
+      // Killed within 2.5 s of a 1 s idle timeout. Polls the log, not the
+      // sandbox: a GET of the sandbox is activity and would keep it alive.
+      await until(() => /idle for \d+ s, killing it/.test(d2.log), 2500);
       const g = await api(d2, 'GET', `/v1/sandboxes/${sb.id}`);
       assert.equal(g.status, 404);
       assert.match(d2.log, /idle for \d+ s, killing it/);
@@ -153,7 +156,9 @@ describe('exec', { skip }, () => {
   test('the deadline kills the whole process group', async () => {
     const r = await sh(d, id, 'sleep 100 & sleep 100 & echo started; wait', { timeout_s: 0.5 });
     assert.equal(r.code, 124);
-    await sleep(200);
+    // Every sleep gone within 200 ms of the answer.
+    const sleeps = async () => (await sh(d, id, 'ps -e -o comm= | grep -c "^sleep$" || true')).out.trim() === '0';
+    await until(sleeps, 200);
     const ps = await sh(d, id, 'ps -e -o comm= | grep -c "^sleep$" || true');
     assert.equal(ps.out.trim(), '0');
   });
@@ -226,6 +231,8 @@ describe('exec', { skip }, () => {
     const { value } = await reader.read();
     const pid = JSON.parse(Buffer.from(value).toString().split('\n')[0]).pid;
     ac.abort();
+    // A sleep on purpose: abxd must see the connection drop before we look
+    // at the process it must not take along (nothing says when it has).
     await sleep(100);
     const st = await api(d, 'GET', `/v1/sandboxes/${id}/processes/${pid}`);
     assert.equal(st.json.state, 'running');
@@ -247,6 +254,7 @@ describe('exec', { skip }, () => {
     const pid = bg.json.pid;
     const list = await api(d, 'GET', `/v1/sandboxes/${id}/processes`);
     assert.ok(list.json.processes.some((p) => p.pid === pid && p.state === 'running'));
+    // Time for the shell to set its trap (nothing outside shows when it has).
     await sleep(200);
     const s = await api(d, 'POST', `/v1/sandboxes/${id}/processes/${pid}/signal`, { signal: 'SIGTERM' });
     assert.equal(s.status, 204);
@@ -306,6 +314,7 @@ describe('exec', { skip }, () => {
 
   test('without a reader the log keeps the last 1 MiB and says what was dropped', async () => {
     const bg = await api(d, 'POST', `/v1/sandboxes/${id}/exec`, { argv: ['sh', '-c', 'head -c 3000000 /dev/zero | tr "\\0" "y"'], background: true });
+    // A sleep on purpose: 1.5 s with nobody reading is what the test is about.
     await sleep(1500);
     const out = await api(d, 'GET', `/v1/sandboxes/${id}/processes/${bg.json.pid}/output?offset=0&follow=1`);
     const p = parseNdjson(out.text);
@@ -482,6 +491,9 @@ print('ok')`]);
       duplex: 'half',
       signal: ac.signal,
     }).catch(() => {});
+    // Sleeps on purpose: the upload must be under way when it is aborted,
+    // and the abort must reach abxd before we look for what it left; no
+    // answer says when either has happened.
     await sleep(300);
     ac.abort();
     await p;

@@ -203,7 +203,7 @@ describe('workspace faults: kill -9 of abxd', { skip }, () => {
         if (kind === 'mirror') jobs = await scenarioMirror(d, ws, L, r, run);
         else if (kind === 'gc') jobs = await scenarioGc(d, ws, L, r, run);
         else jobs = await scenarioUpload(d, ws, L, r, run);
-        await sleep(r(kind === 'upload' ? 120 : 25));
+        await sleep(r(kind === 'upload' ? 120 : 25)); // on purpose: the kill lands at a random point
         d.proc.kill('SIGKILL');
         await d.exited;
         await Promise.allSettled(jobs);
