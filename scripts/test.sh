@@ -59,7 +59,10 @@ meson_suite() {
 node_suite() {
     local bindir=$1 label=$2 dir=${3:-tests/integration}
     local log="$LOGDIR/$label.log"
-    ABX_BIN_DIR="$bindir" node --test --test-concurrency=2 "$dir"/ >"$log" 2>&1
+    # workspaces-faults.test.mjs kills abxd 10 times by default; the full
+    # run keeps its 50.
+    ABX_FAULT_RUNS=${ABX_FAULT_RUNS:-50} ABX_BIN_DIR="$bindir" \
+        node --test --test-concurrency="${ABX_TEST_CONCURRENCY:-2}" "$dir"/ >"$log" 2>&1
     local rc=$?
     local p f
     p=$(grep -E '^# pass ' "$log" | awk '{print $3}')

@@ -3,8 +3,9 @@
 // every acknowledged write must be there and intact, the integrity check
 // must pass, and no half-written file may be visible.
 //
-// ABX_FAULT_RUNS sets the number of kills (default 50; `make soak` runs
-// many more). Every run prints its seed, so a failure can be replayed with
+// ABX_FAULT_RUNS sets the number of kills: 10 by default (one file in the
+// inner loop), 50 in `make test` and CI (scripts/test.sh sets it), many more
+// for a soak. Every run prints its seed, so a failure can be replayed with
 // ABX_FAULT_SEED.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,7 +16,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { startAbxd, api, parseNdjson, isRoot, sleep } from './lib.mjs';
 
 const skip = !isRoot && 'needs root';
-const RUNS = Number(process.env.ABX_FAULT_RUNS ?? 50);
+const RUNS = Number(process.env.ABX_FAULT_RUNS ?? 10);
 const sha = (b) => createHash('sha256').update(b).digest('hex');
 
 // A small deterministic PRNG so a seed replays a run.
