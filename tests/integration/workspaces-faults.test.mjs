@@ -46,6 +46,7 @@ async function wsExec(d, ws, script) {
 class Ledger {
   constructor() {
     this.paths = new Map(); // path -> {versions: [hash], acked: index (-1 = none)}
+    this.acks = 0; // acknowledgements so far
   }
   entry(p) {
     if (!this.paths.has(p)) this.paths.set(p, { versions: [], acked: -1 });
@@ -58,6 +59,7 @@ class Ledger {
     const e = this.entry(p);
     const i = e.versions.lastIndexOf(h);
     if (i > e.acked) e.acked = i;
+    this.acks++;
   }
 }
 
@@ -204,7 +206,13 @@ describe('workspace faults: kill -9 of abxd', { skip }, () => {
         if (kind === 'mirror') jobs = await scenarioMirror(d, ws, L, r, run);
         else if (kind === 'gc') jobs = await scenarioGc(d, ws, L, r, run);
         else jobs = await scenarioUpload(d, ws, L, r, run);
+        const acks = L.acks;
         await sleep(r(kind === 'upload' ? 120 : 25)); // on purpose: the kill lands at a random point
+        // An upload run kills only once one of its writes is acknowledged
+        // (the others still stream): on a slow machine no upload would ever
+        // finish within the random wait, and the kills would test nothing.
+        for (const t0 = Date.now(); kind === 'upload' && L.acks === acks && Date.now() - t0 < 20000; )
+          await sleep(5);
         d.proc.kill('SIGKILL');
         await d.exited;
         await Promise.allSettled(jobs);
