@@ -158,7 +158,7 @@ describe('abx template, commands, run and code against abxd', { skip }, () => {
   });
   after(async () => {
     if (d) {
-      for (const id of [tb, locked, base]) if (id) await killSandbox(d, id);
+      for (const id of [tb, locked, base]) if (id) await killSandbox(d, id).catch(() => {}); // d.stop() kills the rest
       await d.stop();
     }
     rmSync(root, { recursive: true, force: true });

@@ -305,7 +305,7 @@ describe('port forwarding', { skip }, () => {
   });
 
   after(async () => {
-    if (id) await killSandbox(d, id);
+    if (id) await killSandbox(d, id).catch(() => {}); // d.stop() kills the rest
     await d?.stop();
     if (tdir) rmSync(tdir, { recursive: true, force: true });
   });
