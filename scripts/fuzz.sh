@@ -34,7 +34,7 @@ if [ "${1:-}" = --table ]; then
         print "| --- | ---: | ---: | ---: | ---: | ---: | --- |"
         for (i = 0; i < n; i++) {
             t = order[i]
-            printf "| `fuzz-%s` | %.1f | %.1f M | %s | %s | %s | %s |\n", t, cpu[t] / 60,
+            printf "| `fuzz-%s` | %.1f | %.2f M | %s | %s | %s | %s |\n", t, cpu[t] / 60,
                 ex[t] / 1e6, cov[t], ft[t], corp[t], find[t] ? find[t] : "none"
         }
     }' "$2"
