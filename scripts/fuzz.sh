@@ -21,6 +21,26 @@
 set -u
 cd "$(dirname "$0")/.."
 
+# scripts/fuzz.sh --table FILE: a FUZZ_RECORD file as a Markdown table,
+# one row per target (CPU and executions summed over its runs, the last
+# run's coverage and corpus, every finding).
+if [ "${1:-}" = --table ]; then
+    awk -F'\t' 'NR > 1 && $1 != "target" {
+        if (!($1 in cpu)) order[n++] = $1
+        cpu[$1] += $2; ex[$1] += $3; cov[$1] = $4; ft[$1] = $5; corp[$1] = $6
+        if ($7 != "-") find[$1] = find[$1] (find[$1] ? "; " : "") $7
+    } END {
+        print "| target | CPU min | executions | cov | ft | corpus files | findings |"
+        print "| --- | ---: | ---: | ---: | ---: | ---: | --- |"
+        for (i = 0; i < n; i++) {
+            t = order[i]
+            printf "| `fuzz-%s` | %.1f | %.2f M | %s | %s | %s | %s |\n", t, cpu[t] / 60,
+                ex[t] / 1e6, cov[t], ft[t], corp[t], find[t] ? find[t] : "none"
+        }
+    }' "$2"
+    exit
+fi
+
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 CPU_GOAL=${FUZZ_CPU_SECONDS:-}
 BUILD=${FUZZ_BUILD:-build-fuzz}

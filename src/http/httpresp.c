@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "util/buf.h"
+#include "util/parse.h"
 
 enum state {
     S_HEAD,
@@ -326,18 +327,6 @@ scan_head(struct httpresp *p, const char *in, size_t len, size_t *used, struct e
 /* --- the body --- */
 
 static int
-hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static int
 emit(struct httpresp *p, httpresp_body_fn body, void *ud, const char *data, size_t n)
 {
     if (!body || n == 0)
@@ -400,7 +389,7 @@ feed_body(struct httpresp *p, const char *in, size_t len, httpresp_body_fn body,
         case S_CH_SIZE:
             if (++p->line_bytes > HTTPRESP_LINE_MAX)
                 return fail(p, -EMSGSIZE, err, "a chunk-size line is too long");
-            h = hexval(c);
+            h = parse_hex_digit(c);
             if (h >= 0) {
                 if (p->remaining > (UINT64_MAX >> 4))
                     return fail(p, -EPROTO, err, "a chunk size is too large");

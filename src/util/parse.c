@@ -136,6 +136,18 @@ parse_listen(const char *s, char *ret_host, size_t hostsz, uint16_t *ret_port)
     return 0;
 }
 
+int
+parse_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 bool
 parse_bool(const char *s, bool *ret)
 {

@@ -20,6 +20,8 @@ int parse_size(const char *s, uint64_t *ret);
  * NUL-terminated copy of ADDR in a caller buffer of hostsz bytes. */
 int parse_listen(const char *s, char *ret_host, size_t hostsz, uint16_t *ret_port);
 bool parse_bool(const char *s, bool *ret); /* 1/0, true/false, yes/no, on/off */
+/* The value of one hex digit (0-9, a-f, A-F), or -1. */
+int parse_hex_digit(char c);
 
 /* Copies src into dst of size n, always NUL-terminating; returns strlen(src)
  * or -E2BIG when it was truncated. */

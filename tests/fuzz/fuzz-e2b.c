@@ -22,6 +22,7 @@
  *     and the buffer, resolves to itself again and, for an absolute path,
  *     does not depend on home.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <strings.h>
 
@@ -155,34 +156,26 @@ rfc3339(const char *in, const uint8_t *data, size_t size)
 
 /* --- 2: ?metadata= --- */
 
-static int
-hexval(char c)
-{
-    if (is_digit(c))
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* One decoding pass: "%XY" with two hex digits and a value > 0 becomes
- * that byte, '+' a space when form is set; anything else stays. */
+/* One decoding pass, written another way than pct_decode(): "%XY" with
+ * X and Y hex digits (isxdigit(), no sign or blank as strtol() allows) and
+ * a value > 0 becomes that byte, '+' a space when form is set; anything
+ * else stays. */
 static void
 model_pct(char *s, bool form)
 {
-    char *w = s;
-    for (char *p = s; *p; p++) {
-        if (p[0] == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0 &&
-            hexval(p[1]) * 16 + hexval(p[2]) > 0) {
-            *w++ = (char)(hexval(p[1]) * 16 + hexval(p[2]));
-            p += 2;
-            continue;
+    size_t n = strlen(s), o = 0;
+    for (size_t i = 0; i < n; o++) {
+        unsigned v = 0;
+        if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
+            isxdigit((unsigned char)s[i + 2]) && sscanf(s + i + 1, "%2x", &v) == 1 && v > 0) {
+            s[o] = (char)v;
+            i += 3;
+        } else {
+            s[o] = form && s[i] == '+' ? ' ' : s[i];
+            i++;
         }
-        *w++ = form && *p == '+' ? ' ' : *p;
     }
-    *w = '\0';
+    s[o] = '\0';
 }
 
 static void

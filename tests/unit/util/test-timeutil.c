@@ -1,7 +1,9 @@
 /*
  * test-timeutil.c - RFC 3339 formatting (epoch, leap days, milliseconds,
- * far future, truncation) and the clocks' units and monotonicity.
+ * far future, truncation) and parsing (fractions, offsets, what is not a
+ * time), and the clocks' units and monotonicity.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -63,6 +65,50 @@ test_format_extremes(void **state)
     assert_string_equal(small, "1970-01-01");
 }
 
+static uint64_t
+parsed(const char *s)
+{
+    uint64_t ms = 7;
+    if (parse_rfc3339(s, &ms) != 0)
+        fail_msg("parse_rfc3339(\"%s\") failed", s);
+    return ms;
+}
+
+static void
+test_parse(void **state)
+{
+    char out[32];
+    uint64_t ms = 7;
+    (void)state;
+    assert_int_equal(parsed("2026-08-21T20:00:22.123Z"), 1787342422123ULL);
+    assert_int_equal(parsed("2026-08-21T20:00:22Z"), 1787342422000ULL);
+    assert_int_equal(parsed("2026-08-21T20:00:22.1z"), 1787342422100ULL);
+    assert_int_equal(parsed("2026-08-21T20:00:22.123456Z"),
+                     1787342422123ULL); /* cut, not rounded */
+    assert_int_equal(parsed("2026-08-21T22:00:22.123+02:00"), 1787342422123ULL);
+    assert_int_equal(parsed("2026-08-21T19:30:22.123-00:30"), 1787342422123ULL);
+    assert_int_equal(parsed("1969-12-31T23:59:59Z"), 0); /* before the epoch: 0 */
+    /* what format_rfc3339() writes reads back */
+    const uint64_t samples[] = {0, 999, 951782400000ULL, 2147483648000ULL, 253402300799999ULL};
+    for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
+        format_rfc3339(samples[i], out, sizeof(out));
+        assert_int_equal(parsed(out), samples[i]);
+    }
+    /* not times; ret untouched */
+    const char *bad[] = {"",
+                         "2026",
+                         "2026-08-21",
+                         "2026-08-21T20:00",
+                         "2026-08-21T20:00:22",
+                         "2026-08-21 20:00:22Z",
+                         "2026-08-21T20:00:22+0200",
+                         "yesterday"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(parse_rfc3339(bad[i], &ms), -EINVAL);
+        assert_int_equal(ms, 7);
+    }
+}
+
 static void
 test_clocks(void **state)
 {
@@ -94,6 +140,7 @@ main(void)
     const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_format),
             cmocka_unit_test(test_format_extremes),
+            cmocka_unit_test(test_parse),
             cmocka_unit_test(test_clocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
