@@ -6,6 +6,7 @@
 #include <jansson.h>
 
 #include "api/api.h"
+#include "api/core/table.h"
 #include "util/err.h"
 #include "util/hashmap.h"
 #include "util/list.h"
@@ -17,7 +18,7 @@ struct template_set;
 
 #define API_JSON_MAX      (1024 * 1024)     /* bytes of a JSON request body */
 #define API_EXEC_BODY_MAX (4 * 1024 * 1024) /* exec bodies carry base64 stdin */
-#define API_ID_LEN        20
+#define API_ID_LEN        TABLE_ID_LEN
 #define API_ENV_MAX       256 /* entries in a create's env */
 #define API_ENV_BYTES     65536
 #define API_ARGV_MAX      4096
@@ -29,10 +30,8 @@ struct template_set;
 
 struct api_metrics {
     uint64_t requests, errors_4xx, errors_5xx;
-    uint64_t sandboxes_created, sandboxes_killed, sandboxes_failed;
     uint64_t execs, exec_failures, timeouts;
     uint64_t bytes_uploaded, bytes_downloaded;
-    uint64_t create_us_sum, create_count;
 };
 
 /* A key limited to some templates and commands (keys.c). */
@@ -45,35 +44,11 @@ struct api_scope {
     bool all_commands; /* no "commands" list: every command of its templates */
 };
 
-enum entry_state { E_CREATING, E_READY, E_DYING };
-
-struct entry {
-    struct list link;
-    struct api *api;
-    char id[API_ID_LEN + 1];
-    struct sandbox *sb;
-    enum entry_state state;
-    uint64_t created_wall_ms;
-    uint64_t end_at_wall_ms; /* 0 = no deadline */
-    uint64_t timeout_s;
-    uint64_t last_active_ms; /* monotonic */
-    unsigned streams;        /* output streams attached */
-    json_t *metadata;
-    struct http_req *create_req;
-    struct list waiters; /* DELETE requests waiting for the end */
-    struct loop_timer *deadline;
-    const struct template *tmpl;   /* borrowed from the api's template set */
-    unsigned caps;                 /* TEMPLATE_CAP_* the sandbox's routes allow */
-    const struct api_scope *scope; /* the scoped key that created it, NULL = the full key */
-    /* The create answer's body (E2B's Sandbox); NULL = the native one. */
-    json_t *(*answer)(struct api *a, struct entry *e);
-    struct e2b_sb *e2b; /* E2B state (token, envd streams); NULL for native sandboxes */
-    int ports_netns;    /* its network namespace, pinned by ports.c; 0 = not yet (never 0..2) */
-    /* Runs once when the sandbox is ready, instead of answering: it takes
-     * over create_req (may be NULL) and answers it (e2b snapshots). */
-    void (*post_ready)(struct api *a, struct entry *e, struct http_req *req);
-};
-
+/* A create has ended: r == 0, e is ready; r < 0, e failed and is freed on
+ * return. Takes over the reference on req (NULL when there is none): the
+ * surface answers it. */
+typedef void (*api_ready_fn)(struct api *a, struct entry *e, int r, const struct err *err,
+                             struct http_req *req);
 /* A decoded create request: the native wire and E2B each build one. */
 struct api_create_req {
     const struct template *t;
@@ -82,11 +57,11 @@ struct api_create_req {
     json_t *meta; /* string map, borrowed, may be NULL */
     uint64_t timeout_s;
     struct jail_limits lim;
-    json_t *(*answer)(struct api *a, struct entry *e); /* NULL = the native answer */
+    api_ready_fn ready; /* how the surface answers when the sandbox is ready or failed */
 };
-/* Starts creating a sandbox; req (may be NULL) is answered when it is ready
- * (201) or failed. -ESHUTDOWN draining, -EOPNOTSUPP no isolation, -EAGAIN
- * full, -EINVAL bad env: nothing was answered, err says why. */
+/* Starts creating a sandbox; c->ready gets req (may be NULL) when it is
+ * ready or failed. -ESHUTDOWN draining, -EOPNOTSUPP no isolation, -EAGAIN
+ * full, -EINVAL bad env: nothing was called back, err says why. */
 int api_create(struct api *a, struct http_req *req, const struct api_create_req *c,
                struct entry **ret, struct err *err);
 /* "disk_mb" of a create body (optional, 1..API_DISK_MB_MAX) into bytes: 1
@@ -107,18 +82,14 @@ struct api {
     char tools_mount[4096]; /* where sandboxes see the bundles */
     struct api_config cfg;
     char *api_key;
-    struct hashmap *map;
-    struct list entries;
-    uint32_t count;
-    bool draining;
-    char missing[1024];
+    struct table *table; /* the live sandboxes */
+    unsigned e2b_slot;   /* e->ext[] of the E2B surface (struct e2b_sb) */
+    unsigned ports_slot; /* e->ext[] of the port proxy (its pinned netns) */
     struct api_metrics m;
     struct ports *ports;     /* the port proxy's state (ports.c), made on first use */
     struct e2b_snaps *snaps; /* e2b-snapshots.c: its worker and store, made on first use */
     uint32_t inotify_open;   /* e2b-watch.c: inotify instances its watches hold */
     uint64_t started_wall_ms;
-    void (*all_gone)(void *ud);
-    void *all_gone_ud;
 };
 
 /* Per-request state of the native wire, freed when the request closes. */
@@ -149,14 +120,11 @@ int api_path_nul_check(struct http_req *req);
  * PATH_MAX_LEN + 2); -EINVAL with err filled otherwise. */
 int api_body_path(json_t *j, const char *key, char *out, size_t outsz, struct err *err);
 
-/* api.c: the table of sandboxes */
+/* api.c: the native wire's view of the table: the ready entry id, touched;
+ * answers 404 (unknown or dying) or 409 (creating) and returns NULL
+ * otherwise (nothing is answered when req is NULL). */
 struct entry *api_find(struct api *a, struct http_req *req, const char *id);
 json_t *api_entry_json(struct api *a, struct entry *e, bool with_usage);
-void api_touch(struct entry *e);
-/* Moves e's deadline (0 = none). */
-void api_entry_set_end(struct entry *e, uint64_t end_at_wall_ms);
-/* Kills e's sandbox (asynchronously; the entry goes when it is gone). */
-void api_entry_kill(struct entry *e);
 /* templates.c: e is ready: runs its template's start_cmd in the background
  * and, with a ready_cmd, polls it; then answers req (may be NULL) 201 with
  * answer (stolen), or 504 not_ready and kills e when ready_cmd never
@@ -249,8 +217,8 @@ void e2b_begin(struct api *a, struct http_req *req, const char *path);
 /* {"code": status, "message": ...} as the E2B SDK reads errors. */
 void e2b_error(struct http_req *req, unsigned status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-void e2b_entry_dying(struct entry *e); /* cuts its envd streams */
-void e2b_entry_free(struct entry *e);
+/* Registers the E2B surface's per-sandbox state with the table (api_new). */
+int e2b_init(struct api *a);
 void e2b_snaps_free(struct api *a); /* from api_free(), first: finishes copies */
 
 /* wire-files.c */
@@ -267,5 +235,6 @@ void wire_files(struct api *a, struct http_req *req, struct entry *e, const char
 int ports_match_host(const char *host, const char *domain, uint16_t *ret_port, char *ret_id,
                      size_t idsz);
 void ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id);
-void ports_entry_free(struct entry *e); /* from entry_free() */
-void ports_free(struct api *a);         /* from api_free(): finishes dials in flight */
+/* Registers the port proxy's per-sandbox state with the table (api_new). */
+int ports_init(struct api *a);
+void ports_free(struct api *a); /* from api_free(): finishes dials in flight */

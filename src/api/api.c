@@ -20,112 +20,12 @@
 
 #define API_MAX_SEGMENTS 8
 
-struct waiter {
-    struct list link;
-    struct http_req *req;
-};
-
 /* --- table --- */
-
-static void entry_free(struct entry *e);
-static void arm_deadline(struct entry *e);
-
-static void
-entry_unlink(struct api *a, struct entry *e)
-{
-    (void)hashmap_remove(a->map, e->id);
-    list_remove(&e->link);
-    a->count--;
-    if (a->count == 0 && a->all_gone) {
-        void (*fn)(void *) = a->all_gone;
-        a->all_gone = NULL;
-        fn(a->all_gone_ud);
-    }
-}
-
-static void
-on_gone(struct sandbox *sb, void *ud)
-{
-    struct entry *e = ud;
-    struct api *a = e->api;
-    (void)sb;
-
-    if (e->state != E_DYING)
-        log_warn("sandbox=%s ended on its own (init exited)", e->id);
-    else
-        log_debug("sandbox=%s killed", e->id);
-    a->m.sandboxes_killed++;
-    while (!list_empty(&e->waiters)) {
-        struct waiter *w = list_entry(e->waiters.next, struct waiter, link);
-        list_remove(&w->link);
-        api_no_content(w->req);
-        http_req_unref(w->req);
-        free(w);
-    }
-    entry_unlink(a, e);
-    entry_free(e);
-}
-
-static void
-entry_free(struct entry *e)
-{
-    e2b_entry_free(e);
-    ports_entry_free(e);
-    loop_timer_free(e->deadline);
-    sandbox_free(e->sb);
-    json_decref(e->metadata);
-    free(e);
-}
-
-static void
-entry_kill(struct entry *e)
-{
-    if (e->state == E_DYING)
-        return;
-    e->state = E_DYING;
-    loop_timer_disarm(e->deadline);
-    e2b_entry_dying(e);
-    sandbox_kill(e->sb);
-}
-
-void
-api_entry_set_end(struct entry *e, uint64_t end_at_wall_ms)
-{
-    e->end_at_wall_ms = end_at_wall_ms;
-    arm_deadline(e);
-}
-
-void
-api_entry_kill(struct entry *e)
-{
-    entry_kill(e);
-}
-
-static void
-on_deadline(struct loop_timer *t, void *ud)
-{
-    struct entry *e = ud;
-    (void)t;
-    log_info("sandbox=%s reached its timeout, killing it", e->id);
-    entry_kill(e);
-}
-
-static void
-arm_deadline(struct entry *e)
-{
-    if (e->end_at_wall_ms == 0) {
-        loop_timer_disarm(e->deadline);
-        return;
-    }
-    uint64_t now = wall_msec();
-    uint64_t in = e->end_at_wall_ms > now ? e->end_at_wall_ms - now : 0;
-    (void)loop_timer_arm(e->deadline, now_msec() + in);
-}
 
 struct entry *
 api_find(struct api *a, struct http_req *req, const char *id)
 {
-    struct entry *e = hashmap_get(a->map, id);
+    struct entry *e = table_find(a->table, id);
     if (!e || e->state == E_DYING) {
         if (req)
             api_error_msg(req, 404, "not_found", "no sandbox '%.64s'", id);
@@ -136,14 +36,8 @@ api_find(struct api *a, struct http_req *req, const char *id)
             api_error_msg(req, 409, "conflict", "sandbox '%s' is still being created", id);
         return NULL;
     }
-    api_touch(e);
+    table_touch(e);
     return e;
-}
-
-void
-api_touch(struct entry *e)
-{
-    e->last_active_ms = now_msec();
 }
 
 void
@@ -154,14 +48,9 @@ api_stream_attached(struct api *a, const struct out_owner *o, bool attached)
             workspaces_stream_attached(a->ws, o->id, attached);
         return;
     }
-    struct entry *e = hashmap_get(a->map, o->id);
-    if (!e)
-        return;
-    if (attached)
-        e->streams++;
-    else if (e->streams > 0)
-        e->streams--;
-    api_touch(e);
+    struct entry *e = table_find(a->table, o->id);
+    if (e)
+        table_stream_attached(e, attached);
 }
 
 static json_t *
@@ -286,52 +175,23 @@ api_decode_disk_mb(struct api *a, json_t *body, uint64_t *ret_bytes, struct err 
     return 1;
 }
 
+/* The native create's answer: 201 with the entry and its timings, once the
+ * template's start and ready commands say so. */
 static void
-on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
+native_ready(struct api *a, struct entry *e, int r, const struct err *err, struct http_req *req)
 {
-    struct entry *e = ud;
-    struct api *a = e->api;
-    struct http_req *req = e->create_req;
-
-    e->create_req = NULL;
     if (r < 0) {
-        a->m.sandboxes_failed++;
-        log_warn("sandbox=%s could not be created: %s", e->id, err ? err->msg : "");
         if (req) {
-            if (e->e2b)
-                e2b_error(req, 500, "%s", err && err->msg[0] ? err->msg : "cannot create");
-            else
-                api_error(req, r == -ECANCELED || r == -EOPNOTSUPP ? r : -EIO, err);
+            api_error(req, r == -ECANCELED || r == -EOPNOTSUPP ? r : -EIO, err);
             http_req_unref(req);
         }
-        entry_unlink(a, e);
-        entry_free(e);
-        return;
-    }
-    (void)sb;
-    if (e->state == E_CREATING)
-        e->state = E_READY;
-    a->m.sandboxes_created++;
-    const struct sandbox_timings *t = sandbox_get_timings(e->sb);
-    a->m.create_us_sum += t->total_us;
-    a->m.create_count++;
-    arm_deadline(e);
-    log_debug("sandbox=%s ready in %.3f ms%s", e->id, t->total_us / 1000.0,
-              t->from_pool ? " (warm)" : "");
-    if (e->post_ready) {
-        void (*fn)(struct api *, struct entry *, struct http_req *) = e->post_ready;
-        e->post_ready = NULL;
-        fn(a, e, req); /* takes over req */
         return;
     }
     if (!req) {
         api_template_start(a, e, NULL, NULL);
         return;
     }
-    if (e->answer) {
-        api_template_start(a, e, req, e->answer(a, e));
-        return;
-    }
+    const struct sandbox_timings *t = sandbox_get_timings(e->sb);
     json_t *o = api_entry_json(a, e, false);
     json_t *tj = json_object();
     if (o && tj) {
@@ -349,24 +209,47 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
     api_template_start(a, e, req, o); /* answers when ready_cmd says so */
 }
 
+/* A create in flight: who answers it, and the request it answers. */
+struct create_op {
+    struct api *api;
+    struct http_req *req; /* referenced, may be NULL */
+    api_ready_fn ready;
+};
+
+static void
+create_op_ready(struct entry *e, int r, const struct err *err, void *ud)
+{
+    struct create_op *op = ud;
+    op->ready(op->api, e, r, err, op->req); /* takes over the reference */
+    free(op);
+}
+
+static void
+create_op_drop(void *ud)
+{
+    struct create_op *op = ud;
+    if (op->req)
+        http_req_unref(op->req);
+    free(op);
+}
+
 int
 api_create(struct api *a, struct http_req *req, const struct api_create_req *c, struct entry **ret,
            struct err *err)
 {
     const char *tenv[TEMPLATE_ENV_MAX * 4];
     const char **envv = NULL;
-    struct entry *e = NULL;
+    struct create_op *op = NULL;
     struct sandbox_spec spec;
+    struct table_create tc;
     struct api_fs fsb;
     size_t n, i = 0;
     int nt, r;
 
-    if (a->draining)
-        return err_set(err, ESHUTDOWN, "abxd is draining and takes no new sandboxes");
-    if (a->missing[0])
-        return err_set(err, EOPNOTSUPP, "isolation is not available: %s", a->missing);
-    if (a->count >= a->cfg.max_sandboxes)
-        return err_set(err, EAGAIN, "this host already runs %u sandboxes", a->count);
+    /* Before the env, so that a bad env does not hide that this host
+     * takes no sandbox now. */
+    if ((r = table_admits(a->table, err)) < 0)
+        return r;
     /* The template's env first (its bases before it), the request's over it. */
     nt = template_effective_env(a->templates, c->t, tenv, ELEMENTSOF(tenv));
     if (nt < 0)
@@ -398,58 +281,30 @@ api_create(struct api *a, struct http_req *req, const struct api_create_req *c, 
             envv[i++] = kv;
         }
     }
-    e = calloc(1, sizeof(*e));
-    if (!e) {
+    op = calloc(1, sizeof(*op));
+    if (!op) {
         r = -ENOMEM;
         goto out;
     }
-    e->api = a;
-    e->tmpl = c->t;
-    e->caps = c->t->caps;
-    e->scope = c->scope;
-    e->state = E_CREATING;
-    e->answer = c->answer;
-    list_init(&e->waiters);
-    e->created_wall_ms = wall_msec();
-    e->timeout_s = c->timeout_s;
-    e->end_at_wall_ms = c->timeout_s ? e->created_wall_ms + c->timeout_s * 1000u : 0;
-    e->last_active_ms = now_msec();
-    e->metadata = c->meta ? json_deep_copy(c->meta) : json_object();
-    if (!e->metadata || loop_timer_new(a->loop, on_deadline, e, &e->deadline) < 0) {
-        r = -ENOMEM;
-        goto out;
-    }
-    do {
-        r = rand_id(e->id, API_ID_LEN);
-    } while (r == 0 && hashmap_get(a->map, e->id));
-    if (r < 0)
-        goto out;
+    *op = (struct create_op){.api = a, .req = req, .ready = c->ready ? c->ready : native_ready};
     spec = (struct sandbox_spec){
             .limits = c->lim, .env = envv, .fs = api_template_fs(a, c->t, &fsb)};
-    r = sandbox_create(a->sh, e->id, &spec, on_ready, e, &e->sb, err);
+    tc = (struct table_create){
+            .spec = &spec,
+            .tmpl = c->t,
+            .caps = c->t->caps,
+            .scope = c->scope,
+            .meta = c->meta,
+            .timeout_s = c->timeout_s,
+    };
+    r = table_create(a->table, &tc, create_op_ready, create_op_drop, op, ret, err);
     if (r < 0)
         goto out;
-    sandbox_set_gone_handler(e->sb, on_gone, e);
-    r = hashmap_put(a->map, e->id, e);
-    if (r < 0) {
-        /* Cannot track it: let it go. on_ready will find no request. */
-        sandbox_kill(e->sb);
-        goto out;
-    }
-    list_add_tail(&a->entries, &e->link);
-    a->count++;
-    e->create_req = req;
+    op = NULL;
     if (req)
         http_req_ref(req);
-    *ret = e;
-    e = NULL;
-    r = 0;
 out:
-    if (e) {
-        loop_timer_free(e->deadline);
-        json_decref(e->metadata);
-        free(e);
-    }
+    free(op);
     for (size_t k = 0; envv && envv[k]; k++)
         free((char *)(uintptr_t)envv[k]);
     free(envv);
@@ -529,7 +384,7 @@ static void
 list_sandboxes(struct api *a, struct http_req *req)
 {
     json_t *arr = json_array();
-    list_foreach (l, &a->entries) {
+    list_foreach (l, table_entries(a->table)) {
         struct entry *e = list_entry(l, struct entry, link);
         if (e->state != E_CREATING)
             (void)json_array_append_new(arr, api_entry_json(a, e, false));
@@ -573,8 +428,7 @@ update_done(struct http_req *req, const char *body, size_t len)
     if (has_timeout) {
         /* Like E2B: the new timeout counts from now. */
         e->timeout_s = timeout;
-        e->end_at_wall_ms = timeout ? wall_msec() + timeout * 1000u : 0;
-        arm_deadline(e);
+        table_set_end(e, timeout ? wall_msec() + timeout * 1000u : 0);
     }
     json_decref(j);
     api_json(req, 200, api_entry_json(a, e, true));
@@ -585,13 +439,27 @@ fail:
 }
 
 static void
+delete_answer(void *ud)
+{
+    struct http_req *req = ud;
+    api_no_content(req);
+    http_req_unref(req);
+}
+
+static void
+delete_drop(void *ud)
+{
+    http_req_unref(ud);
+}
+
+static void
 delete_done(struct http_req *req, const char *body, size_t len)
 {
     struct rq *q = http_req_userdata(req);
     struct api *a = q->api;
     (void)body;
     (void)len;
-    struct entry *e = hashmap_get(a->map, q->id);
+    struct entry *e = table_find(a->table, q->id);
     if (!e) {
         api_error_msg(req, 404, "not_found", "no sandbox '%.64s'", q->id);
         return;
@@ -600,15 +468,11 @@ delete_done(struct http_req *req, const char *body, size_t len)
         api_error_msg(req, 409, "conflict", "sandbox '%s' is still being created", q->id);
         return;
     }
-    struct waiter *w = calloc(1, sizeof(*w));
-    if (!w) {
-        api_error(req, -ENOMEM, NULL);
-        return;
-    }
-    w->req = req;
     http_req_ref(req);
-    list_add_tail(&e->waiters, &w->link);
-    entry_kill(e);
+    if (table_kill_wait(e, delete_answer, delete_drop, req) < 0) {
+        http_req_unref(req);
+        api_error(req, -ENOMEM, NULL);
+    }
 }
 
 /* --- operations --- */
@@ -624,16 +488,18 @@ static void
 readyz(struct api *a, struct http_req *req)
 {
     json_t *o = json_object();
-    bool ready = !a->missing[0] && !a->draining;
+    const char *missing = table_missing(a->table);
+    bool draining = table_draining(a->table);
+    bool ready = !missing[0] && !draining;
     (void)json_set(o, "ready", json_boolean(ready));
     (void)json_set(o, "isolation", json_string(a->cfg.isolation));
     (void)json_set(o, "cgroup", json_string(a->cfg.cgroup));
-    (void)json_set(o, "draining", json_boolean(a->draining));
+    (void)json_set(o, "draining", json_boolean(draining));
     json_t *miss = json_array();
-    if (a->missing[0]) {
+    if (missing[0]) {
         /* one entry per ';'-separated item */
-        char tmp[sizeof(a->missing)];
-        memcpy(tmp, a->missing, sizeof(tmp));
+        char tmp[1024];
+        (void)snprintf(tmp, sizeof(tmp), "%s", missing);
         char *save = NULL;
         for (char *t = strtok_r(tmp, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
             while (*t == ' ')
@@ -651,7 +517,7 @@ drain(struct api *a, struct http_req *req)
     api_drain(a);
     json_t *o = json_object();
     (void)json_set(o, "draining", json_true());
-    (void)json_set(o, "sandboxes", json_integer(a->count));
+    (void)json_set(o, "sandboxes", json_integer(table_count(a->table)));
     api_json(req, 200, o);
 }
 
@@ -660,8 +526,9 @@ metrics(struct api *a, struct http_req *req)
 {
     struct buf b;
     buf_init(&b, 1024 * 1024);
+    const struct table_stats *st = table_stats(a->table);
     uint64_t running = 0;
-    list_foreach (l, &a->entries) {
+    list_foreach (l, table_entries(a->table)) {
         struct entry *e = list_entry(l, struct entry, link);
         if (e->state == E_READY)
             running += sandbox_proc_count(e->sb, true);
@@ -670,10 +537,10 @@ metrics(struct api *a, struct http_req *req)
     (void)buf_printf(                                                                              \
             &b, "# HELP abx_" name " " help "\n# TYPE abx_" name " " type "\nabx_" name " %llu\n", \
             (unsigned long long)(val))
-    M("sandboxes", "gauge", "Live sandboxes.", a->count);
-    M("sandboxes_created_total", "counter", "Sandboxes created.", a->m.sandboxes_created);
-    M("sandboxes_failed_total", "counter", "Sandbox creations that failed.", a->m.sandboxes_failed);
-    M("sandboxes_ended_total", "counter", "Sandboxes killed or ended.", a->m.sandboxes_killed);
+    M("sandboxes", "gauge", "Live sandboxes.", table_count(a->table));
+    M("sandboxes_created_total", "counter", "Sandboxes created.", st->created);
+    M("sandboxes_failed_total", "counter", "Sandbox creations that failed.", st->failed);
+    M("sandboxes_ended_total", "counter", "Sandboxes killed or ended.", st->ended);
     M("pool_ready", "gauge", "Warm sandboxes ready to hand out.", sandbox_host_pool_ready(a->sh));
     M("processes_running", "gauge", "Processes running in all sandboxes.", running);
     M("execs_total", "counter", "Exec requests started.", a->m.execs);
@@ -684,13 +551,14 @@ metrics(struct api *a, struct http_req *req)
       a->m.bytes_uploaded);
     M("store_damaged_reads_total", "counter",
       "Reads that found stored content damaged (and did not hand it out).", store_damaged_reads());
-    M("draining", "gauge", "1 while draining.", a->draining ? 1 : 0);
-    M("ready", "gauge", "1 when the configured isolation is available.", a->missing[0] ? 0 : 1);
+    M("draining", "gauge", "1 while draining.", table_draining(a->table) ? 1 : 0);
+    M("ready", "gauge", "1 when the configured isolation is available.",
+      table_missing(a->table)[0] ? 0 : 1);
 #undef M
     (void)buf_printf(&b,
                      "# HELP abx_create_seconds_avg Mean time to create a sandbox.\n"
                      "# TYPE abx_create_seconds_avg gauge\nabx_create_seconds_avg %.6f\n",
-                     a->m.create_count ? a->m.create_us_sum / 1e6 / a->m.create_count : 0.0);
+                     st->create_count ? st->create_us_sum / 1e6 / st->create_count : 0.0);
     http_respond(req, 200, "text/plain; version=0.0.4", b.data, b.len);
     buf_done(&b);
 }
@@ -764,7 +632,7 @@ scope_allows(struct api *a, struct http_req *req, const struct api_scope *s, cha
         return false;
     }
     if (n >= 3 && !strcmp(seg[1], "sandboxes")) {
-        struct entry *e = hashmap_get(a->map, seg[2]);
+        struct entry *e = table_find(a->table, seg[2]);
         if (!e || e->scope != s) {
             api_error_msg(req, 404, "not_found", "no sandbox '%.64s'", seg[2]);
             return false;
@@ -984,6 +852,8 @@ api_set_tools(struct api *a, const struct tools_registry *tools, const char *mou
 int
 api_new(struct loop *loop, struct sandbox_host *sh, const struct api_config *c, struct api **ret)
 {
+    struct table_config tc = {.max_sandboxes = c->max_sandboxes,
+                              .idle_timeout_s = c->idle_timeout_s};
     struct api *a = calloc(1, sizeof(*a));
     if (!a)
         return -ENOMEM;
@@ -991,9 +861,10 @@ api_new(struct loop *loop, struct sandbox_host *sh, const struct api_config *c, 
     a->sh = sh;
     a->cfg = *c;
     a->api_key = strdup(c->api_key);
-    list_init(&a->entries);
     a->started_wall_ms = wall_msec();
-    if (!a->api_key || hashmap_new(&a->map) < 0) {
+    if (!a->api_key || table_new(loop, sh, a, &tc, &a->table) < 0 || e2b_init(a) < 0 ||
+        ports_init(a) < 0) {
+        table_free(a->table);
         free(a->api_key);
         free(a);
         return -ENOMEM;
@@ -1010,20 +881,7 @@ api_free(struct api *a)
         return;
     e2b_snaps_free(a);
     ports_free(a);
-    while (!list_empty(&a->entries)) {
-        struct entry *e = list_entry(a->entries.next, struct entry, link);
-        list_remove(&e->link);
-        while (!list_empty(&e->waiters)) {
-            struct waiter *w = list_entry(e->waiters.next, struct waiter, link);
-            list_remove(&w->link);
-            http_req_unref(w->req);
-            free(w);
-        }
-        if (e->create_req)
-            http_req_unref(e->create_req);
-        entry_free(e);
-    }
-    hashmap_free(a->map);
+    table_free(a->table);
     api_keys_free(a);
     free(a->api_key);
     free(a);
@@ -1032,67 +890,35 @@ api_free(struct api *a)
 void
 api_set_missing(struct api *a, const char *missing)
 {
-    (void)snprintf(a->missing, sizeof(a->missing), "%s", missing);
+    table_set_missing(a->table, missing);
 }
 
 void
 api_drain(struct api *a)
 {
-    if (a->draining)
-        return;
-    a->draining = true;
-    log_info("draining: no new sandboxes; %u still running", a->count);
-    sandbox_host_drain_pool(a->sh);
+    table_drain(a->table);
 }
 
 bool
 api_draining(const struct api *a)
 {
-    return a->draining;
+    return table_draining(a->table);
 }
 
 int
 api_sweep_idle(struct api *a)
 {
-    if (!a->cfg.idle_timeout_s)
-        return 0;
-    uint64_t now = now_msec();
-    int n = 0;
-    list_foreach_safe (l, tmp, &a->entries) {
-        struct entry *e = list_entry(l, struct entry, link);
-        if (e->state != E_READY || e->streams > 0)
-            continue;
-        if (now - e->last_active_ms < a->cfg.idle_timeout_s * 1000u)
-            continue;
-        log_info("sandbox=%s idle for %llu s, killing it", e->id,
-                 (unsigned long long)((now - e->last_active_ms) / 1000u));
-        entry_kill(e);
-        n++;
-    }
-    return n;
+    return table_sweep_idle(a->table);
 }
 
 void
 api_kill_all(struct api *a, void (*done)(void *ud), void *ud)
 {
-    a->all_gone = done;
-    a->all_gone_ud = ud;
-    if (a->count == 0) {
-        a->all_gone = NULL;
-        done(ud);
-        return;
-    }
-    list_foreach_safe (l, tmp, &a->entries) {
-        struct entry *e = list_entry(l, struct entry, link);
-        if (e->state == E_CREATING)
-            sandbox_kill(e->sb);
-        else
-            entry_kill(e);
-    }
+    table_kill_all(a->table, done, ud);
 }
 
 uint32_t
 api_sandbox_count(const struct api *a)
 {
-    return a->count;
+    return table_count(a->table);
 }

@@ -136,8 +136,8 @@ unauthorized(struct http_req *req, const char *msg)
 struct entry *
 e2b_call_entry(const struct e2b_call *c)
 {
-    struct entry *e = hashmap_get(c->api->map, c->id);
-    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused)
+    struct entry *e = table_find(c->api->table, c->id);
+    if (!e || e->state != E_READY || !e2b_of(e) || e->paused)
         return NULL;
     return e;
 }
@@ -320,8 +320,8 @@ rpc(struct api *a, struct http_req *req, struct entry *e, const char *path)
 static bool
 token_ok(struct entry *e, const char *tok)
 {
-    size_t n = strlen(e->e2b->token);
-    return tok && strlen(tok) == n && CRYPTO_memcmp(tok, e->e2b->token, n) == 0;
+    size_t n = strlen(e2b_of(e)->token);
+    return tok && strlen(tok) == n && CRYPTO_memcmp(tok, e2b_of(e)->token, n) == 0;
 }
 
 void
@@ -335,12 +335,12 @@ e2b_envd(struct api *a, struct http_req *req, const char *path)
         return;
     }
     e = e2b_lookup(a, id);
-    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused) {
+    if (!e || e->state != E_READY || !e2b_of(e) || e->paused) {
         gone(req, id);
         return;
     }
     if (!strcmp(path, "/health")) {
-        api_touch(e);
+        table_touch(e);
         http_respond(req, 204, NULL, "", 0);
         return;
     }
@@ -354,7 +354,7 @@ e2b_envd(struct api *a, struct http_req *req, const char *path)
                           "signing if supported");
         return;
     }
-    api_touch(e);
+    table_touch(e);
     if (!strncmp(path, "/process.Process/", 17) || !strncmp(path, "/filesystem.Filesystem/", 23)) {
         rpc(a, req, e, path);
         return;

@@ -26,13 +26,33 @@
 struct e2b_sb {
     char token[E2B_TOKEN_LEN + 1]; /* envdAccessToken, for the sandbox's whole life */
     char alias[128];               /* the template name the caller asked for */
-    bool paused;                   /* cgroup frozen (pause with memory) */
     bool snapshotting;             /* cgroup frozen while its files are copied */
     struct list streams;           /* struct e2b_stream: envd streams open on it */
     struct e2b_snapjob *snap;      /* the snapshot being taken of it, NULL = none */
     struct e2b_restore *restore;   /* the snapshot its files come from, until restored */
     struct e2b_cold *cold;         /* its E2B identity when resumed from a cold pause */
 };
+
+/* The E2B state of e (its ext slot), NULL for sandboxes made natively. */
+static inline unsigned
+e2b_slot(const struct entry *e)
+{
+    return ((const struct api *)table_owner(e->table))->e2b_slot;
+}
+static inline struct e2b_sb *
+e2b_of(const struct entry *e)
+{
+    return e->ext[e2b_slot(e)];
+}
+/* Cuts e's envd streams (also when it is paused); when e is dying, it is
+ * no longer frozen (the kill thaws it). */
+void e2b_entry_dying(struct entry *e);
+/* api_create_req.ready of every E2B create: answers req with the Sandbox
+ * (e2b_create_answer()) once ready, restoring a snapshot's files first
+ * when the create attached one; 500 when the create failed. */
+void e2b_create_ready(struct api *a, struct entry *e, int r, const struct err *err,
+                      struct http_req *req);
+json_t *e2b_create_answer(struct api *a, struct entry *e);
 
 /* A sandbox paused without memory ({"memory": false}): its files are a
  * hidden snapshot, its processes and jail are gone. It keeps its E2B id,
@@ -59,7 +79,7 @@ struct list *e2b_cold_list(struct api *a);
 static inline const char *
 e2b_public_id(const struct entry *e)
 {
-    return e->e2b && e->e2b->cold ? e->e2b->cold->id : e->id;
+    return e2b_of(e) && e2b_of(e)->cold ? e2b_of(e)->cold->id : e->id;
 }
 /* The entry an E2B id names, not dying (a resumed sandbox by its E2B id);
  * NULL when none, also when it is paused without memory. */
@@ -102,6 +122,8 @@ typedef void (*e2b_restored_fn)(struct api *a, struct entry *e, int r, const str
                                 void *ud);
 int e2b_restore_attach(struct api *a, struct entry *e, const char *snap_id, e2b_restored_fn report,
                        void *ud);
+/* From e2b_create_ready(): e, with a restore attached, is ready; takes over req. */
+void e2b_restore_ready(struct api *a, struct entry *e, struct http_req *req);
 /* Whether api_free() stopped the snapshot worker: answer nothing more. */
 bool e2b_snaps_closing(const struct api *a);
 /* e2b_entry_free(): e goes; its snapshot or restore carries on without it. */

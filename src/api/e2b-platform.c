@@ -91,45 +91,62 @@ e2b_begin(struct api *a, struct http_req *req, const char *path)
 void
 e2b_entry_dying(struct entry *e)
 {
-    if (!e->e2b)
+    struct e2b_sb *x = e2b_of(e);
+    if (!x)
         return;
     if (e->state == E_DYING) {
         /* The kill thaws a frozen sandbox (jail_kill). */
-        e->e2b->paused = false;
-        e->e2b->snapshotting = false;
+        e->paused = false;
+        x->snapshotting = false;
     }
     /* Cut every stream without an end frame: the SDK's health probe then
      * sees 502 and reports the sandbox's end. */
-    while (!list_empty(&e->e2b->streams)) {
-        struct e2b_stream *s = list_entry(e->e2b->streams.next, struct e2b_stream, link);
+    while (!list_empty(&x->streams)) {
+        struct e2b_stream *s = list_entry(x->streams.next, struct e2b_stream, link);
         list_remove(&s->link);
         list_init(&s->link);
         s->cut(s);
     }
 }
 
-void
-e2b_entry_free(struct entry *e)
+/* table hooks: the table kills e, or e goes */
+static void
+entry_dying(struct entry *e, unsigned slot)
 {
-    if (!e->e2b)
+    (void)slot;
+    e2b_entry_dying(e);
+}
+
+static void
+entry_free(struct entry *e, unsigned slot)
+{
+    struct e2b_sb *x = e->ext[slot];
+    if (!x)
         return;
     e2b_entry_dying(e);
     e2b_snapshots_entry_gone(e);
-    struct e2b_cold *c = e->e2b->cold;
+    struct e2b_cold *c = x->cold;
     if (c && c->live == e) {
         /* The last sandbox that ran as it: the E2B sandbox ends. */
         list_remove(&c->link);
         json_decref(c->meta);
         free(c);
     }
-    free(e->e2b);
-    e->e2b = NULL;
+    free(x);
+    e->ext[slot] = NULL;
+}
+
+int
+e2b_init(struct api *a)
+{
+    static const struct table_hooks hooks = {.dying = entry_dying, .free = entry_free};
+    return table_add_hooks(a->table, &hooks, &a->e2b_slot);
 }
 
 void
 e2b_stream_attach(struct entry *e, struct e2b_stream *s)
 {
-    list_add_tail(&e->e2b->streams, &s->link);
+    list_add_tail(&e2b_of(e)->streams, &s->link);
 }
 
 void
@@ -159,12 +176,12 @@ sandbox_json(struct api *a, struct entry *e)
     json_t *o = json_object();
     (void)json_set(o, "sandboxID", json_string(e2b_public_id(e)));
     (void)json_set(o, "templateID", json_string(template_id(e)));
-    if (e->e2b && e->e2b->alias[0])
-        (void)json_set(o, "alias", json_string(e->e2b->alias));
+    if (e2b_of(e) && e2b_of(e)->alias[0])
+        (void)json_set(o, "alias", json_string(e2b_of(e)->alias));
     (void)json_set(o, "clientID", json_string("abx"));
     (void)json_set(o, "envdVersion", json_string(E2B_ENVD_VERSION));
-    if (e->e2b)
-        (void)json_set(o, "envdAccessToken", json_string(e->e2b->token));
+    if (e2b_of(e))
+        (void)json_set(o, "envdAccessToken", json_string(e2b_of(e)->token));
     (void)json_set(o, "trafficAccessToken", json_null());
     (void)json_set(o, "domain",
                    a->cfg.e2b_domain && *a->cfg.e2b_domain ? json_string(a->cfg.e2b_domain)
@@ -183,20 +200,20 @@ detail_json(struct api *a, struct entry *e, bool detail)
     json_t *o = json_object();
     (void)json_set(o, "sandboxID", json_string(e2b_public_id(e)));
     (void)json_set(o, "templateID", json_string(template_id(e)));
-    if (e->e2b && e->e2b->alias[0])
-        (void)json_set(o, "alias", json_string(e->e2b->alias));
+    if (e2b_of(e) && e2b_of(e)->alias[0])
+        (void)json_set(o, "alias", json_string(e2b_of(e)->alias));
     (void)json_set(o, "clientID", json_string("abx"));
     (void)json_set(o, "startedAt", time_json(e->created_wall_ms));
     (void)json_set(o, "endAt", time_json(e->end_at_wall_ms ? e->end_at_wall_ms : wall_msec()));
-    (void)json_set(o, "state", json_string(e->e2b && e->e2b->paused ? "paused" : "running"));
+    (void)json_set(o, "state", json_string(e2b_of(e) && e->paused ? "paused" : "running"));
     (void)json_set(o, "cpuCount", json_integer(cpus ? cpus : 1));
     (void)json_set(o, "memoryMB", json_integer((json_int_t)(mem >> 20)));
     (void)json_set(o, "diskSizeMB", json_integer((json_int_t)disk));
     (void)json_set(o, "envdVersion", json_string(E2B_ENVD_VERSION));
     (void)json_set(o, "metadata", json_incref(e->metadata));
     if (detail) {
-        if (e->e2b)
-            (void)json_set(o, "envdAccessToken", json_string(e->e2b->token));
+        if (e2b_of(e))
+            (void)json_set(o, "envdAccessToken", json_string(e2b_of(e)->token));
         (void)json_set(o, "domain",
                        a->cfg.e2b_domain && *a->cfg.e2b_domain ? json_string(a->cfg.e2b_domain)
                                                                : json_null());
@@ -254,10 +271,28 @@ read_timeout(json_t *j, uint64_t max_s, uint64_t *ret, struct err *err)
     return 1;
 }
 
-static json_t *
-create_answer(struct api *a, struct entry *e)
+json_t *
+e2b_create_answer(struct api *a, struct entry *e)
 {
     return sandbox_json(a, e);
+}
+
+void
+e2b_create_ready(struct api *a, struct entry *e, int r, const struct err *err, struct http_req *req)
+{
+    if (r < 0) {
+        if (req) {
+            e2b_error(req, 500, "%s", err && err->msg[0] ? err->msg : "cannot create");
+            http_req_unref(req);
+        }
+        return;
+    }
+    struct e2b_sb *x = e2b_of(e);
+    if (x && x->restore) {
+        e2b_restore_ready(a, e, req); /* takes over req */
+        return;
+    }
+    api_template_start(a, e, req, req ? e2b_create_answer(a, e) : NULL);
 }
 
 static int
@@ -295,7 +330,7 @@ create_done(struct http_req *req, const char *body, size_t len)
             .lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis, a->cfg.default_pids,
                     a->cfg.default_disk_bytes},
             .scope = q->scope,
-            .answer = create_answer,
+            .ready = e2b_create_ready,
     };
     struct entry *e = NULL;
     struct e2b_sb *x = NULL;
@@ -340,12 +375,12 @@ create_done(struct http_req *req, const char *body, size_t len)
         goto fail;
     if ((r = api_create(a, req, &c, &e, &err)) < 0)
         goto fail;
-    e->e2b = x;
+    e->ext[e2b_slot(e)] = x;
     x = NULL;
     /* Before it is ready, so nothing can answer first; on failure the
      * sandbox is killed and on_ready answers 500. */
     if (from_snap && (r = e2b_restore_attach(a, e, snap.id, NULL, NULL)) < 0)
-        api_entry_kill(e);
+        table_kill(e);
     goto out;
 fail:
     e2b_fail(req, r, &err);
@@ -446,7 +481,7 @@ matches(struct api *a, const struct item *it, const struct filter *f, const stru
 {
     const struct template *et = it->e ? it->e->tmpl : it->c->t;
     json_t *meta = it->e ? it->e->metadata : it->c->meta;
-    bool paused = it->e ? it->e->e2b->paused : true;
+    bool paused = it->e ? it->e->paused : true;
     if (it->e && (it->e->state != E_READY || (scope && it->e->scope != scope)))
         return false;
     if (it->c && scope && it->c->scope != scope)
@@ -562,22 +597,22 @@ list(struct api *a, struct http_req *req, const struct api_scope *scope)
     if (cold)
         list_foreach (l, cold)
             ncold++;
-    all = calloc(a->count + ncold + 1, sizeof(*all));
+    all = calloc(table_count(a->table) + ncold + 1, sizeof(*all));
     if (!all) {
         e2b_error(req, 500, "out of memory");
         return;
     }
-    list_foreach (l, &a->entries) {
+    list_foreach (l, table_entries(a->table)) {
         struct entry *e = list_entry(l, struct entry, link);
         struct item it = {.created = e->created_wall_ms, .id = e2b_public_id(e), .e = e};
-        if (n < a->count && e->e2b && matches(a, &it, &f, scope))
+        if (n < table_count(a->table) && e2b_of(e) && matches(a, &it, &f, scope))
             all[n++] = it;
     }
     if (cold)
         list_foreach (l, cold) {
             struct e2b_cold *c = list_entry(l, struct e2b_cold, link);
             struct item it = {.created = c->created_wall_ms, .id = c->id, .c = c};
-            if (!c->live && n < a->count + ncold && matches(a, &it, &f, scope))
+            if (!c->live && n < table_count(a->table) + ncold && matches(a, &it, &f, scope))
                 all[n++] = it;
         }
     qsort_r(all, n, sizeof(*all), cmp_items, &sort_asc);
@@ -631,8 +666,8 @@ timeout_done(struct http_req *req, const char *body, size_t len)
     }
     json_decref(j);
     e->timeout_s = t;
-    if (!e->e2b || !e->e2b->paused)
-        api_entry_set_end(e, wall_msec() + t * 1000u);
+    if (!e2b_of(e) || !e->paused)
+        table_set_end(e, wall_msec() + t * 1000u);
     api_no_content(req);
 }
 
@@ -642,7 +677,7 @@ set_frozen(struct entry *e, bool frozen, struct err *err)
     int r = sandbox_freeze(e->sb, frozen, err);
     if (r < 0)
         return r;
-    e->e2b->paused = frozen;
+    e->paused = frozen;
     return 0;
 }
 
@@ -689,7 +724,7 @@ cold_snapped(struct api *a, int r, const struct err *err, const char *snap_id, b
              void *ud)
 {
     struct cold_call *cc = ud;
-    struct entry *e = closing ? NULL : hashmap_get(a->map, cc->eid);
+    struct entry *e = closing ? NULL : table_find(a->table, cc->eid);
     struct e2b_cold *c = NULL;
     struct list *l = closing ? NULL : e2b_cold_list(a);
 
@@ -699,12 +734,12 @@ cold_snapped(struct api *a, int r, const struct err *err, const char *snap_id, b
         snap_fail(cc->req, r, err);
         goto out;
     }
-    if (!e || e->state != E_READY || !e->e2b || !l) {
+    if (!e || e->state != E_READY || !e2b_of(e) || !l) {
         (void)e2b_snapshot_delete(a, snap_id);
         e2b_error(cc->req, 404, "sandbox '%s' went while it was paused", cc->eid);
         goto out;
     }
-    c = e->e2b->cold;
+    c = e2b_of(e)->cold;
     if (!c) {
         c = calloc(1, sizeof(*c));
         if (!c || !(c->meta = json_deep_copy(e->metadata))) {
@@ -714,8 +749,8 @@ cold_snapped(struct api *a, int r, const struct err *err, const char *snap_id, b
             goto out;
         }
         memcpy(c->id, e->id, sizeof(c->id));
-        memcpy(c->token, e->e2b->token, sizeof(c->token));
-        memcpy(c->alias, e->e2b->alias, sizeof(c->alias));
+        memcpy(c->token, e2b_of(e)->token, sizeof(c->token));
+        memcpy(c->alias, e2b_of(e)->alias, sizeof(c->alias));
         c->t = e->tmpl;
         c->scope = e->scope;
         c->created_wall_ms = e->created_wall_ms;
@@ -730,8 +765,8 @@ cold_snapped(struct api *a, int r, const struct err *err, const char *snap_id, b
     c->lim = *sandbox_limits(e->sb);
     (void)snprintf(c->snap, sizeof(c->snap), "%s", snap_id);
     c->live = NULL;
-    e->e2b->cold = NULL; /* its end no longer ends the E2B sandbox */
-    api_entry_kill(e);   /* every process and the jail go */
+    e2b_of(e)->cold = NULL; /* its end no longer ends the E2B sandbox */
+    table_kill(e);          /* every process and the jail go */
     log_info("sandbox=%s paused without memory (snapshot=%s)", c->id, snap_id);
     api_no_content(cc->req);
 out:
@@ -787,7 +822,7 @@ cold_resume(struct api *a, struct http_req *req, struct e2b_cold *c, uint64_t ti
             .meta = c->meta,
             .timeout_s = timeout_s,
             .lim = c->lim,
-            .answer = create_answer,
+            .ready = e2b_create_ready,
     };
     struct e2b_sb *x;
     int r;
@@ -809,11 +844,11 @@ cold_resume(struct api *a, struct http_req *req, struct e2b_cold *c, uint64_t ti
         e2b_fail(req, r, &err);
         return;
     }
-    e->e2b = x;
+    e->ext[e2b_slot(e)] = x;
     x->cold = c;
     e->created_wall_ms = c->created_wall_ms; /* startedAt stays the first start */
     if ((r = e2b_restore_attach(a, e, c->snap, cold_resumed, c)) < 0) {
-        api_entry_kill(e); /* on_ready answers the request */
+        table_kill(e); /* on_ready answers the request */
         return;
     }
     c->resuming = true;
@@ -842,24 +877,24 @@ connect_done(struct http_req *req, const char *body, size_t len)
         cold_resume(q->api, req, c, t);
         return;
     }
-    if (!e->e2b) {
+    if (!e2b_of(e)) {
         e2b_error(req, 404, "sandbox '%s' was not created through the E2B API", e->id);
         return;
     }
     unsigned status = 200;
-    if (e->e2b->paused) {
+    if (e->paused) {
         if ((r = set_frozen(e, false, &err)) < 0) {
             e2b_fail(req, r, &err);
             return;
         }
         log_info("sandbox=%s resumed", e->id);
-        api_entry_set_end(e, wall_msec() + t * 1000u);
+        table_set_end(e, wall_msec() + t * 1000u);
         status = 201;
     } else {
         /* Connecting never shortens a sandbox's life. */
         uint64_t end = wall_msec() + t * 1000u;
         if (e->end_at_wall_ms && end > e->end_at_wall_ms)
-            api_entry_set_end(e, end);
+            table_set_end(e, end);
     }
     api_json(req, status, sandbox_json(q->api, e));
 }
@@ -886,11 +921,11 @@ pause_done(struct http_req *req, const char *body, size_t len)
     json_t *mem = j ? json_object_get(j, "memory") : NULL;
     bool keep_memory = !mem || !json_is_false(mem);
     json_decref(j);
-    if (!e->e2b) {
+    if (!e2b_of(e)) {
         e2b_error(req, 404, "sandbox '%s' was not created through the E2B API", e->id);
         return;
     }
-    if (e->e2b->paused) {
+    if (e->paused) {
         e2b_error(req, 409, "sandbox '%s' is already paused", e->id);
         return;
     }
@@ -903,7 +938,7 @@ pause_done(struct http_req *req, const char *body, size_t len)
         e2b_fail(req, r, &err);
         return;
     }
-    api_entry_set_end(e, 0); /* a paused sandbox waits for resume */
+    table_set_end(e, 0); /* a paused sandbox waits for resume */
     log_info("sandbox=%s paused", e->id);
     api_no_content(req);
 }
@@ -971,7 +1006,7 @@ snapshot_done(struct http_req *req, const char *body, size_t len)
         e2b_error(req, 400, "%s", err.msg);
         return;
     }
-    if (!e->e2b) {
+    if (!e2b_of(e)) {
         json_decref(j);
         e2b_error(req, 404, "sandbox '%s' was not created through the E2B API", e->id);
         return;
@@ -1076,7 +1111,7 @@ fork_spawn(struct fork *f, size_t i)
             .meta = f->meta,
             .timeout_s = f->timeout_s,
             .lim = f->lim,
-            .answer = create_answer,
+            .ready = e2b_create_ready,
     };
     struct e2b_sb *x = calloc(1, sizeof(*x));
     int r = x ? 0 : -ENOMEM;
@@ -1089,10 +1124,10 @@ fork_spawn(struct fork *f, size_t i)
     if (r == 0)
         r = api_create(a, NULL, &c, &e, &err);
     if (r == 0) {
-        e->e2b = TAKE_PTR(x);
+        e->ext[e2b_slot(e)] = TAKE_PTR(x);
         r = e2b_restore_attach(a, e, f->snap, fork_child_done, &f->child[i]);
         if (r < 0) {
-            api_entry_kill(e); /* on_ready frees it: nothing is reported */
+            table_kill(e); /* on_ready frees it: nothing is reported */
             e = NULL;
         }
     }
@@ -1145,7 +1180,7 @@ fork_done(struct http_req *req, const char *body, size_t len)
     json_decref(j);
     if (t == 0)
         t = E2B_DEFAULT_TIMEOUT_S;
-    if (!e->e2b) {
+    if (!e2b_of(e)) {
         e2b_error(req, 404, "sandbox '%s' was not created through the E2B API", e->id);
         return;
     }
@@ -1162,7 +1197,7 @@ fork_done(struct http_req *req, const char *body, size_t len)
     f->n = count;
     f->timeout_s = t;
     f->lim = *sandbox_limits(e->sb);
-    (void)snprintf(f->alias, sizeof(f->alias), "%s", e->e2b->alias);
+    (void)snprintf(f->alias, sizeof(f->alias), "%s", e2b_of(e)->alias);
     for (size_t i = 0; i < count; i++)
         (void)json_array_append_new(f->items, json_null());
     f->req = req;
@@ -1296,7 +1331,7 @@ e2b_platform(struct api *a, struct http_req *req, const char *path)
                 } else if (c) {
                     e2b_error(req, 409, "sandbox '%s' is being resumed", c->id);
                 } else if (e) {
-                    api_entry_kill(e); /* leaves the lists at once */
+                    table_kill(e); /* leaves the lists at once */
                     api_no_content(req);
                 }
             } else {

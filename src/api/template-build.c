@@ -921,7 +921,7 @@ body_done(struct http_req *req)
                       r == -EEXIST ? "conflict" : "invalid_template", "%s", err.msg);
         return;
     }
-    if (a->draining) {
+    if (api_draining(a)) {
         api_error_msg(req, 503, "draining", "abxd is draining");
         return;
     }

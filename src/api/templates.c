@@ -514,7 +514,7 @@ ready_fail(struct ready_op *op, const char *why)
         api_json(op->req, 504, o);
     }
     if (e)
-        api_entry_kill(e);
+        table_kill(e);
     ready_free(op);
 }
 

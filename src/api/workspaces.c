@@ -1267,7 +1267,7 @@ wire_workspaces(struct api *a, struct http_req *req, const char *path)
     }
     if (!*path || !strcmp(path, "/")) {
         if (!strcmp(m, "POST")) {
-            if (a->draining) {
+            if (api_draining(a)) {
                 api_error_msg(req, 503, "draining", "abxd is draining");
                 return;
             }
