@@ -6,6 +6,9 @@
 #include <jansson.h>
 
 #include "api/api.h"
+#include "api/core/answer.h"
+#include "api/core/auth.h"
+#include "api/core/route.h"
 #include "api/core/table.h"
 #include "util/err.h"
 #include "util/hashmap.h"
@@ -32,16 +35,6 @@ struct api_metrics {
     uint64_t requests, errors_4xx, errors_5xx;
     uint64_t execs, exec_failures, timeouts;
     uint64_t bytes_uploaded, bytes_downloaded;
-};
-
-/* A key limited to some templates and commands (keys.c). */
-struct api_scope {
-    char *key;
-    char **templates; /* canonical names */
-    size_t n_templates;
-    char **commands; /* "template:command" or "template:*" */
-    size_t n_commands;
-    bool all_commands; /* no "commands" list: every command of its templates */
 };
 
 /* A create has ended: r == 0, e is ready; r < 0, e failed and is freed on
@@ -77,7 +70,7 @@ struct api {
     struct workspaces *ws;              /* NULL when workspaces are not configured */
     const struct tools_registry *tools; /* NULL when no tools directory is configured */
     struct template_set *templates;     /* never NULL once api_set_templates() ran */
-    struct api_scope *scopes;           /* scoped keys (keys.c) */
+    struct api_scope *scopes;           /* scoped keys (core/auth.c) */
     size_t n_scopes;
     char tools_mount[4096]; /* where sandboxes see the bundles */
     struct api_config cfg;
@@ -102,16 +95,9 @@ struct rq {
     const struct api_scope *scope; /* the request's scoped key, NULL = the full key */
 };
 
+/* wire/sandboxes.c: makes q the request's state (freed when it closes);
+ * answers 500 and returns NULL without memory. */
 struct rq *api_rq(struct api *a, struct http_req *req, const char *id);
-/* Splits path on '/' (in place) into at most max segments; -1 if more. */
-int api_split(char *path, char **seg, int max);
-
-/* errors.c */
-void api_error(struct http_req *req, int r, const struct err *err);
-void api_error_msg(struct http_req *req, unsigned status, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-void api_json(struct http_req *req, unsigned status, json_t *v); /* steals v */
-void api_no_content(struct http_req *req);
 
 /* paths.c: paths from requests (any byte but NUL; util/json.h for bodies) */
 /* Answers 400 and returns -EINVAL when the request target held "%00". */
@@ -120,7 +106,7 @@ int api_path_nul_check(struct http_req *req);
  * PATH_MAX_LEN + 2); -EINVAL with err filled otherwise. */
 int api_body_path(json_t *j, const char *key, char *out, size_t outsz, struct err *err);
 
-/* api.c: the native wire's view of the table: the ready entry id, touched;
+/* wire/sandboxes.c: the native wire's view of the table: the ready entry id, touched;
  * answers 404 (unknown or dying) or 409 (creating) and returns NULL
  * otherwise (nothing is answered when req is NULL). */
 struct entry *api_find(struct api *a, struct http_req *req, const char *id);
@@ -162,16 +148,6 @@ void wire_tools(struct api *a, struct http_req *req, const char *path);
 void api_tool_call(struct api *a, struct http_req *req, const struct out_owner *o,
                    const char *name);
 
-/* keys.c */
-void api_keys_free(struct api *a);
-const struct api_scope *api_scope_of(const struct api *a, const char *tok, size_t len);
-/* Whether scope (NULL = the full key) may use template t / run its command cmd. */
-bool api_scope_template(const struct api_scope *s, const struct template *t);
-bool api_scope_command(const struct api_scope *s, const struct template *t, const char *cmd);
-
-/* templates.c: answers 403 capability_missing and returns false unless e's
- * template grants cap (a TEMPLATE_CAP_* bit). */
-bool api_need_cap(struct http_req *req, const struct entry *e, unsigned cap);
 /* template-build.c: POST /v1/templates (a tar of a template directory). */
 void api_template_build(struct api *a, struct http_req *req, const struct api_scope *scope);
 /* templates.c: the file system of a sandbox of t (its layers, disk_mb), in

@@ -39,24 +39,6 @@ api_caps_json(unsigned caps)
     return arr;
 }
 
-bool
-api_need_cap(struct http_req *req, const struct entry *e, unsigned cap)
-{
-    if (e->caps & cap)
-        return true;
-    const char *name = template_cap_name(cap);
-    json_t *o = json_object();
-    (void)json_set(o, "error", json_string("capability_missing"));
-    (void)json_set(o, "capability", json_string(name));
-    char msg[256];
-    (void)snprintf(msg, sizeof(msg),
-                   "sandbox '%s' (template '%s') does not have the '%s' capability", e->id,
-                   e->tmpl ? e->tmpl->name : "base", name);
-    (void)json_set(o, "message", json_string(msg));
-    api_json(req, 403, o);
-    return false;
-}
-
 /* --- discovery --- */
 
 static json_t *
