@@ -218,26 +218,29 @@ api_authorized(struct api *a, struct http_req *req, const struct api_scope **ret
     return false;
 }
 
+int
+api_access_check(const struct api_scope *s, enum api_access acc, const struct entry *e)
+{
+    if (!s || acc == ACCESS_OPEN || acc == ACCESS_SCOPED)
+        return 0;
+    if (acc == ACCESS_FULL)
+        return -EPERM;
+    return e && e->scope == s ? 0 : -ENOENT;
+}
+
 bool
 api_access_allows(struct api *a, struct http_req *req, const struct api_scope *s,
                   enum api_access acc, const char *id)
 {
-    if (!s || acc == ACCESS_OPEN)
-        return true;
-    if (acc == ACCESS_FULL) {
+    const struct entry *e = s && acc == ACCESS_OWNED && id ? table_find(a->table, id) : NULL;
+    int r = api_access_check(s, acc, e);
+    if (r == -EPERM)
         api_error_msg(req, 403, "forbidden",
                       "this key may only use its templates, the sandboxes it creates and their "
                       "commands");
-        return false;
-    }
-    if (acc == ACCESS_OWNED) {
-        struct entry *e = table_find(a->table, id);
-        if (!e || e->scope != s) {
-            api_error_msg(req, 404, "not_found", "no sandbox '%.64s'", id);
-            return false;
-        }
-    }
-    return true;
+    else if (r == -ENOENT)
+        api_error_msg(req, 404, "not_found", "no sandbox '%.64s'", id ? id : "");
+    return r == 0;
 }
 
 bool

@@ -48,9 +48,13 @@ bool api_scope_command(const struct api_scope *s, const struct template *t, cons
 /* Authenticates req's "Authorization: Bearer" key: true with *ret_scope
  * (NULL = the full key), or answers 401 and returns false. */
 bool api_authorized(struct api *a, struct http_req *req, const struct api_scope **ret_scope);
-/* Whether scope s (NULL = the full key) may use a route of class acc; for
+/* Whether scope s (NULL = the full key) may use a route of class acc: 0,
+ * -EPERM (not with this key) or -ENOENT (an ACCESS_OWNED route on e, the
+ * entry its {id} names or NULL, which s did not create). */
+int api_access_check(const struct api_scope *s, enum api_access acc, const struct entry *e);
+/* The same, answering: for
  * ACCESS_OWNED, id names the sandbox. Answers 403 (or 404 for a sandbox s
- * did not create) and returns false otherwise. */
+ * did not create) and returns false when it may not. */
 bool api_access_allows(struct api *a, struct http_req *req, const struct api_scope *s,
                        enum api_access acc, const char *id);
 /* Answers 403 capability_missing and returns false unless e's template
