@@ -1,5 +1,10 @@
 /*
- * api-internal.h - what the files of the api piece share.
+ * api-internal.h - what every file of the api piece shares: struct api,
+ * the request limits, and the core's create, exec and stream contracts.
+ *
+ * It is the core's: it includes core headers only, never a surface's
+ * (wire/wire.h, e2b/e2b.h, ports/ports.h), so that a surface that includes
+ * it sees the core and nothing of the others (scripts/layering.py).
  */
 #pragma once
 
@@ -11,7 +16,6 @@
 #include "api/core/route.h"
 #include "api/core/table.h"
 #include "util/err.h"
-#include "util/hashmap.h"
 #include "util/list.h"
 #include "workspace/workspace.h"
 
@@ -85,32 +89,6 @@ struct api {
     uint64_t started_wall_ms;
 };
 
-/* Per-request state of the native wire, freed when the request closes. */
-struct rq {
-    struct api *api;
-    char id[API_ID_LEN + 8];
-    long pid;
-    bool workspace;                /* id names a workspace, not a sandbox */
-    void *op;                      /* route-specific state (exec, stdin...) with its own lifetime */
-    const struct api_scope *scope; /* the request's scoped key, NULL = the full key */
-};
-
-/* wire/sandboxes.c: makes q the request's state (freed when it closes);
- * answers 500 and returns NULL without memory. */
-struct rq *api_rq(struct api *a, struct http_req *req, const char *id);
-
-/* paths.c: paths from requests (any byte but NUL; util/json.h for bodies) */
-/* Answers 400 and returns -EINVAL when the request target held "%00". */
-int api_path_nul_check(struct http_req *req);
-/* The path j sends as key or key_b64, normalized into out (outsz >=
- * PATH_MAX_LEN + 2); -EINVAL with err filled otherwise. */
-int api_body_path(json_t *j, const char *key, char *out, size_t outsz, struct err *err);
-
-/* wire/sandboxes.c: the native wire's view of the table: the ready entry id, touched;
- * answers 404 (unknown or dying) or 409 (creating) and returns NULL
- * otherwise (nothing is answered when req is NULL). */
-struct entry *api_find(struct api *a, struct http_req *req, const char *id);
-json_t *api_entry_json(struct api *a, struct entry *e, bool with_usage);
 /* templates.c: e is ready: runs its template's start_cmd in the background
  * and, with a ready_cmd, polls it; then answers req (may be NULL) 201 with
  * answer (stolen), or 504 not_ready and kills e when ready_cmd never
@@ -142,14 +120,6 @@ int api_exec_req_new(struct api *a, const char *const *argv, const char *const *
 void api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
                   const struct out_owner *owner, const struct exec_req *q);
 
-/* tools.c: GET /v1/tools[/{name}] and /v1/tool-packages (path is the whole path). */
-void wire_tools(struct api *a, struct http_req *req, const char *path);
-/* tools.c: POST .../tools/{name} on a sandbox or a workspace. */
-void api_tool_call(struct api *a, struct http_req *req, const struct out_owner *o,
-                   const char *name);
-
-/* template-build.c: POST /v1/templates (a tar of a template directory). */
-void api_template_build(struct api *a, struct http_req *req, const struct api_scope *scope);
 /* templates.c: the file system of a sandbox of t (its layers, disk_mb), in
  * storage buf; NULL for the default one. */
 struct api_fs {
@@ -157,60 +127,3 @@ struct api_fs {
     const char *layers[JAIL_MAX_LAYERS];
 };
 const struct jail_fs *api_template_fs(struct api *a, const struct template *t, struct api_fs *buf);
-/* templates.c: GET /v1/templates[/{name}], POST /v1/templates (path is the whole path). */
-void wire_templates(struct api *a, struct http_req *req, const char *path,
-                    const struct api_scope *scope);
-/* templates.c: GET /v1/sandboxes/{id}/commands, POST .../commands/{name},
- * POST .../code (name is NULL for the list and for code). */
-void api_commands(struct api *a, struct http_req *req, const char *id, const char *what,
-                  const char *name, const struct api_scope *scope);
-/* templates.c: renders custom command c with the JSON object args (NULL =
- * none) into a malloc'ed `sh -c` line; -EINVAL (err says why), -E2BIG. */
-struct template_command;
-int api_render_command(const struct template_command *c, json_t *args, char **ret, struct err *err);
-/* templates.c: a command's arguments as a JSON Schema. */
-json_t *api_command_schema(const struct template_command *c);
-/* templates.c: the template's capabilities as a JSON array of names. */
-json_t *api_caps_json(unsigned caps);
-
-/* workspaces.c: path is what follows "/v1/workspaces" ("" or "/..."). */
-void wire_workspaces(struct api *a, struct http_req *req, const char *path);
-/* workspaces.c: what is "check" or "gc" (/v1/store/...). */
-void wire_store(struct api *a, struct http_req *req, const char *what);
-
-/* wire-sandboxes.c: seg[0] is "processes"; serves a sandbox or a warm
- * workspace's sandbox (404 when cold). */
-void api_processes(struct api *a, struct http_req *req, const struct out_owner *o, char **seg,
-                   int n);
-/* wire-sandboxes.c */
-void wire_sandboxes(struct api *a, struct http_req *req, char **seg, int nseg);
-/* e2b-*.c: the E2B-compatible surface (platform API and envd). */
-struct e2b_sb;
-/* Whether req belongs to the E2B surface (envd header, signed /files, or a
- * platform path); it is then served by e2b_begin(). */
-bool e2b_claims(struct http_req *req, const char *path);
-void e2b_begin(struct api *a, struct http_req *req, const char *path);
-/* {"code": status, "message": ...} as the E2B SDK reads errors. */
-void e2b_error(struct http_req *req, unsigned status, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-/* Registers the E2B surface's per-sandbox state with the table (api_new). */
-int e2b_init(struct api *a);
-void e2b_snaps_free(struct api *a); /* from api_free(), first: finishes copies */
-
-/* wire-files.c */
-void wire_files(struct api *a, struct http_req *req, struct entry *e, const char *op,
-                const char *rest);
-
-/* ports.c: the port proxy. A request whose Host is <port>-<id>.<domain>
- * (an optional :port after it) goes to the server on that port inside
- * sandbox id, before any other route and without an API key. */
-#define PORTS_ID_MAX 64 /* longest id a Host may name */
-/* 1 and the port and id (lowercased; idsz bytes with the NUL) when host
- * has that shape under domain; 0 otherwise, and always when domain is
- * NULL or empty. */
-int ports_match_host(const char *host, const char *domain, uint16_t *ret_port, char *ret_id,
-                     size_t idsz);
-void ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id);
-/* Registers the port proxy's per-sandbox state with the table (api_new). */
-int ports_init(struct api *a);
-void ports_free(struct api *a); /* from api_free(): finishes dials in flight */

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+#include "api/e2b/e2b.h"
+#include "api/ports/ports.h"
 #include "util/timeutil.h"
 
 void

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "api/api-internal.h"
+#include "api/e2b/e2b.h"
 #include "util/list.h"
 
 #define E2B_ENVD_VERSION "0.6.4"
@@ -147,6 +148,10 @@ int e2b_meta_filter_parse(struct e2b_meta_filter *m, const char *v, struct err *
 void e2b_envd(struct api *a, struct http_req *req, const char *path);
 void e2b_stream_attach(struct entry *e, struct e2b_stream *s);
 void e2b_stream_detach(struct e2b_stream *s);
+
+/* {"code": status, "message": ...} as the E2B SDK reads errors. */
+void e2b_error(struct http_req *req, unsigned status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 /* Connect RPC answers (e2b-envd.c). code is a Connect code name. */
 void e2b_rpc_error(struct http_req *req, const char *code, const char *fmt, ...)

@@ -28,6 +28,8 @@
  * unknown, dying or paused sandbox, a closed port and a broken upstream
  * are answered 502 with the JSON bodies of E2B's proxy.
  */
+#include "api/ports/ports.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +44,6 @@
 #include <unistd.h>
 
 #include "api/api-internal.h"
-#include "api/e2b-internal.h"
 #include "http/httpresp.h"
 #include "jail/jail.h"
 #include "template/template.h"

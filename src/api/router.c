@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+#include "api/e2b/e2b.h"
+#include "api/ports/ports.h"
 #include "api/wire/wire.h"
 #include "util/log.h"
 

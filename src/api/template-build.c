@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "sandbox/vfs.h"
 #include "template/command.h"
 #include "template/layer.h"

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "template/command.h"
 #include "template/set.h"
 #include "util/json.h"

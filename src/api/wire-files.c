@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "template/template.h"
 #include "util/json.h"
 #include "util/parse.h"

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/log.h"

@@ -26,6 +26,7 @@
 #include <strings.h>
 
 #include "api/e2b-internal.h"
+#include "api/ports/ports.h"
 #include "fuzz-common.h"
 #include "sandbox/vfs.h"
 #include "util/path.h"
