@@ -20,7 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "http/connect.h"
 #include "util/b64.h"
 #include "util/json.h"

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "http/inflate.h"
 #include "http/multipart.h"
 #include "sandbox/vfs.h"

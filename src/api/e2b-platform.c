@@ -17,7 +17,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "template/set.h"
 #include "util/cleanup.h"
 #include "util/json.h"

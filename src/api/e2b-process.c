@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "http/connect.h"
 #include "template/template.h"
 #include "util/b64.h"

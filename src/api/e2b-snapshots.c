@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "sandbox/snapshot.h"
 #include "sandbox/vfs.h"
 #include "template/set.h"

@@ -53,7 +53,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "http/connect.h"
 #include "sandbox/vfs.h"
 #include "template/template.h"

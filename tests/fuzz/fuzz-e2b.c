@@ -25,7 +25,7 @@
 #include <errno.h>
 #include <strings.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "api/ports/ports.h"
 #include "fuzz-common.h"
 #include "sandbox/vfs.h"
