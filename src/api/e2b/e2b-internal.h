@@ -143,7 +143,7 @@ struct e2b_meta_filter {
 };
 int e2b_meta_filter_parse(struct e2b_meta_filter *m, const char *v, struct err *err);
 
-/* e2b-envd.c: envd requests for the sandbox named by E2b-Sandbox-Id, and
+/* envd.c: envd requests for the sandbox named by E2b-Sandbox-Id, and
  * signed /files URLs. */
 void e2b_envd(struct api *a, struct http_req *req, const char *path);
 void e2b_stream_attach(struct entry *e, struct e2b_stream *s);
@@ -153,7 +153,7 @@ void e2b_stream_detach(struct e2b_stream *s);
 void e2b_error(struct http_req *req, unsigned status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
-/* Connect RPC answers (e2b-envd.c). code is a Connect code name. */
+/* Connect RPC answers (envd.c). code is a Connect code name. */
 void e2b_rpc_error(struct http_req *req, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 void e2b_rpc_ok(struct http_req *req, json_t *msg); /* steals msg; NULL = {} */
@@ -186,15 +186,15 @@ struct e2b_call {
 /* The live entry of call c (NULL when it is gone). */
 struct entry *e2b_call_entry(const struct e2b_call *c);
 
-/* e2b-process.c: process.Process/<method>. body is the request message
+/* process.c: process.Process/<method>. body is the request message
  * (JSON) for unary methods and the first envelope's payload for streams. */
 void e2b_process(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg);
 bool e2b_process_is_stream(const char *method);
-/* e2b-process.c: process.Process/StreamInput, a client stream (start
+/* process.c: process.Process/StreamInput, a client stream (start
  * {process}, then data {input} and keepalive messages) read as it comes. */
 void e2b_stream_input(struct http_req *req, const struct e2b_call *c);
 
-/* e2b-files.c: filesystem.Filesystem/<method> and /files. */
+/* files.c: filesystem.Filesystem/<method> and /files. */
 void e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg);
 bool e2b_filesystem_is_stream(const char *method);
 /* e2b-watch.c: filesystem.Filesystem/WatchDir (a server stream). */
@@ -202,7 +202,7 @@ void e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg);
 /* e2b-watch.c: CreateWatcher / GetWatcherEvents / RemoveWatcher, envd's
  * polled watchers (unary), kept in the sandbox's stream list. */
 void e2b_watcher(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg);
-/* e2b-files.c: an EntryInfo of the vfs entry (also for watch events). */
+/* files.c: an EntryInfo of the vfs entry (also for watch events). */
 struct vfs_entry;
 json_t *e2b_entry_json(const struct vfs_entry *v);
 

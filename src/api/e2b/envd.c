@@ -1,5 +1,5 @@
 /*
- * e2b-envd.c - envd, E2B's in-sandbox service, served by abxd itself.
+ * envd.c - envd, E2B's in-sandbox service, served by abxd itself.
  *
  * A request with E2b-Sandbox-Id is for that sandbox: GET /health (204 up,
  * 502 gone or paused), /files, and Connect RPCs POST /<pkg.Service>/<Method>

@@ -1,5 +1,5 @@
 /*
- * e2b-files.c - envd's filesystem.Filesystem RPCs and its /files route.
+ * files.c - envd's filesystem.Filesystem RPCs and its /files route.
  *
  * Paths are the sandbox's own view (/home/user/a.txt, /tmp, /root), made
  * absolute for the acting user ("~" and relative paths below its home) and

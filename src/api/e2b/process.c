@@ -1,5 +1,5 @@
 /*
- * e2b-process.c - envd's process.Process over the sandbox's process table.
+ * process.c - envd's process.Process over the sandbox's process table.
  *
  * Start runs a process exactly as the native exec does (sandbox_exec),
  * then streams its output as Connect envelopes: {"event":{"start"}} first,

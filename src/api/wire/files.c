@@ -1,5 +1,5 @@
 /*
- * wire-files.c - file routes of the native wire.
+ * files.c - file routes of the native wire.
  *
  * Paths are '/'-rooted at the workspace and normalized once here; uploads
  * stream from the request body into the workspace and downloads stream

@@ -54,7 +54,7 @@ struct rq *api_rq(struct api *a, struct http_req *req, const char *id);
 struct entry *api_find(struct api *a, struct http_req *req, const char *id);
 json_t *api_entry_json(struct api *a, struct entry *e, bool with_usage);
 
-/* paths.c (api/paths.c until it moves): paths from requests (any byte but NUL; util/json.h for
+/* paths.c: paths from requests (any byte but NUL; util/json.h for
  * bodies) */
 /* Answers 400 and returns -EINVAL when the request target held "%00". */
 int api_path_nul_check(struct http_req *req);
@@ -62,7 +62,8 @@ int api_path_nul_check(struct http_req *req);
  * PATH_MAX_LEN + 2); -EINVAL with err filled otherwise. */
 int api_body_path(json_t *j, const char *key, char *out, size_t outsz, struct err *err);
 
-/* wire-files.c */
+/* files.c: the file routes of a live sandbox (op is "files" with rest the path, or walk, mkdir,
+ * rmdir, rename) */
 void wire_files(struct api *a, struct http_req *req, struct entry *e, const char *op,
                 const char *rest);
 
