@@ -29,7 +29,7 @@
 #define E2B_V1_TIMEOUT_S      15
 #define E2B_LIST_MAX          100
 
-/* --- claims, errors --- */
+/* --- claims --- */
 
 static bool
 prefixed(const char *path, const char *p)
@@ -47,34 +47,6 @@ e2b_claims(struct http_req *req, const char *path)
         return true; /* signed URLs carry no sandbox id */
     return prefixed(path, "/sandboxes") || prefixed(path, "/v2/sandboxes") ||
            prefixed(path, "/snapshots") || !strncmp(path, "/templates/", 11);
-}
-
-void
-e2b_error(struct http_req *req, unsigned status, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    json_t *o = json_object();
-    (void)json_set(o, "code", json_integer(status));
-    (void)json_set(o, "message", json_string_lossy(msg));
-    api_json(req, status, o);
-}
-
-static void
-e2b_fail(struct http_req *req, int r, const struct err *err)
-{
-    int e = r < 0 ? -r : r;
-    unsigned status = e == EINVAL || e == E2BIG           ? 400
-                      : e == ENOENT                       ? 404
-                      : e == EAGAIN                       ? 429
-                      : e == ESHUTDOWN || e == EOPNOTSUPP ? 503
-                      : e == EMFILE || e == ENFILE        ? 503
-                                                          : 500;
-    char tmp[128];
-    e2b_error(req, status, "%s", err && err->msg[0] ? err->msg : strerror_r(e, tmp, sizeof(tmp)));
 }
 
 void
@@ -1062,10 +1034,8 @@ fork_free(struct fork *f)
 static json_t *
 error_item(unsigned status, const char *msg)
 {
-    json_t *o = json_object(), *e = json_object();
-    (void)json_set(e, "code", json_integer(status));
-    (void)json_set(e, "message", json_string(msg));
-    (void)json_set(o, "error", e);
+    json_t *o = json_object();
+    (void)json_set(o, "error", e2b_error_json(status, msg));
     return o;
 }
 

@@ -149,11 +149,19 @@ void e2b_envd(struct api *a, struct http_req *req, const char *path);
 void e2b_stream_attach(struct entry *e, struct e2b_stream *s);
 void e2b_stream_detach(struct e2b_stream *s);
 
-/* {"code": status, "message": ...} as the E2B SDK reads errors. */
+/* errors.c: {"code": status, "message": ...} as the E2B SDK reads the
+ * platform API's errors (it branches on the body's code); the object, and
+ * the answer. */
+json_t *e2b_error_json(unsigned status, const char *msg);
 void e2b_error(struct http_req *req, unsigned status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+/* errors.c: r (-errno) as the platform API's status; err's message when it has one. */
+void e2b_fail(struct http_req *req, int r, const struct err *err);
+/* errors.c: envd's 502 for a sandbox that is gone or paused (the SDK's
+ * health probe reads it as the sandbox's end). */
+void e2b_gone(struct http_req *req, const char *id);
 
-/* Connect RPC answers (envd.c). code is a Connect code name. */
+/* Connect RPC answers (errors.c). code is a Connect code name. */
 void e2b_rpc_error(struct http_req *req, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 void e2b_rpc_ok(struct http_req *req, json_t *msg); /* steals msg; NULL = {} */

@@ -26,104 +26,6 @@
 #include "util/json.h"
 #include "util/log.h"
 
-/* --- answers --- */
-
-static unsigned
-status_for_code(const char *code)
-{
-    static const struct {
-        const char *code;
-        unsigned status;
-    } t[] = {
-            {"canceled", 499},
-            {"unknown", 500},
-            {"invalid_argument", 400},
-            {"deadline_exceeded", 504},
-            {"not_found", 404},
-            {"already_exists", 409},
-            {"permission_denied", 403},
-            {"resource_exhausted", 429},
-            {"failed_precondition", 400},
-            {"aborted", 409},
-            {"out_of_range", 400},
-            {"unimplemented", 501},
-            {"internal", 500},
-            {"unavailable", 503},
-            {"data_loss", 500},
-            {"unauthenticated", 401},
-    };
-    for (size_t i = 0; i < ELEMENTSOF(t); i++)
-        if (!strcmp(t[i].code, code))
-            return t[i].status;
-    return 500;
-}
-
-const char *
-e2b_code_for_errno(int r)
-{
-    switch (-r) {
-    case ENOENT:
-    case ESRCH:
-        return "not_found";
-    case EEXIST:
-        return "already_exists";
-    case EINVAL:
-    case ENOTDIR:
-    case EISDIR:
-    case ENAMETOOLONG:
-    case EXDEV:
-    case ELOOP:
-        return "invalid_argument";
-    case EACCES:
-    case EPERM:
-        return "permission_denied";
-    case EAGAIN:
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:
-    case E2BIG:
-        return "resource_exhausted";
-    case ENOSYS:
-    case EOPNOTSUPP:
-        return "unimplemented";
-    case EMFILE: /* abxd is out of descriptors: retry later */
-    case ENFILE:
-        return "unavailable";
-    default:
-        return "internal";
-    }
-}
-
-void
-e2b_rpc_error(struct http_req *req, const char *code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    json_t *o = json_object();
-    (void)json_set(o, "code", json_string(code));
-    (void)json_set(o, "message", json_string_lossy(msg));
-    api_json(req, status_for_code(code), o);
-}
-
-void
-e2b_rpc_ok(struct http_req *req, json_t *msg)
-{
-    api_json(req, 200, msg ? msg : json_object());
-}
-
-static void
-gone(struct http_req *req, const char *id)
-{
-    json_t *o = json_object();
-    (void)json_set(o, "code", json_integer(502));
-    (void)json_set(o, "message", json_string("The sandbox was not found"));
-    (void)json_set(o, "sandboxId", json_string(id));
-    api_json(req, 502, o);
-}
-
 static void
 unauthorized(struct http_req *req, const char *msg)
 {
@@ -205,23 +107,6 @@ rpc_close(struct http_req *req, void *ud)
     free(ud);
 }
 
-void
-e2b_stream_error(struct http_req *req, const char *code, const char *fmt, ...)
-{
-    char msg[512];
-    struct buf b;
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    buf_init(&b, BUF_UNLIMITED);
-    if (connect_end_stream_json(&b, code, msg) == 0)
-        http_respond(req, 200, "application/connect+json", b.data, b.len);
-    else
-        http_respond(req, 500, NULL, "", 0);
-    buf_done(&b);
-}
-
 static void
 rpc_dispatch(struct http_req *req, struct rpc *q, json_t *msg)
 {
@@ -239,7 +124,7 @@ rpc_body(struct http_req *req, const char *body, size_t len)
     json_t *msg = NULL;
 
     if (!e2b_call_entry(&q->call)) {
-        gone(req, q->call.id);
+        e2b_gone(req, q->call.id);
         return;
     }
     if (q->stream) {
@@ -336,7 +221,7 @@ e2b_envd(struct api *a, struct http_req *req, const char *path)
     }
     e = e2b_lookup(a, id);
     if (!e || e->state != E_READY || !e2b_of(e) || e->paused) {
-        gone(req, id);
+        e2b_gone(req, id);
         return;
     }
     if (!strcmp(path, "/health")) {
