@@ -22,6 +22,7 @@
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/parse.h"
 #include "util/rand.h"
 #include "util/timeutil.h"
 
@@ -552,9 +553,8 @@ list(struct api *a, struct http_req *req, const struct api_scope *scope)
         return;
     }
     if ((v = http_req_query(req, "limit"))) {
-        char *end;
-        unsigned long long l = strtoull(v, &end, 10);
-        if (*v == '\0' || *end || l < 1 || l > E2B_LIST_MAX) {
+        uint64_t l;
+        if (parse_u64(v, &l) < 0 || l < 1 || l > E2B_LIST_MAX) {
             e2b_error(req, 400, "'limit' must be between 1 and %d", E2B_LIST_MAX);
             return;
         }
@@ -1178,15 +1178,28 @@ fork_done(struct http_req *req, const char *body, size_t len)
     }
 }
 
+/* A Unix time in seconds from the query into ms; answers 400 otherwise. */
+static int
+query_seconds(struct http_req *req, const char *key, const char *v, uint64_t *ret_ms)
+{
+    uint64_t s;
+    if (parse_u64(v, &s) < 0 || s > UINT64_MAX / 1000u) {
+        e2b_error(req, 400, "'%s' must be a Unix time in seconds", key);
+        return -EINVAL;
+    }
+    *ret_ms = s * 1000u;
+    return 0;
+}
+
 static void
 metrics(struct api *a, struct http_req *req, struct entry *e)
 {
     uint64_t now = wall_msec(), start = e->created_wall_ms, end = now;
     const char *v;
-    if ((v = http_req_query(req, "start")))
-        start = strtoull(v, NULL, 10) * 1000u;
-    if ((v = http_req_query(req, "end")))
-        end = strtoull(v, NULL, 10) * 1000u;
+    if ((v = http_req_query(req, "start")) && query_seconds(req, "start", v, &start) < 0)
+        return;
+    if ((v = http_req_query(req, "end")) && query_seconds(req, "end", v, &end) < 0)
+        return;
     json_t *arr = json_array();
     struct cgroup_stats st;
     /* One live sample, read from the cgroup now, when now is in range. */
@@ -1261,11 +1274,10 @@ e2b_platform(struct api *a, struct http_req *req, const char *path)
 
     if (!authorized(a, req, &scope))
         return;
-    if (strlen(path) >= sizeof(copy)) {
+    if (strscpy(copy, path, sizeof(copy)) < 0) {
         e2b_error(req, 404, "no route for that path");
         return;
     }
-    strcpy(copy, path);
     int n = api_split(copy, seg, (int)ELEMENTSOF(seg));
     bool v2 = n >= 1 && !strcmp(seg[0], "v2");
     char **s = v2 ? seg + 1 : seg;

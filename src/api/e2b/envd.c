@@ -25,6 +25,7 @@
 #include "util/b64.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/parse.h"
 
 static void
 unauthorized(struct http_req *req, const char *msg)
@@ -86,9 +87,11 @@ header_u64(struct http_req *req, const char *name, uint64_t max)
     const char *v = http_req_header(req, name);
     if (!v || !*v)
         return 0;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (*end)
+    uint64_t n;
+    int r = parse_u64(v, &n);
+    if (r == -ERANGE)
+        return max;
+    if (r < 0)
         return 0;
     return n > max ? max : n;
 }

@@ -223,7 +223,7 @@ entry_op(struct http_req *req, struct e2b_call *c, const struct fsctx *f, const 
             fs_fail(req, r, &err, path);
             return;
         }
-        strcpy(path, dst);
+        (void)strscpy(path, dst, sizeof(path)); /* dst is as large */
     } else if (msg_path(req, f, msg, "path", path, sizeof(path)) < 0) {
         return;
     }
@@ -406,9 +406,13 @@ files_authorized(struct entry *e, struct http_req *req, const char *tok)
     }
     const char *exp = http_req_query(req, "signature_expiration");
     if (exp) {
-        char *end;
-        long long t = strtoll(exp, &end, 10);
-        if (*exp == '\0' || *end || t < (long long)time(NULL)) {
+        uint64_t t;
+        int r = parse_u64(exp, &t);
+        if (r == -ERANGE)
+            t = UINT64_MAX; /* past any clock: the signature covers it */
+        else if (r < 0)
+            t = 0;
+        if (t < (uint64_t)time(NULL)) {
             e2b_error(req, 401, "signature is already expired");
             return false;
         }
@@ -785,11 +789,10 @@ files_post(struct api *a, struct http_req *req, struct entry *e, const struct fs
     u->answer = json_array();
     http_req_set_userdata(req, u, upload_close);
     if (qp) {
-        if (strlen(qp) >= sizeof(u->query_path)) {
+        if (strscpy(u->query_path, qp, sizeof(u->query_path)) < 0) {
             e2b_error(req, 400, "'path' is too long");
             return;
         }
-        strcpy(u->query_path, qp);
         u->has_query_path = true;
     }
     struct meta_acc acc = {.m = &u->meta};
