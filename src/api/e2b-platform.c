@@ -28,7 +28,6 @@
 
 #define E2B_DEFAULT_TIMEOUT_S 300
 #define E2B_V1_TIMEOUT_S      15
-#define E2B_LIST_MAX          100
 
 /* --- claims --- */
 
@@ -441,16 +440,9 @@ decode_filter(struct http_req *req, struct filter *f, struct err *err)
     return 0;
 }
 
-/* One row of a listing: a live entry or a sandbox paused without memory. */
-struct item {
-    uint64_t created;
-    const char *id; /* the E2B id */
-    struct entry *e;
-    struct e2b_cold *c;
-};
-
 static bool
-matches(struct api *a, const struct item *it, const struct filter *f, const struct api_scope *scope)
+matches(struct api *a, const struct e2b_item *it, const struct filter *f,
+        const struct api_scope *scope)
 {
     const struct template *et = it->e ? it->e->tmpl : it->c->t;
     json_t *meta = it->e ? it->e->metadata : it->c->meta;
@@ -474,17 +466,6 @@ matches(struct api *a, const struct item *it, const struct filter *f, const stru
             return false;
     }
     return true;
-}
-
-/* Start time, then id; ud points to a bool: ascending. */
-static int
-cmp_items(const void *pa, const void *pb, void *ud)
-{
-    const struct item *x = pa, *y = pb;
-    int c = x->created < y->created ? -1 : x->created > y->created;
-    if (c == 0)
-        c = strcmp(x->id, y->id);
-    return *(const bool *)ud ? c : -c;
 }
 
 /* The cold record id names while paused (NULL when none or running). */
@@ -542,28 +523,15 @@ list(struct api *a, struct http_req *req, const struct api_scope *scope)
 {
     struct filter f = {0};
     struct err err = {0};
-    uint64_t limit = E2B_LIST_MAX;
-    const char *v;
-    struct item *all = NULL;
-    size_t n = 0, start = 0, ncold = 0;
+    struct e2b_page pg;
+    struct e2b_item *all = NULL;
+    size_t n = 0, start, end, ncold = 0;
     struct list *cold = a->snaps && !e2b_snaps_closing(a) ? e2b_cold_list(a) : NULL;
 
-    if (decode_filter(req, &f, &err) < 0) {
+    if (decode_filter(req, &f, &err) < 0 ||
+        e2b_page_decode(http_req_query(req, "limit"), http_req_query(req, "order"),
+                        http_req_query(req, "nextToken"), &pg, &err) < 0) {
         e2b_error(req, 400, "%s", err.msg);
-        return;
-    }
-    if ((v = http_req_query(req, "limit"))) {
-        uint64_t l;
-        if (parse_u64(v, &l) < 0 || l < 1 || l > E2B_LIST_MAX) {
-            e2b_error(req, 400, "'limit' must be between 1 and %d", E2B_LIST_MAX);
-            return;
-        }
-        limit = l;
-    }
-    v = http_req_query(req, "order");
-    bool sort_asc = v && !strcasecmp(v, "asc");
-    if (v && !sort_asc && strcasecmp(v, "desc")) {
-        e2b_error(req, 400, "'order' must be asc or desc");
         return;
     }
     if (cold)
@@ -576,41 +544,25 @@ list(struct api *a, struct http_req *req, const struct api_scope *scope)
     }
     list_foreach (l, table_entries(a->table)) {
         struct entry *e = list_entry(l, struct entry, link);
-        struct item it = {.created = e->created_wall_ms, .id = e2b_public_id(e), .e = e};
+        struct e2b_item it = {.created = e->created_wall_ms, .id = e2b_public_id(e), .e = e};
         if (n < table_count(a->table) && e2b_of(e) && matches(a, &it, &f, scope))
             all[n++] = it;
     }
     if (cold)
         list_foreach (l, cold) {
             struct e2b_cold *c = list_entry(l, struct e2b_cold, link);
-            struct item it = {.created = c->created_wall_ms, .id = c->id, .c = c};
+            struct e2b_item it = {.created = c->created_wall_ms, .id = c->id, .c = c};
             if (!c->live && n < table_count(a->table) + ncold && matches(a, &it, &f, scope))
                 all[n++] = it;
         }
-    qsort_r(all, n, sizeof(*all), cmp_items, &sort_asc);
-    /* The token is the last item sent, "<created ms>.<id>": the next page
-     * starts after it, whatever was killed in between. */
-    if ((v = http_req_query(req, "nextToken")) && *v) {
-        unsigned long long ms;
-        char id[API_ID_LEN + 1];
-        if (sscanf(v, "%llu.%20[a-z0-9]", &ms, id) != 2) {
-            free(all);
-            e2b_error(req, 400, "'nextToken' is not a token this server gave");
-            return;
-        }
-        struct item key = {.created = ms, .id = id};
-        while (start < n && cmp_items(&all[start], &key, &sort_asc) <= 0)
-            start++;
-    }
+    e2b_page_cut(all, n, &pg, &start, &end);
     json_t *arr = json_array();
-    size_t end = start + limit < n ? start + limit : n;
     for (size_t i = start; i < end; i++)
         (void)json_array_append_new(arr, all[i].e ? detail_json(a, all[i].e, false)
                                                   : cold_json(a, all[i].c, false));
     if (end < n) {
-        char tok[64];
-        (void)snprintf(tok, sizeof(tok), "%llu.%s", (unsigned long long)all[end - 1].created,
-                       all[end - 1].id);
+        char tok[E2B_PAGE_TOKEN_MAX];
+        e2b_page_token(&all[end - 1], tok, sizeof(tok));
         http_req_add_header(req, "X-Next-Token", tok);
     }
     free(all);

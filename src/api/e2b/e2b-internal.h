@@ -130,6 +130,33 @@ bool e2b_snaps_closing(const struct api *a);
 /* e2b_entry_free(): e goes; its snapshot or restore carries on without it. */
 void e2b_snapshots_entry_gone(struct entry *e);
 
+/* platform-list.c: the order and pages of a listing. A row is a live
+ * entry or a sandbox paused without memory (c). */
+#define E2B_LIST_MAX       100 /* rows of a page, and its default */
+#define E2B_PAGE_TOKEN_MAX 48  /* bytes of an X-Next-Token, with the NUL */
+struct e2b_item {
+    uint64_t created; /* wall ms */
+    const char *id;   /* the E2B id */
+    struct entry *e;
+    struct e2b_cold *c;
+};
+struct e2b_page {
+    uint64_t limit;
+    bool asc;
+    bool after; /* a nextToken: start after (after_ms, after_id) */
+    uint64_t after_ms;
+    char after_id[API_ID_LEN + 1];
+};
+/* The query's limit, order and nextToken (each NULL when absent); -EINVAL
+ * with err saying which is bad. */
+int e2b_page_decode(const char *limit, const char *order, const char *token, struct e2b_page *p,
+                    struct err *err);
+/* Sorts all (n rows) and gives the page's rows [*ret_start, *ret_end). */
+void e2b_page_cut(struct e2b_item *all, size_t n, const struct e2b_page *p, size_t *ret_start,
+                  size_t *ret_end);
+/* The X-Next-Token that continues after last, into buf of n bytes. */
+void e2b_page_token(const struct e2b_item *last, char *buf, size_t n);
+
 /* e2b-platform.c: the platform REST API (X-API-KEY). */
 void e2b_platform(struct api *a, struct http_req *req, const char *path);
 /* A listing's ?metadata= filter: "k=v&k2=v2", each side form-decoded and
