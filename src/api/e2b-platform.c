@@ -128,14 +128,6 @@ e2b_stream_detach(struct e2b_stream *s)
     list_init(&s->link);
 }
 
-static json_t *
-time_json(uint64_t ms)
-{
-    char b[40];
-    format_rfc3339(ms, b, sizeof(b));
-    return json_string(b);
-}
-
 static const char *
 template_id(const struct entry *e)
 {
@@ -175,8 +167,8 @@ detail_json(struct api *a, struct entry *e, bool detail)
     if (e2b_of(e) && e2b_of(e)->alias[0])
         (void)json_set(o, "alias", json_string(e2b_of(e)->alias));
     (void)json_set(o, "clientID", json_string("abx"));
-    (void)json_set(o, "startedAt", time_json(e->created_wall_ms));
-    (void)json_set(o, "endAt", time_json(e->end_at_wall_ms ? e->end_at_wall_ms : wall_msec()));
+    (void)json_set(o, "startedAt", api_time_json(e->created_wall_ms));
+    (void)json_set(o, "endAt", api_time_json(e->end_at_wall_ms ? e->end_at_wall_ms : wall_msec()));
     (void)json_set(o, "state", json_string(e2b_of(e) && e->paused ? "paused" : "running"));
     (void)json_set(o, "cpuCount", json_integer(cpus ? cpus : 1));
     (void)json_set(o, "memoryMB", json_integer((json_int_t)(mem >> 20)));
@@ -493,8 +485,8 @@ cold_json(struct api *a, const struct e2b_cold *c, bool detail)
     if (c->alias[0])
         (void)json_set(o, "alias", json_string(c->alias));
     (void)json_set(o, "clientID", json_string("abx"));
-    (void)json_set(o, "startedAt", time_json(c->created_wall_ms));
-    (void)json_set(o, "endAt", time_json(wall_msec()));
+    (void)json_set(o, "startedAt", api_time_json(c->created_wall_ms));
+    (void)json_set(o, "endAt", api_time_json(wall_msec()));
     (void)json_set(o, "state", json_string("paused"));
     (void)json_set(o, "cpuCount", json_integer(cpus ? cpus : 1));
     (void)json_set(o, "memoryMB", json_integer((json_int_t)(mem >> 20)));
@@ -1162,7 +1154,7 @@ metrics(struct api *a, struct http_req *req, struct entry *e)
         double life_us = (double)(now - e->created_wall_ms) * 1000.0 + 1.0;
         double pct = (double)st.cpu_usec / life_us / (cpus ? cpus : 1) * 100.0;
         json_t *m = json_object();
-        (void)json_set(m, "timestamp", time_json(now));
+        (void)json_set(m, "timestamp", api_time_json(now));
         (void)json_set(m, "timestampUnix", json_integer((json_int_t)(now / 1000u)));
         (void)json_set(m, "cpuCount", json_integer(cpus ? cpus : 1));
         (void)json_set(m, "cpuUsedPct", json_real(pct > 100.0 ? 100.0 : pct));
