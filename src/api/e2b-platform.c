@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1198,11 +1197,7 @@ static bool
 authorized(struct api *a, struct http_req *req, const struct api_scope **ret_scope)
 {
     const char *k = http_req_header(req, "X-API-KEY");
-    size_t kl = strlen(a->api_key);
-    *ret_scope = NULL;
-    if (k && strlen(k) == kl && CRYPTO_memcmp(k, a->api_key, kl) == 0)
-        return true;
-    if (k && (*ret_scope = api_scope_of(a, k, strlen(k))))
+    if (api_key_check(a, k, ret_scope) == 0)
         return true;
     e2b_error(req, 401, k ? "the API key is not valid" : "missing X-API-KEY header");
     return false;

@@ -198,18 +198,28 @@ api_scope_command(const struct api_scope *s, const struct template *t, const cha
     return false;
 }
 
+int
+api_key_check(const struct api *a, const char *tok, const struct api_scope **ret_scope)
+{
+    size_t kl = strlen(a->api_key);
+    *ret_scope = NULL;
+    if (!tok)
+        return -ENOKEY;
+    if (strlen(tok) == kl && CRYPTO_memcmp(tok, a->api_key, kl) == 0)
+        return 0;
+    if ((*ret_scope = api_scope_of(a, tok, strlen(tok))))
+        return 0;
+    return -EKEYREJECTED;
+}
+
 bool
 api_authorized(struct api *a, struct http_req *req, const struct api_scope **ret_scope)
 {
     const char *h = http_req_header(req, "Authorization");
     const char *tok = NULL;
-    *ret_scope = NULL;
     if (h && !strncasecmp(h, "Bearer ", 7))
         tok = h + 7;
-    size_t kl = strlen(a->api_key);
-    if (tok && strlen(tok) == kl && CRYPTO_memcmp(tok, a->api_key, kl) == 0)
-        return true;
-    if (tok && (*ret_scope = api_scope_of(a, tok, strlen(tok))))
+    if (api_key_check(a, tok, ret_scope) == 0)
         return true;
     http_req_add_header(req, "WWW-Authenticate", "Bearer");
     api_error_msg(req, 401, "unauthorized",

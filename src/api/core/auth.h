@@ -45,6 +45,10 @@ const struct api_scope *api_scope_of(const struct api *a, const char *tok, size_
 bool api_scope_template(const struct api_scope *s, const struct template *t);
 bool api_scope_command(const struct api_scope *s, const struct template *t, const char *cmd);
 
+/* Whether tok (NULL = none given) is the full key (0, *ret_scope NULL) or a
+ * scoped one (0, *ret_scope); -ENOKEY none given, -EKEYREJECTED unknown.
+ * Compares in constant time. Each surface takes tok from its own header. */
+int api_key_check(const struct api *a, const char *tok, const struct api_scope **ret_scope);
 /* Authenticates req's "Authorization: Bearer" key: true with *ret_scope
  * (NULL = the full key), or answers 401 and returns false. */
 bool api_authorized(struct api *a, struct http_req *req, const struct api_scope **ret_scope);
