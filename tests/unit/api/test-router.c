@@ -6,7 +6,8 @@
  * unknown paths 404, long paths skip the segment routes. What a scoped key
  * may reach through the table is compared, over many requests, with the
  * rule the router applied by its own path matching before the table
- * existed (old_scope_ok below), so the two cannot have drifted apart.
+ * existed (old_scope_ok below), so the two cannot have drifted apart. And
+ * the key check both the bearer and E2B's X-API-KEY use.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -265,6 +266,29 @@ test_access_check(void **state)
     assert_int_equal(api_access_check(&s, ACCESS_OWNED, NULL), -ENOENT);
 }
 
+static void
+test_key_check(void **state)
+{
+    char key[] = "full-key-0123456789", scoped_key[] = "scoped-key-0123456789";
+    struct api_scope scopes[] = {{.key = scoped_key}};
+    struct api a = {.api_key = key, .scopes = scopes, .n_scopes = 1};
+    const struct api_scope *s = &scopes[0];
+    (void)state;
+
+    assert_int_equal(api_key_check(&a, "full-key-0123456789", &s), 0);
+    assert_null(s);
+    assert_int_equal(api_key_check(&a, "scoped-key-0123456789", &s), 0);
+    assert_ptr_equal(s, &scopes[0]);
+    assert_int_equal(api_key_check(&a, NULL, &s), -ENOKEY);
+    assert_null(s);
+    static const char *const bad[] = {"", "full-key-012345678", "full-key-01234567890",
+                                      "scoped-key-012345678", "FULL-KEY-0123456789"};
+    for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+        assert_int_equal(api_key_check(&a, bad[i], &s), -EKEYREJECTED);
+        assert_null(s);
+    }
+}
+
 int
 main(void)
 {
@@ -273,6 +297,7 @@ main(void)
             cmocka_unit_test(test_405_404),
             cmocka_unit_test(test_scope_same_as_before),
             cmocka_unit_test(test_access_check),
+            cmocka_unit_test(test_key_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
