@@ -158,6 +158,35 @@ void e2b_page_cut(struct e2b_item *all, size_t n, const struct e2b_page *p, size
 void e2b_page_token(const struct e2b_item *last, char *buf, size_t n);
 
 /* e2b-platform.c: the platform REST API (X-API-KEY). */
+#define E2B_DEFAULT_TIMEOUT_S 300
+#define E2B_V1_TIMEOUT_S      15
+/* A platform request waiting for its body. */
+struct e2b_preq {
+    struct api *api;
+    const struct api_scope *scope;
+    char id[API_ID_LEN + 8];
+    bool v1;
+};
+/* The entry the caller may see: live, and created with its key when that
+ * is a scoped key (the full key sees every sandbox); else answers 404
+ * (when req is not NULL) and returns NULL. */
+struct entry *e2b_find(struct api *a, struct http_req *req, const char *id,
+                       const struct api_scope *scope);
+/* The cold record id names while paused (NULL when none or running). */
+struct e2b_cold *e2b_find_cold(struct api *a, const char *id, const struct api_scope *scope);
+/* "timeout" of a body (seconds, at most max_s when max_s): 1 and *ret, 0
+ * absent, -EINVAL. */
+int e2b_read_timeout(json_t *j, uint64_t max_s, uint64_t *ret, struct err *err);
+
+/* lifecycle.c: the bodies of POST /sandboxes/{id}/connect, /pause,
+ * /snapshots and /fork (a struct e2b_preq is the request's userdata). */
+void e2b_connect_done(struct http_req *req, const char *body, size_t len);
+void e2b_pause_done(struct http_req *req, const char *body, size_t len);
+void e2b_snapshot_done(struct http_req *req, const char *body, size_t len);
+void e2b_fork_done(struct http_req *req, const char *body, size_t len);
+/* lifecycle.c: forgets a sandbox paused without memory, and its files. */
+void e2b_cold_drop(struct api *a, struct e2b_cold *c);
+
 void e2b_platform(struct api *a, struct http_req *req, const char *path);
 /* A listing's ?metadata= filter: "k=v&k2=v2", each side form-decoded and
  * then percent-decoded once more (as E2B's SDKs send it). keys[i] and
@@ -184,6 +213,10 @@ void e2b_error(struct http_req *req, unsigned status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 /* errors.c: r (-errno) as the platform API's status; err's message when it has one. */
 void e2b_fail(struct http_req *req, int r, const struct err *err);
+/* errors.c: r (-errno) of a snapshot, restore or fork as a status, and
+ * the answer. */
+unsigned e2b_snap_status(int r);
+void e2b_snap_fail(struct http_req *req, int r, const struct err *err);
 /* errors.c: envd's 502 for a sandbox that is gone or paused (the SDK's
  * health probe reads it as the sandbox's end). */
 void e2b_gone(struct http_req *req, const char *id);

@@ -51,6 +51,29 @@ e2b_fail(struct http_req *req, int r, const struct err *err)
     e2b_error(req, status, "%s", err && err->msg[0] ? err->msg : strerror_r(e, tmp, sizeof(tmp)));
 }
 
+/* r (-errno) of a snapshot, restore or fork as the platform API's status
+ * (507 for files past a snapshot's limits). */
+unsigned
+e2b_snap_status(int r)
+{
+    int e = r < 0 ? -r : r;
+    /* The sandbox's files over a snapshot limit (bytes, entries, depth). */
+    return e == EFBIG || e == E2BIG || e == ELOOP ? 507
+           : e == EBUSY                           ? 409
+           : e == EINVAL                          ? 400
+           : e == ENOENT || e == ESRCH            ? 404
+           : e == ESHUTDOWN || e == EOPNOTSUPP    ? 503
+                                                  : 500;
+}
+
+void
+e2b_snap_fail(struct http_req *req, int r, const struct err *err)
+{
+    char tmp[128];
+    e2b_error(req, e2b_snap_status(r), "%s",
+              err && err->msg[0] ? err->msg : strerror_r(r < 0 ? -r : r, tmp, sizeof(tmp)));
+}
+
 /* --- envd (Connect) --- */
 
 void
