@@ -44,8 +44,8 @@ BELOW = {
 }
 
 
-# Inside a piece: sub-piece -> the sub-pieces it may include (closure taken
-# below). A sub-piece is a folder src/P/<sub>/. A file directly in src/P
+# Inside a piece: sub-piece -> the sub-pieces it may include (closure() taken
+# on it). A sub-piece is a folder src/P/<sub>/. A file directly in src/P
 # belongs to TOP[P] (its headers, to BASE[P]: what every sub-piece may
 # include, so they may include only what BASE may). DESIGN.md: inside api,
 # core <- wire, e2b, ports <- router.
@@ -78,31 +78,17 @@ def sub_of_include(piece, parts):
     return BASE.get(piece)
 
 
-def sub_closure(piece):
-    below = SUB_BELOW[piece]
+def closure(below=BELOW):
+    """What each key of below may use, directly or through others."""
     out = {}
-    for s in below:
-        seen, todo = set(), list(below[s])
+    for p in below:
+        seen, todo = set(), list(below[p])
         while todo:
             q = todo.pop()
             if q in seen:
                 continue
             seen.add(q)
             todo += below.get(q, [])
-        out[s] = seen
-    return out
-
-
-def closure():
-    out = {}
-    for p in BELOW:
-        seen, todo = set(), list(BELOW[p])
-        while todo:
-            q = todo.pop()
-            if q in seen:
-                continue
-            seen.add(q)
-            todo += BELOW.get(q, [])
         out[p] = seen
     return out
 
@@ -112,7 +98,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def main():
     allowed = closure()
-    sub_allowed = {p: sub_closure(p) for p in SUB_BELOW}
+    sub_allowed = {p: closure(SUB_BELOW[p]) for p in SUB_BELOW}
     bad = []
     subedges = {}
     for dp, _, files in os.walk('src'):
