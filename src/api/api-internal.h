@@ -120,7 +120,7 @@ int api_exec_req_new(struct api *a, const char *const *argv, const char *const *
 void api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
                   const struct out_owner *owner, const struct exec_req *q);
 
-/* templates.c: the file system of a sandbox of t (its layers, disk_mb), in
+/* core/create.c: the file system of a sandbox of t (its layers, disk_mb), in
  * storage buf; NULL for the default one. */
 struct api_fs {
     struct jail_fs fs;

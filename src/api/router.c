@@ -230,19 +230,6 @@ api_route_find(const char *method, const char *path, bool open, struct api_route
     return -ENOENT;
 }
 
-int
-api_split(char *path, char **seg, int max)
-{
-    int n = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(path, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-        if (n == max)
-            return -1;
-        seg[n++] = t;
-    }
-    return n;
-}
-
 /* --- api_begin --- */
 
 static void

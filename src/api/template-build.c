@@ -922,7 +922,7 @@ body_done(struct http_req *req)
                       r == -EEXIST ? "conflict" : "invalid_template", "%s", err.msg);
         return;
     }
-    if (api_draining(a)) {
+    if (table_draining(a->table)) {
         api_error_msg(req, 503, "draining", "abxd is draining");
         return;
     }

@@ -146,20 +146,6 @@ template_json(const struct api *a, const struct template *t, bool full,
     return o;
 }
 
-const struct jail_fs *
-api_template_fs(struct api *a, const struct template *t, struct api_fs *buf)
-{
-    uint64_t disk = 0;
-    memset(buf, 0, sizeof(*buf));
-    for (const struct template *c = t; c && !disk;
-         c = strcmp(c->base, TEMPLATE_BASE_HOST) ? template_set_find(a->templates, c->base) : NULL)
-        disk = c->disk_mb;
-    buf->fs.nlayers = template_layers(a->templates, t, buf->layers, JAIL_MAX_LAYERS);
-    buf->fs.layers = buf->layers;
-    buf->fs.disk_bytes = disk << 20;
-    return buf->fs.nlayers || disk ? &buf->fs : NULL;
-}
-
 void
 wire_templates(struct api *a, struct http_req *req, const char *path, const struct api_scope *scope)
 {

@@ -1260,7 +1260,7 @@ wire_workspaces(struct api *a, struct http_req *req, const char *path)
     }
     if (!*path || !strcmp(path, "/")) {
         if (!strcmp(m, "POST")) {
-            if (api_draining(a)) {
+            if (table_draining(a->table)) {
                 api_error_msg(req, 503, "draining", "abxd is draining");
                 return;
             }

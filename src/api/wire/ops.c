@@ -52,7 +52,7 @@ void
 wire_drain(struct api *a, struct http_req *req, const struct api_route_req *r)
 {
     (void)r;
-    api_drain(a);
+    table_drain(a->table);
     json_t *o = json_object();
     (void)json_set(o, "draining", json_true());
     (void)json_set(o, "sandboxes", json_integer(table_count(a->table)));
