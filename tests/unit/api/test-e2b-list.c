@@ -64,8 +64,7 @@ test_decode(void **state)
             "1.abc\n",
             "1.a.b",
             "99999999999999999999.a",
-            "1."
-            "abcdefghijklmnopqrstu" /* 21 > API_ID_LEN */,
+            "1.abcdefghijklmnopqrstu", /* 21 > API_ID_LEN */
     };
     for (size_t i = 0; i < ELEMENTSOF(bad_token); i++) {
         err = (struct err){0};
