@@ -54,7 +54,7 @@ struct api_create_req {
     json_t *meta; /* string map, borrowed, may be NULL */
     uint64_t timeout_s;
     struct jail_limits lim;
-    api_ready_fn ready; /* how the surface answers when the sandbox is ready or failed */
+    api_ready_fn ready; /* required: how the surface answers once ready or failed */
 };
 /* Starts creating a sandbox; c->ready gets req (may be NULL) when it is
  * ready or failed. -ESHUTDOWN draining, -EOPNOTSUPP no isolation, -EAGAIN
