@@ -1,5 +1,5 @@
 /*
- * e2b-platform.c - E2B's platform REST API over the api's sandbox table.
+ * platform.c - E2B's platform REST API over the api's sandbox table.
  *
  * Create (v2 and v1 paths), connect/resume, info, list with filters and
  * pagination, kill, timeout, pause (cgroup freeze), metrics from the
