@@ -130,6 +130,17 @@ bool e2b_snaps_closing(const struct api *a);
 /* e2b_entry_free(): e goes; its snapshot or restore carries on without it. */
 void e2b_snapshots_entry_gone(struct entry *e);
 
+/* platform-list.c: a listing's ?metadata= filter: "k=v&k2=v2", each side
+ * form-decoded and then percent-decoded once more (as E2B's SDKs send it).
+ * keys[i] and vals[i] point into buf. -EINVAL with err when too long, past
+ * 32 pairs or a pair has no '='. */
+struct e2b_meta_filter {
+    char buf[2048];
+    const char *keys[32], *vals[32];
+    size_t n;
+};
+int e2b_meta_filter_parse(struct e2b_meta_filter *m, const char *v, struct err *err);
+
 /* platform-list.c: the order and pages of a listing. A row is a live
  * entry or a sandbox paused without memory (c). */
 #define E2B_LIST_MAX       100 /* rows of a page, and its default */
@@ -151,13 +162,30 @@ struct e2b_page {
  * with err saying which is bad. */
 int e2b_page_decode(const char *limit, const char *order, const char *token, struct e2b_page *p,
                     struct err *err);
+/* A listing's filter from the query (each NULL when absent): state
+ * ("running", "paused" or both; absent = both), startedAfter (RFC 3339),
+ * template, metadata. -EINVAL with err saying which is bad. */
+struct e2b_filter {
+    struct e2b_meta_filter meta;
+    bool running, paused;
+    uint64_t started_after; /* wall ms */
+    const char *tmpl;       /* borrowed from the query; NULL or "" = any */
+};
+int e2b_filter_decode(const char *state, const char *started_after, const char *tmpl,
+                      const char *metadata, struct e2b_filter *f, struct err *err);
+/* Whether row it is listed: live and ready (or paused without memory),
+ * the caller's when scope is a scoped key, and as f asks. */
+struct template_set;
+bool e2b_filter_matches(const struct template_set *ts, const struct e2b_item *it,
+                        const struct e2b_filter *f, const struct api_scope *scope);
 /* Sorts all (n rows) and gives the page's rows [*ret_start, *ret_end). */
 void e2b_page_cut(struct e2b_item *all, size_t n, const struct e2b_page *p, size_t *ret_start,
                   size_t *ret_end);
 /* The X-Next-Token that continues after last, into buf of n bytes. */
 void e2b_page_token(const struct e2b_item *last, char *buf, size_t n);
 
-/* e2b-platform.c: the platform REST API (X-API-KEY). */
+/* platform.c: the platform REST API (X-API-KEY). */
+void e2b_platform(struct api *a, struct http_req *req, const char *path);
 #define E2B_DEFAULT_TIMEOUT_S 300
 #define E2B_V1_TIMEOUT_S      15
 /* A platform request waiting for its body. */
@@ -186,18 +214,6 @@ void e2b_snapshot_done(struct http_req *req, const char *body, size_t len);
 void e2b_fork_done(struct http_req *req, const char *body, size_t len);
 /* lifecycle.c: forgets a sandbox paused without memory, and its files. */
 void e2b_cold_drop(struct api *a, struct e2b_cold *c);
-
-void e2b_platform(struct api *a, struct http_req *req, const char *path);
-/* A listing's ?metadata= filter: "k=v&k2=v2", each side form-decoded and
- * then percent-decoded once more (as E2B's SDKs send it). keys[i] and
- * vals[i] point into buf. -EINVAL with err when too long, past 32 pairs or
- * a pair has no '='. */
-struct e2b_meta_filter {
-    char buf[2048];
-    const char *keys[32], *vals[32];
-    size_t n;
-};
-int e2b_meta_filter_parse(struct e2b_meta_filter *m, const char *v, struct err *err);
 
 /* envd.c: envd requests for the sandbox named by E2b-Sandbox-Id, and
  * signed /files URLs. */

@@ -344,111 +344,6 @@ out:
 
 /* --- list --- */
 
-static int
-hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)(c | 0x20);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* One percent-decoding pass in place ('+' as a space when form is set):
- * '%' and exactly two hex digits (not "%00"), else the bytes stay. */
-static void
-pct_decode(char *s, bool form)
-{
-    char *w = s;
-    for (char *p = s; *p; p++) {
-        int hi = *p == '%' ? hex_digit(p[1]) : -1, lo = hi >= 0 ? hex_digit(p[2]) : -1;
-        if (lo >= 0 && hi * 16 + lo > 0) {
-            *w++ = (char)(hi * 16 + lo);
-            p += 2;
-            continue;
-        }
-        *w++ = form && *p == '+' ? ' ' : *p;
-    }
-    *w = '\0';
-}
-
-int
-e2b_meta_filter_parse(struct e2b_meta_filter *m, const char *v, struct err *err)
-{
-    m->n = 0;
-    if (strlen(v) >= sizeof(m->buf))
-        return err_set(err, EINVAL, "'metadata' is too long");
-    strcpy(m->buf, v);
-    char *save = NULL;
-    for (char *pair = strtok_r(m->buf, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
-        if (m->n == ELEMENTSOF(m->keys))
-            return err_set(err, EINVAL, "'metadata' has too many pairs");
-        char *eq = strchr(pair, '=');
-        if (!eq)
-            return err_set(err, EINVAL, "'metadata' must be key=value pairs");
-        *eq = '\0';
-        /* form-decoded once, then percent-decoded once more */
-        pct_decode(pair, true);
-        pct_decode(eq + 1, true);
-        pct_decode(pair, false);
-        pct_decode(eq + 1, false);
-        m->keys[m->n] = pair;
-        m->vals[m->n++] = eq + 1;
-    }
-    return 0;
-}
-
-struct filter {
-    struct e2b_meta_filter meta;
-    bool running, paused;
-    uint64_t started_after;
-    const char *tmpl;
-};
-
-static int
-decode_filter(struct http_req *req, struct filter *f, struct err *err)
-{
-    const char *v;
-    f->running = f->paused = true;
-    if ((v = http_req_query(req, "state"))) {
-        f->running = strstr(v, "running") != NULL;
-        f->paused = strstr(v, "paused") != NULL;
-    }
-    if ((v = http_req_query(req, "startedAfter")) && *v && parse_rfc3339(v, &f->started_after) < 0)
-        return err_set(err, EINVAL, "'startedAfter' must be an RFC 3339 time");
-    f->tmpl = http_req_query(req, "template");
-    if ((v = http_req_query(req, "metadata")) && *v)
-        return e2b_meta_filter_parse(&f->meta, v, err);
-    return 0;
-}
-
-static bool
-matches(struct api *a, const struct e2b_item *it, const struct filter *f,
-        const struct api_scope *scope)
-{
-    const struct template *et = it->e ? it->e->tmpl : it->c->t;
-    json_t *meta = it->e ? it->e->metadata : it->c->meta;
-    bool paused = it->e ? it->e->paused : true;
-    if (it->e && (it->e->state != E_READY || (scope && it->e->scope != scope)))
-        return false;
-    if (it->c && scope && it->c->scope != scope)
-        return false;
-    if (!(paused ? f->paused : f->running))
-        return false;
-    if (it->created < f->started_after)
-        return false;
-    if (f->tmpl && *f->tmpl) {
-        const struct template *t = template_set_find(a->templates, f->tmpl);
-        if (!t || t != et)
-            return false;
-    }
-    for (size_t i = 0; i < f->meta.n; i++) {
-        json_t *v = json_object_get(meta, f->meta.keys[i]);
-        if (!v || !json_is_string(v) || strcmp(json_string_value(v), f->meta.vals[i]))
-            return false;
-    }
-    return true;
-}
-
 /* The cold record id names while paused (NULL when none or running). */
 struct e2b_cold *
 e2b_find_cold(struct api *a, const char *id, const struct api_scope *scope)
@@ -502,14 +397,16 @@ cold_json(struct api *a, const struct e2b_cold *c, bool detail)
 static void
 list(struct api *a, struct http_req *req, const struct api_scope *scope)
 {
-    struct filter f = {0};
+    struct e2b_filter f = {0};
     struct err err = {0};
     struct e2b_page pg;
     struct e2b_item *all = NULL;
     size_t n = 0, start, end, ncold = 0;
     struct list *cold = a->snaps && !e2b_snaps_closing(a) ? e2b_cold_list(a) : NULL;
 
-    if (decode_filter(req, &f, &err) < 0 ||
+    if (e2b_filter_decode(http_req_query(req, "state"), http_req_query(req, "startedAfter"),
+                          http_req_query(req, "template"), http_req_query(req, "metadata"), &f,
+                          &err) < 0 ||
         e2b_page_decode(http_req_query(req, "limit"), http_req_query(req, "order"),
                         http_req_query(req, "nextToken"), &pg, &err) < 0) {
         e2b_error(req, 400, "%s", err.msg);
@@ -526,14 +423,16 @@ list(struct api *a, struct http_req *req, const struct api_scope *scope)
     list_foreach (l, table_entries(a->table)) {
         struct entry *e = list_entry(l, struct entry, link);
         struct e2b_item it = {.created = e->created_wall_ms, .id = e2b_public_id(e), .e = e};
-        if (n < table_count(a->table) && e2b_of(e) && matches(a, &it, &f, scope))
+        if (n < table_count(a->table) && e2b_of(e) &&
+            e2b_filter_matches(a->templates, &it, &f, scope))
             all[n++] = it;
     }
     if (cold)
         list_foreach (l, cold) {
             struct e2b_cold *c = list_entry(l, struct e2b_cold, link);
             struct e2b_item it = {.created = c->created_wall_ms, .id = c->id, .c = c};
-            if (!c->live && n < table_count(a->table) + ncold && matches(a, &it, &f, scope))
+            if (!c->live && n < table_count(a->table) + ncold &&
+                e2b_filter_matches(a->templates, &it, &f, scope))
                 all[n++] = it;
         }
     e2b_page_cut(all, n, &pg, &start, &end);

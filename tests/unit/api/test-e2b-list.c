@@ -1,9 +1,11 @@
 /*
- * test-e2b-list.c - the pages of E2B's GET /sandboxes: limit, order and
- * nextToken decoding (strict: what this server gives, nothing else), the
- * order (start time, then id; descending by default), pages that walk a
- * listing exactly once, and a token that stays valid when the row it
- * names was killed in between.
+ * test-e2b-list.c - E2B's GET /sandboxes without a daemon. Which rows:
+ * state, startedAfter, template and metadata filters (the metadata as the
+ * SDKs encode it), the caller's scope, rows not ready. Which page: limit,
+ * order and nextToken decoding (strict: what this server gives, nothing
+ * else), the order (start time, then id; descending by default), pages
+ * that walk a listing exactly once, and a token that stays valid when the
+ * row it names was killed in between.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +17,8 @@
 #include <cmocka.h>
 
 #include "api/e2b/e2b-internal.h"
+#include "template/set.h"
+#include "util/timeutil.h"
 
 static void
 test_decode(void **state)
@@ -153,10 +157,103 @@ test_token_outlives_its_row(void **state)
     assert_int_equal(start, end);
 }
 
+static void
+test_filter(void **state)
+{
+    struct template_set *ts = NULL;
+    struct err err = {0};
+    struct e2b_filter f;
+    struct api_scope mine = {0}, other = {0};
+    (void)state;
+
+    assert_int_equal(template_set_load(NULL, NULL, &ts, &err), 0);
+    const struct template *base = template_set_find(ts, "base");
+    assert_non_null(base);
+    json_t *m1 = json_pack("{s:s, s:s}", "user", "ann lee", "k&=", "v%");
+    json_t *m2 = json_pack("{s:s}", "user", "bob");
+    struct entry live = {.state = E_READY, .tmpl = base, .metadata = m1, .scope = &mine};
+    struct entry frozen = {.state = E_READY, .tmpl = base, .metadata = m2, .paused = true};
+    struct entry creating = {.state = E_CREATING, .tmpl = base, .metadata = m1};
+    struct e2b_cold cold = {.t = base, .meta = m2, .scope = &other};
+    struct e2b_item rl = {.created = 2000, .id = "l", .e = &live},
+                    rf = {.created = 3000, .id = "f", .e = &frozen},
+                    rc = {.created = 1000, .id = "c", .e = &creating},
+                    ro = {.created = 4000, .id = "o", .c = &cold};
+
+    /* No filter: every ready row and every cold one, not those creating. */
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode(NULL, NULL, NULL, NULL, &f, &err), 0);
+    assert_true(e2b_filter_matches(ts, &rl, &f, NULL));
+    assert_true(e2b_filter_matches(ts, &rf, &f, NULL));
+    assert_true(e2b_filter_matches(ts, &ro, &f, NULL));
+    assert_false(e2b_filter_matches(ts, &rc, &f, NULL));
+    /* A scoped key sees its own rows only. */
+    assert_true(e2b_filter_matches(ts, &rl, &f, &mine));
+    assert_false(e2b_filter_matches(ts, &rf, &f, &mine));
+    assert_false(e2b_filter_matches(ts, &ro, &f, &mine));
+    assert_true(e2b_filter_matches(ts, &ro, &f, &other));
+
+    /* state: paused covers frozen and cold rows. */
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode("paused", NULL, NULL, NULL, &f, &err), 0);
+    assert_false(e2b_filter_matches(ts, &rl, &f, NULL));
+    assert_true(e2b_filter_matches(ts, &rf, &f, NULL));
+    assert_true(e2b_filter_matches(ts, &ro, &f, NULL));
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode("running,paused", NULL, NULL, NULL, &f, &err), 0);
+    assert_true(e2b_filter_matches(ts, &rl, &f, NULL) && e2b_filter_matches(ts, &rf, &f, NULL));
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode("", NULL, NULL, NULL, &f, &err), 0);
+    assert_false(e2b_filter_matches(ts, &rl, &f, NULL) || e2b_filter_matches(ts, &rf, &f, NULL));
+
+    /* startedAfter: rows started at or after it. */
+    char t[40];
+    format_rfc3339(3000, t, sizeof(t));
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode(NULL, t, NULL, NULL, &f, &err), 0);
+    assert_false(e2b_filter_matches(ts, &rl, &f, NULL));
+    assert_true(e2b_filter_matches(ts, &rf, &f, NULL));
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode(NULL, "yesterday", NULL, NULL, &f, &err), -EINVAL);
+    assert_string_equal(err.msg, "'startedAfter' must be an RFC 3339 time");
+
+    /* template: by name (or alias); an unknown one matches nothing. */
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode(NULL, NULL, "base", NULL, &f, &err), 0);
+    assert_true(e2b_filter_matches(ts, &rl, &f, NULL));
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode(NULL, NULL, "nope", NULL, &f, &err), 0);
+    assert_false(e2b_filter_matches(ts, &rl, &f, NULL));
+
+    /* metadata: every pair must match; form-decoded, then percent-decoded
+     * once more ("ann lee" arrives as ann%2520lee, or as ann+lee). */
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode(NULL, NULL, NULL, "user=ann%2520lee", &f, &err), 0);
+    assert_true(e2b_filter_matches(ts, &rl, &f, NULL));
+    assert_false(e2b_filter_matches(ts, &rf, &f, NULL));
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(
+            e2b_filter_decode(NULL, NULL, NULL, "user=ann+lee&k%2526%253D=v%2525", &f, &err), 0);
+    assert_int_equal(f.meta.n, 2);
+    assert_true(e2b_filter_matches(ts, &rl, &f, NULL));
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode(NULL, NULL, NULL, "user=bob&k=x", &f, &err), 0);
+    assert_false(e2b_filter_matches(ts, &rf, &f, NULL)); /* no k */
+    err = (struct err){0};
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(e2b_filter_decode(NULL, NULL, NULL, "user", &f, &err), -EINVAL);
+    assert_string_equal(err.msg, "'metadata' must be key=value pairs");
+
+    json_decref(m1);
+    json_decref(m2);
+    template_set_free(ts);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_filter),
             cmocka_unit_test(test_decode),
             cmocka_unit_test(test_pages),
             cmocka_unit_test(test_token_outlives_its_row),
