@@ -53,7 +53,7 @@ struct api_create_req {
     json_t *env;  /* string map, borrowed, may be NULL */
     json_t *meta; /* string map, borrowed, may be NULL */
     uint64_t timeout_s;
-    struct jail_limits lim;
+    struct sandbox_limits lim;
     api_ready_fn ready; /* required: how the surface answers once ready or failed */
 };
 /* Starts creating a sandbox; c->ready gets req (may be NULL) when it is
@@ -66,7 +66,7 @@ int api_create(struct api *a, struct http_req *req, const struct api_create_req 
  * bound). */
 int api_decode_disk_mb(struct api *a, json_t *body, uint64_t *ret_bytes, struct err *err);
 /* Applies template t's resources over lim. */
-void api_template_limits(struct api *a, const struct template *t, struct jail_limits *lim);
+void api_template_limits(struct api *a, const struct template *t, struct sandbox_limits *lim);
 
 struct api {
     struct loop *loop;
@@ -123,7 +123,8 @@ void api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
 /* core/create.c: the file system of a sandbox of t (its layers, disk_mb), in
  * storage buf; NULL for the default one. */
 struct api_fs {
-    struct jail_fs fs;
-    const char *layers[JAIL_MAX_LAYERS];
+    struct sandbox_fs fs;
+    const char *layers[SANDBOX_MAX_LAYERS];
 };
-const struct jail_fs *api_template_fs(struct api *a, const struct template *t, struct api_fs *buf);
+const struct sandbox_fs *api_template_fs(struct api *a, const struct template *t,
+                                         struct api_fs *buf);

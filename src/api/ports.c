@@ -45,7 +45,6 @@
 
 #include "api/api-internal.h"
 #include "http/httpresp.h"
-#include "jail/jail.h"
 #include "template/template.h"
 #include "util/json.h"
 #include "util/log.h"

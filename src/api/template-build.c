@@ -20,7 +20,7 @@
  * failed or abandoned build (the client went away) leaves nothing. Not
  * thread-safe; file work blocks the loop (copy steps, the id shift).
  *
- * Where the host bounds sandboxes' disks (jail.h), the writable layer is
+ * Where the host bounds sandboxes' disks (sandbox_host_area_create()), the writable layer is
  * not .build-<id>/fs but fs/ in a bounded directory of the sandboxes' disk
  * (build-<id>, as large as the template's disk_mb): what the steps write
  * never reaches the state file system unbounded. Once the sandbox is gone
@@ -129,7 +129,7 @@ build_free(struct build *b)
     safe_close(b->cp_pidfd);
     safe_close(b->cp_errfd);
     if (b->area[0])
-        jail_host_area_destroy(sandbox_host_jail(b->a->sh), b->area);
+        sandbox_host_area_destroy(b->a->sh, b->area);
     proc_reader_free(b->rd);
     tar_extract_free(b->x);
     safe_close(b->tfd);
@@ -612,7 +612,7 @@ copy_done(struct loop_io *io, uint32_t revents, void *ud)
         if (*c == '\n')
             *c = ' ';
     b->cp_errfd = safe_close(b->cp_errfd);
-    jail_host_area_destroy(sandbox_host_jail(b->a->sh), b->area);
+    sandbox_host_area_destroy(b->a->sh, b->area);
     b->area[0] = '\0';
     if (si.si_code == CLD_EXITED && si.si_status == 0) {
         succeed(b);
@@ -644,7 +644,7 @@ copy_out(struct build *b)
     _cleanup_close_ int afd = open(b->area_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (afd >= 0)
         (void)syncfs(afd);
-    (void)jail_host_area_usage(sandbox_host_jail(b->a->sh), b->area, &used);
+    (void)sandbox_host_area_usage(b->a->sh, b->area, &used);
     if (statvfs(b->tdir, &sv) == 0 &&
         (uint64_t)sv.f_bavail * sv.f_frsize < used + b->a->cfg.disk_floor_bytes) {
         b->succeeded = false;
@@ -794,8 +794,8 @@ start_sandbox(struct build *b, struct err *err)
 {
     struct api *a = b->a;
     struct template *t = b->t;
-    struct jail_limits lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis,
-                              a->cfg.default_pids};
+    struct sandbox_limits lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis,
+                                 a->cfg.default_pids};
     const char *tenv[TEMPLATE_ENV_MAX * 4];
     double cpu = 0;
     uint64_t mem = 0, pids = 0, disk = t->disk_mb;
@@ -837,9 +837,9 @@ start_sandbox(struct build *b, struct err *err)
             return r;
     }
     char fs[PATH_MAX + 8];
-    struct jail_host *jh = sandbox_host_jail(a->sh);
     (void)pathf(b->area, sizeof(b->area), "build-%s", b->id);
-    r = jail_host_area_create(jh, b->area, disk << 20, b->area_path, sizeof(b->area_path), err);
+    r = sandbox_host_area_create(a->sh, b->area, disk << 20, b->area_path, sizeof(b->area_path),
+                                 err);
     if (r == -EOPNOTSUPP) {
         b->area[0] = '\0'; /* no disk bound: on the state file system */
         err_clear(err);
@@ -852,7 +852,7 @@ start_sandbox(struct build *b, struct err *err)
         return err_setx(err, errno, "cannot create '%s'", fs);
     if (disk && a->cfg.default_disk_bytes)
         lim.disk_bytes = disk << 20; /* its home too */
-    struct jail_fs jfs = {
+    struct sandbox_fs jfs = {
             .layers = b->lowers, .nlayers = b->n_lowers, .upper = fs, .disk_bytes = disk << 20};
     struct sandbox_spec spec = {.limits = lim, .fs = &jfs};
     b->refs++;
@@ -960,7 +960,7 @@ api_template_build(struct api *a, struct http_req *req, const struct api_scope *
                       "application/x-tar)");
         return;
     }
-    if (jail_host_mode(sandbox_host_jail(a->sh)) != JAIL_NS) {
+    if (!sandbox_host_has_layers(a->sh)) {
         api_error_msg(req, 501, "not_implemented",
                       "building templates needs the ns isolation mode");
         return;
@@ -981,7 +981,7 @@ api_template_build(struct api *a, struct http_req *req, const struct api_scope *
     for (char *p = b->display; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
-    jh_dir = jail_host_state_dir(sandbox_host_jail(a->sh));
+    jh_dir = sandbox_host_state_dir(a->sh);
     (void)pathf(b->tdir, sizeof(b->tdir), "%s/%s", jh_dir, TEMPLATE_LAYERS_DIR);
     b->id[0] = 'b';
     r = rand_id(b->id + 1, 19);

@@ -145,7 +145,7 @@ out:
     return r;
 }
 
-const struct jail_fs *
+const struct sandbox_fs *
 api_template_fs(struct api *a, const struct template *t, struct api_fs *buf)
 {
     uint64_t disk = 0;
@@ -153,14 +153,14 @@ api_template_fs(struct api *a, const struct template *t, struct api_fs *buf)
     for (const struct template *c = t; c && !disk;
          c = strcmp(c->base, TEMPLATE_BASE_HOST) ? template_set_find(a->templates, c->base) : NULL)
         disk = c->disk_mb;
-    buf->fs.nlayers = template_layers(a->templates, t, buf->layers, JAIL_MAX_LAYERS);
+    buf->fs.nlayers = template_layers(a->templates, t, buf->layers, SANDBOX_MAX_LAYERS);
     buf->fs.layers = buf->layers;
     buf->fs.disk_bytes = disk << 20;
     return buf->fs.nlayers || disk ? &buf->fs : NULL;
 }
 
 void
-api_template_limits(struct api *a, const struct template *t, struct jail_limits *lim)
+api_template_limits(struct api *a, const struct template *t, struct sandbox_limits *lim)
 {
     double tcpu;
     uint64_t tmem, tpids;

@@ -69,7 +69,7 @@ struct e2b_cold {
     const struct api_scope *scope;
     json_t *meta;
     uint64_t created_wall_ms, timeout_s;
-    struct jail_limits lim;
+    struct sandbox_limits lim;
     char snap[64];      /* its files while paused, "" while it runs */
     struct entry *live; /* the sandbox it runs as, NULL while paused */
     bool resuming;

@@ -365,7 +365,7 @@ struct fork {
     char alias[128];
     char snap[64];
     uint64_t timeout_s;
-    struct jail_limits lim;
+    struct sandbox_limits lim;
     size_t n, pending;
     json_t *items; /* n slots, null until known */
     struct fork_child {

@@ -63,7 +63,7 @@ e2b_entry_dying(struct entry *e)
     if (!x)
         return;
     if (e->state == E_DYING) {
-        /* The kill thaws a frozen sandbox (jail_kill). */
+        /* The kill thaws a frozen sandbox (sandbox.h). */
         e->paused = false;
         x->snapshotting = false;
     }
@@ -152,7 +152,7 @@ sandbox_json(struct api *a, struct entry *e)
 static json_t *
 detail_json(struct api *a, struct entry *e, bool detail)
 {
-    const struct jail_limits *l = sandbox_limits(e->sb);
+    const struct sandbox_limits *l = sandbox_limits(e->sb);
     unsigned cpus = l->cpu_millis ? (l->cpu_millis + 999) / 1000 : a->cfg.host_cpus;
     uint64_t mem = l->memory_bytes ? l->memory_bytes : a->cfg.host_memory_bytes;
     /* The bound of its writable space, else the template's tmpfs size. */
@@ -498,11 +498,11 @@ metrics(struct api *a, struct http_req *req, struct entry *e)
     if ((v = http_req_query(req, "end")) && query_seconds(req, "end", v, &end) < 0)
         return;
     json_t *arr = json_array();
-    struct cgroup_stats st;
+    struct sandbox_stats st;
     /* One live sample, read from the cgroup now, when now is in range. */
     if (now + 10000 >= start && now <= end + 10000 && end + 10000 >= e->created_wall_ms &&
         sandbox_stats(e->sb, &st) == 0) {
-        const struct jail_limits *l = sandbox_limits(e->sb);
+        const struct sandbox_limits *l = sandbox_limits(e->sb);
         unsigned cpus = l->cpu_millis ? (l->cpu_millis + 999) / 1000 : a->cfg.host_cpus;
         double life_us = (double)(now - e->created_wall_ms) * 1000.0 + 1.0;
         double pct = (double)st.cpu_usec / life_us / (cpus ? cpus : 1) * 100.0;
@@ -517,7 +517,7 @@ metrics(struct api *a, struct http_req *req, struct entry *e)
                                                                  : a->cfg.host_memory_bytes)));
         (void)json_set(m, "memCache", json_integer(0));
         uint64_t used = 0;
-        (void)jail_disk_usage(sandbox_jail(e->sb), &used);
+        (void)sandbox_disk_usage(e->sb, &used);
         (void)json_set(m, "diskUsed", json_integer((json_int_t)used));
         (void)json_set(m, "diskTotal", json_integer((json_int_t)l->disk_bytes));
         (void)json_array_append_new(arr, m);
