@@ -7,7 +7,8 @@ include headers of P and of the pieces below P, as BELOW says - nothing
 else, and headers ONLY names only from the pieces it names. A piece's
 *-internal.h is for its own files only. Files of the sub-
 pieces of a piece (src/P/<sub>/...) may not include each other in a
-circle. Prints every violation as file:line and exits 1 if there is one.
+circle, and where SUB_BELOW orders them (api: core <- wire, e2b, ports
+<- router), a sub-piece includes only those below it. Prints every violation as file:line and exits 1 if there is one.
 
 Run from the top of the checkout (make check and make test do).
 """
@@ -53,16 +54,51 @@ ONLY = {
 }
 
 
-def closure():
+# Inside a piece: sub-piece -> the sub-pieces it may include (closure() taken
+# on it). A sub-piece is a folder src/P/<sub>/. A file directly in src/P
+# belongs to TOP[P] (its headers, to BASE[P]: what every sub-piece may
+# include, so they may include only what BASE may). DESIGN.md: inside api,
+# core <- wire, e2b, ports <- router.
+SUB_BELOW = {
+    'api': {
+        'core': [],
+        'wire': ['core'],
+        'e2b': ['core'],
+        'ports': ['core'],
+        'router': ['wire', 'e2b', 'ports', 'core'],
+    },
+}
+TOP = {'api': 'router'}
+BASE = {'api': 'core'}
+
+
+def sub_of(piece, rel):
+    """The sub-piece of a file (rel: its path under src/, split)."""
+    if len(rel) > 2:
+        return rel[1]
+    if rel[-1].endswith('.h') and piece in BASE:
+        return BASE[piece]
+    return TOP.get(piece)
+
+
+def sub_of_include(piece, parts):
+    """The sub-piece of an included header ("P/..." split)."""
+    if len(parts) > 2:
+        return parts[1]
+    return BASE.get(piece)
+
+
+def closure(below=BELOW):
+    """What each key of below may use, directly or through others."""
     out = {}
-    for p in BELOW:
-        seen, todo = set(), list(BELOW[p])
+    for p in below:
+        seen, todo = set(), list(below[p])
         while todo:
             q = todo.pop()
             if q in seen:
                 continue
             seen.add(q)
-            todo += BELOW.get(q, [])
+            todo += below.get(q, [])
         out[p] = seen
     return out
 
@@ -72,6 +108,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def main():
     allowed = closure()
+    sub_allowed = {p: closure(SUB_BELOW[p]) for p in SUB_BELOW}
     bad = []
     subedges = {}
     for dp, _, files in os.walk('src'):
@@ -105,6 +142,15 @@ def main():
                 # sub-pieces: src/P/<sub>/file including src/P/<other>/...
                 if q == piece and len(rel) > 2 and len(parts) > 2 and parts[1] != rel[1]:
                     subedges.setdefault((piece, rel[1]), set()).add(parts[1])
+                # the order of a piece's sub-pieces
+                if q == piece and piece in SUB_BELOW:
+                    s, t = sub_of(piece, rel), sub_of_include(piece, parts)
+                    if s not in SUB_BELOW[piece] or t not in SUB_BELOW[piece]:
+                        bad.append(f'{where}: "{inc}": {piece} has no sub-piece '
+                                   f'{s if s not in SUB_BELOW[piece] else t!r}')
+                    elif s != t and t not in sub_allowed[piece][s]:
+                        bad.append(f'{where}: "{inc}": {piece}/{s} may not use {piece}/{t} '
+                                   f'(not below it)')
     # circles between sub-pieces of one piece
     for (piece, sub), outs in subedges.items():
         for o in outs:

@@ -64,7 +64,7 @@ void api_set_tools(struct api *a, const struct tools_registry *tools, const char
 struct template_set;
 void api_set_templates(struct api *a, struct template_set *templates);
 
-/* Loads scoped keys from a JSON file (see keys.c); call after
+/* Loads scoped keys from a JSON file (see core/auth.c); call after
  * api_set_templates(). Returns how many, or -errno with err. */
 int api_load_keys(struct api *a, const char *path, struct err *err);
 

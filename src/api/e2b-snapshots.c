@@ -13,7 +13,7 @@
  * processes cannot change or swap paths under the copy.
  *
  * A sandbox made from a snapshot gets an e2b_restore: api.c calls
- * restore_ready() (entry->post_ready) once the sandbox is ready, the files
+ * e2b_restore_ready() (from e2b_create_ready()) once the sandbox is ready, the files
  * are copied in, and only then is the create answered.
  */
 #include <dirent.h>
@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "sandbox/snapshot.h"
 #include "sandbox/vfs.h"
 #include "template/set.h"
@@ -71,7 +71,7 @@ e2b_snaps_free(struct api *a)
         struct e2b_cold *c = list_entry(s->cold.next, struct e2b_cold, link);
         list_remove(&c->link);
         if (c->live)
-            c->live->e2b->cold = NULL;
+            e2b_of(c->live)->cold = NULL;
         json_decref(c->meta);
         free(c);
     }
@@ -207,7 +207,7 @@ e2b_cold_list(struct api *a)
 struct entry *
 e2b_lookup(struct api *a, const char *id)
 {
-    struct entry *e = hashmap_get(a->map, id);
+    struct entry *e = table_find(a->table, id);
     if (e && e->state != E_DYING)
         return e;
     if (!a->snaps || a->snaps->closing)
@@ -345,7 +345,7 @@ snap_done(void *ud)
     bool closing = e2b_snaps_closing(a);
 
     if (j->e) {
-        struct e2b_sb *x = j->e->e2b;
+        struct e2b_sb *x = e2b_of(j->e);
         x->snap = NULL;
         if (j->froze && x->snapshotting)
             (void)sandbox_freeze(j->e->sb, false, NULL);
@@ -378,7 +378,7 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
         return err_set(err, EINVAL,
                        "'name' must be 1 to %d characters of letters, digits and -_.:/",
                        SNAP_NAME_MAX);
-    if (e->e2b->snap)
+    if (e2b_of(e)->snap)
         return err_set(err, EBUSY, "a snapshot of sandbox '%s' is already being taken", e->id);
     view = sandbox_view_fd(e->sb);
     if (view < 0)
@@ -410,24 +410,24 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
     (void)json_set(j->info, "names", names);
     (void)json_set(j->info, "sandboxID", json_string(e->id));
     (void)json_set(j->info, "templateID", json_string(e->tmpl ? e->tmpl->name : "base"));
-    (void)json_set(j->info, "alias", json_string(e->e2b->alias));
+    (void)json_set(j->info, "alias", json_string(e2b_of(e)->alias));
     (void)json_set(j->info, "createdAt", json_integer((json_int_t)wall_msec()));
     (void)json_set(j->info, "hidden", json_boolean(hidden));
     /* Frozen while copied: nothing in it can change or swap paths. Without
      * a freezer (cgroup "none") the copy still only ever opens what it saw,
      * never follows a link. A paused sandbox is frozen already. */
-    if (!e->e2b->paused && sandbox_freeze(e->sb, true, NULL) == 0) {
+    if (!e->paused && sandbox_freeze(e->sb, true, NULL) == 0) {
         j->froze = true;
-        e->e2b->snapshotting = true;
+        e2b_of(e)->snapshotting = true;
     }
     if ((r = workq_submit(s->wq, snap_work, snap_done, j)) < 0) {
         if (j->froze) {
             (void)sandbox_freeze(e->sb, false, NULL);
-            e->e2b->snapshotting = false;
+            e2b_of(e)->snapshotting = false;
         }
         goto fail;
     }
-    e->e2b->snap = j;
+    e2b_of(e)->snap = j;
     return 0;
 fail:
     if (j->dirfd >= 0)
@@ -641,7 +641,7 @@ restore_finish(struct e2b_restore *rs, int r, const struct err *err)
     bool closing = e2b_snaps_closing(a);
 
     if (e) {
-        e->e2b->restore = NULL;
+        e2b_of(e)->restore = NULL;
         rs->e = NULL;
     }
     if (r == 0 && (!e || e->state != E_READY)) {
@@ -663,7 +663,7 @@ restore_finish(struct e2b_restore *rs, int r, const struct err *err)
         if (rs->report)
             rs->report(a, NULL, r, err, rs->ud);
         if (e && e->state != E_DYING)
-            api_entry_kill(e);
+            table_kill(e);
         restore_free(rs);
         return;
     }
@@ -671,7 +671,7 @@ restore_finish(struct e2b_restore *rs, int r, const struct err *err)
     if (rs->report)
         rs->report(a, e, 0, NULL, rs->ud);
     struct http_req *req = TAKE_PTR(rs->req);
-    api_template_start(a, e, req, req ? e->answer(a, e) : NULL);
+    api_template_start(a, e, req, req ? e2b_create_answer(a, e) : NULL);
     restore_free(rs);
 }
 
@@ -689,18 +689,18 @@ restore_done(void *ud)
     restore_finish(rs, rs->r, &rs->err);
 }
 
-/* entry->post_ready: the sandbox is ready, its files are the template's. */
-static void
-restore_ready(struct api *a, struct entry *e, struct http_req *req)
+/* e2b_create_ready(): the sandbox is ready, its files are the template's. */
+void
+e2b_restore_ready(struct api *a, struct entry *e, struct http_req *req)
 {
-    struct e2b_restore *rs = e->e2b ? e->e2b->restore : NULL;
+    struct e2b_restore *rs = e2b_of(e) ? e2b_of(e)->restore : NULL;
     struct e2b_snaps *s;
     struct err err = {0};
     char path[96];
     int r, view;
 
     if (!rs) { /* cannot happen: attach set both */
-        api_template_start(a, e, req, e->answer(a, e));
+        api_template_start(a, e, req, req ? e2b_create_answer(a, e) : NULL);
         return;
     }
     rs->req = req;
@@ -740,8 +740,7 @@ e2b_restore_attach(struct api *a, struct entry *e, const char *snap_id, e2b_rest
     rs->report = report;
     rs->ud = ud;
     (void)snprintf(rs->id, sizeof(rs->id), "%s", snap_id);
-    e->e2b->restore = rs;
-    e->post_ready = restore_ready;
+    e2b_of(e)->restore = rs;
     return 0;
 }
 
@@ -749,7 +748,7 @@ e2b_restore_attach(struct api *a, struct entry *e, const char *snap_id, e2b_rest
 void
 e2b_snapshots_entry_gone(struct entry *e)
 {
-    struct e2b_sb *x = e->e2b;
+    struct e2b_sb *x = e2b_of(e);
     if (x->snap) {
         x->snap->e = NULL;
         x->snap = NULL;

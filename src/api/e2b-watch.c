@@ -53,7 +53,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "http/connect.h"
 #include "sandbox/vfs.h"
 #include "template/template.h"
@@ -722,7 +722,7 @@ static size_t
 count_watches(struct entry *e)
 {
     size_t n = 0;
-    list_foreach (l, &e->e2b->streams) {
+    list_foreach (l, &e2b_of(e)->streams) {
         struct e2b_stream *s = list_entry(l, struct e2b_stream, link);
         if (s->cut == ws_cut || s->cut == pw_cut)
             n++;
@@ -943,7 +943,7 @@ pw_find(struct entry *e, const char *id, size_t *count)
 {
     struct watch *found = NULL;
     size_t n = 0;
-    list_foreach (pos, &e->e2b->streams) {
+    list_foreach (pos, &e2b_of(e)->streams) {
         struct e2b_stream *s = list_entry(pos, struct e2b_stream, link);
         if (s->cut != pw_cut)
             continue;

@@ -28,6 +28,8 @@
  * unknown, dying or paused sandbox, a closed port and a broken upstream
  * are answered 502 with the JSON bodies of E2B's proxy.
  */
+#include "api/ports/ports.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +44,6 @@
 #include <unistd.h>
 
 #include "api/api-internal.h"
-#include "api/e2b-internal.h"
 #include "http/httpresp.h"
 #include "template/template.h"
 #include "util/json.h"
@@ -945,31 +946,49 @@ pin_netns(struct api *a, struct ports *ps, struct entry *e, struct err *err)
 {
     struct stat st;
 
-    if (e->ports_netns > 0)
-        return e->ports_netns; /* 0 = not pinned: it is never 0..2 */
+    int *pinned = e->ext[a->ports_slot];
+    if (pinned)
+        return *pinned;
+    pinned = malloc(sizeof(*pinned));
+    if (!pinned)
+        return err_set(err, ENOMEM, "Cannot pin the sandbox's network (out of memory)");
     int fd = sandbox_open_netns(e->sb);
+    if (fd < 0)
+        free(pinned);
     if (fd == -ESRCH)
         return err_set(err, ESRCH, "The sandbox was not found");
     if (fd < 0)
         return err_set(err, -fd, "Cannot enter the sandbox's network (%s)", strerror(-fd));
     if (fstat(fd, &st) < 0 || (st.st_dev == ps->home_dev && st.st_ino == ps->home_ino)) {
         (void)close(fd);
+        free(pinned);
         /* uid and none isolation share the host's network: forwarding
          * there would open the host's loopback services to anyone. */
         return err_set(err, EOPNOTSUPP,
                        "Ports need the sandbox's own network namespace (isolation '%s')",
                        a->cfg.isolation ? a->cfg.isolation : "?");
     }
-    e->ports_netns = fd;
+    *pinned = fd;
+    e->ext[a->ports_slot] = pinned;
     return fd;
 }
 
-void
-ports_entry_free(struct entry *e)
+/* table hook: e goes, and its pinned namespace with it. */
+static void
+entry_free(struct entry *e, unsigned slot)
 {
-    if (e->ports_netns > 0)
-        (void)close(e->ports_netns);
-    e->ports_netns = 0;
+    int *pinned = e->ext[slot];
+    if (pinned)
+        (void)close(*pinned);
+    free(pinned);
+    e->ext[slot] = NULL;
+}
+
+int
+ports_init(struct api *a)
+{
+    static const struct table_hooks hooks = {.free = entry_free};
+    return table_add_hooks(a->table, &hooks, &a->ports_slot);
 }
 
 static int
@@ -1009,8 +1028,8 @@ ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id)
     uint64_t cl = 0;
     int r;
 
-    struct entry *e = hashmap_get(a->map, id);
-    if (!e || e->state != E_READY || (e->e2b && e->e2b->paused)) {
+    struct entry *e = table_find(a->table, id);
+    if (!e || e->state != E_READY || e->paused) {
         answer_not_found(req, id);
         return;
     }
@@ -1033,7 +1052,7 @@ ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id)
         answer_502(req, id, port, err.msg);
         return;
     }
-    api_touch(e);
+    table_touch(e);
 
     struct proxy *p = calloc(1, sizeof(*p));
     struct dial *d = calloc(1, sizeof(*d));

@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "sandbox/vfs.h"
 #include "template/command.h"
 #include "template/layer.h"
@@ -921,7 +922,7 @@ body_done(struct http_req *req)
                       r == -EEXIST ? "conflict" : "invalid_template", "%s", err.msg);
         return;
     }
-    if (a->draining) {
+    if (table_draining(a->table)) {
         api_error_msg(req, 503, "draining", "abxd is draining");
         return;
     }

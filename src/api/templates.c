@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "template/command.h"
 #include "template/set.h"
 #include "util/json.h"
@@ -37,24 +38,6 @@ api_caps_json(unsigned caps)
         if (caps & all_caps[i])
             (void)json_array_append_new(arr, json_string(template_cap_name(all_caps[i])));
     return arr;
-}
-
-bool
-api_need_cap(struct http_req *req, const struct entry *e, unsigned cap)
-{
-    if (e->caps & cap)
-        return true;
-    const char *name = template_cap_name(cap);
-    json_t *o = json_object();
-    (void)json_set(o, "error", json_string("capability_missing"));
-    (void)json_set(o, "capability", json_string(name));
-    char msg[256];
-    (void)snprintf(msg, sizeof(msg),
-                   "sandbox '%s' (template '%s') does not have the '%s' capability", e->id,
-                   e->tmpl ? e->tmpl->name : "base", name);
-    (void)json_set(o, "message", json_string(msg));
-    api_json(req, 403, o);
-    return false;
 }
 
 /* --- discovery --- */
@@ -161,20 +144,6 @@ template_json(const struct api *a, const struct template *t, bool full,
         (void)json_set(o, "commands", names);
     }
     return o;
-}
-
-const struct sandbox_fs *
-api_template_fs(struct api *a, const struct template *t, struct api_fs *buf)
-{
-    uint64_t disk = 0;
-    memset(buf, 0, sizeof(*buf));
-    for (const struct template *c = t; c && !disk;
-         c = strcmp(c->base, TEMPLATE_BASE_HOST) ? template_set_find(a->templates, c->base) : NULL)
-        disk = c->disk_mb;
-    buf->fs.nlayers = template_layers(a->templates, t, buf->layers, SANDBOX_MAX_LAYERS);
-    buf->fs.layers = buf->layers;
-    buf->fs.disk_bytes = disk << 20;
-    return buf->fs.nlayers || disk ? &buf->fs : NULL;
 }
 
 void
@@ -514,7 +483,7 @@ ready_fail(struct ready_op *op, const char *why)
         api_json(op->req, 504, o);
     }
     if (e)
-        api_entry_kill(e);
+        table_kill(e);
     ready_free(op);
 }
 

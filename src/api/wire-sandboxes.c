@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "template/template.h"
 #include "util/b64.h"
 #include "util/json.h"

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "util/cleanup.h"
 #include "util/json.h"
 #include "util/log.h"
@@ -41,14 +42,6 @@ valid_ws_id(const char *id)
               id[i] == '_'))
             return false;
     return true;
-}
-
-static json_t *
-time_json(uint64_t ms)
-{
-    char b[40];
-    format_rfc3339(ms, b, sizeof(b));
-    return json_string(b);
 }
 
 static void
@@ -320,7 +313,7 @@ ws_json(struct api *a, const struct store_ws *m, enum ws_state st)
     (void)json_set(o, "id", json_string(m->id));
     (void)json_set(o, "state", json_string(ws_state_name(st)));
     (void)json_set(o, "template", json_string(m->template_name));
-    (void)json_set(o, "created_at", time_json(m->created_ms));
+    (void)json_set(o, "created_at", api_time_json(m->created_ms));
     (void)json_set(o, "cpu", json_real(cpu / 1000.0));
     (void)json_set(o, "memory_mb", json_integer((json_int_t)(mem >> 20)));
     (void)json_set(o, "pids", json_integer(m->pids ? m->pids : c->default_pids));
@@ -418,7 +411,7 @@ list_one(const struct store_ws *w, void *ud)
     json_t *o = json_object();
     (void)json_set(o, "id", json_string(w->id));
     (void)json_set(o, "template", json_string(w->template_name));
-    (void)json_set(o, "created_at", time_json(w->created_ms));
+    (void)json_set(o, "created_at", api_time_json(w->created_ms));
     return json_array_append_new(c->arr, o) < 0 ? -ENOMEM : 0;
 }
 
@@ -1267,7 +1260,7 @@ wire_workspaces(struct api *a, struct http_req *req, const char *path)
     }
     if (!*path || !strcmp(path, "/")) {
         if (!strcmp(m, "POST")) {
-            if (a->draining) {
+            if (table_draining(a->table)) {
                 api_error_msg(req, 503, "draining", "abxd is draining");
                 return;
             }

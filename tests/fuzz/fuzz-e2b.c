@@ -12,7 +12,7 @@
  *     year 10000 (and a day of offsets); the canonical form format_rfc3339()
  *     writes reads back to the same milliseconds, and a canonical input
  *     formats back to itself.
- *   2 e2b_meta_filter_parse() (api/e2b-platform.c, with pct_decode()): 0
+ *   2 e2b_meta_filter_parse() (api/e2b/platform-list.c, with pct_decode()): 0
  *     or -EINVAL with a message; agrees with a decoder written here (split
  *     at '&', first '=', form-decode then percent-decode once more; "%00"
  *     and malformed escapes stay as they are); at most 32 pairs, all in buf.
@@ -26,7 +26,8 @@
 #include <errno.h>
 #include <strings.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
+#include "api/ports/ports.h"
 #include "fuzz-common.h"
 #include "sandbox/vfs.h"
 #include "util/path.h"

@@ -21,6 +21,7 @@
 #include <errno.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "fuzz-common.h"
 #include "sandbox/proc.h"
 #include "template/command.h"

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "api/api-internal.h"
+#include "api/ports/ports.h"
 
 static void
 test_claimed(void **state)

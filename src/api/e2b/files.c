@@ -1,5 +1,5 @@
 /*
- * e2b-files.c - envd's filesystem.Filesystem RPCs and its /files route.
+ * files.c - envd's filesystem.Filesystem RPCs and its /files route.
  *
  * Paths are the sandbox's own view (/home/user/a.txt, /tmp, /root), made
  * absolute for the acting user ("~" and relative paths below its home) and
@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "http/inflate.h"
 #include "http/multipart.h"
 #include "sandbox/vfs.h"
@@ -223,7 +223,7 @@ entry_op(struct http_req *req, struct e2b_call *c, const struct fsctx *f, const 
             fs_fail(req, r, &err, path);
             return;
         }
-        strcpy(path, dst);
+        (void)strscpy(path, dst, sizeof(path)); /* dst is as large */
     } else if (msg_path(req, f, msg, "path", path, sizeof(path)) < 0) {
         return;
     }
@@ -377,7 +377,7 @@ signature_matches(struct entry *e, struct http_req *req)
     const char *exp = http_req_query(req, "signature_expiration");
     const char *op = strcmp(http_req_method(req), "POST") ? "read" : "write";
     char want[128];
-    if (!sig || signature(path ? path : "", op, user ? user : "", e->e2b->token, exp, want,
+    if (!sig || signature(path ? path : "", op, user ? user : "", e2b_of(e)->token, exp, want,
                           sizeof(want)) < 0)
         return false;
     size_t n = strlen(want);
@@ -390,8 +390,8 @@ static bool
 files_authorized(struct entry *e, struct http_req *req, const char *tok)
 {
     if (tok) {
-        size_t n = strlen(e->e2b->token);
-        if (strlen(tok) == n && CRYPTO_memcmp(tok, e->e2b->token, n) == 0)
+        size_t n = strlen(e2b_of(e)->token);
+        if (strlen(tok) == n && CRYPTO_memcmp(tok, e2b_of(e)->token, n) == 0)
             return true;
         e2b_error(req, 401, "access token present in header but does not match");
         return false;
@@ -406,9 +406,13 @@ files_authorized(struct entry *e, struct http_req *req, const char *tok)
     }
     const char *exp = http_req_query(req, "signature_expiration");
     if (exp) {
-        char *end;
-        long long t = strtoll(exp, &end, 10);
-        if (*exp == '\0' || *end || t < (long long)time(NULL)) {
+        uint64_t t;
+        int r = parse_u64(exp, &t);
+        if (r == -ERANGE)
+            t = UINT64_MAX; /* past any clock: the signature covers it */
+        else if (r < 0)
+            t = 0;
+        if (t < (uint64_t)time(NULL)) {
             e2b_error(req, 401, "signature is already expired");
             return false;
         }
@@ -548,8 +552,8 @@ up_errno(struct http_req *req, struct upload *u, int r, const struct err *err)
 static bool
 up_sandbox_ready(struct upload *u)
 {
-    struct entry *e = hashmap_get(u->api->map, u->id);
-    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused)
+    struct entry *e = table_find(u->api->table, u->id);
+    if (!e || e->state != E_READY || !e2b_of(e) || e->paused)
         return false;
     return sandbox_view_fd(e->sb) >= 0;
 }
@@ -785,11 +789,10 @@ files_post(struct api *a, struct http_req *req, struct entry *e, const struct fs
     u->answer = json_array();
     http_req_set_userdata(req, u, upload_close);
     if (qp) {
-        if (strlen(qp) >= sizeof(u->query_path)) {
+        if (strscpy(u->query_path, qp, sizeof(u->query_path)) < 0) {
             e2b_error(req, 400, "'path' is too long");
             return;
         }
-        strcpy(u->query_path, qp);
         u->has_query_path = true;
     }
     struct meta_acc acc = {.m = &u->meta};
@@ -865,7 +868,7 @@ files_route(struct api *a, struct http_req *req, struct entry *e)
         e2b_error(req, 500, "%s", err.msg);
         return;
     }
-    api_touch(e);
+    table_touch(e);
     files_do(a, req, e, &f, &user);
     fs_done(&f);
 }
@@ -908,11 +911,11 @@ e2b_files_signed(struct api *a, struct http_req *req)
         e2b_error(req, 401, "a /files request needs E2b-Sandbox-Id or a signature");
         return;
     }
-    list_foreach (l, &a->entries) {
+    list_foreach (l, table_entries(a->table)) {
         struct entry *e = list_entry(l, struct entry, link);
-        if (e->state != E_READY || !e->e2b || !signature_matches(e, req))
+        if (e->state != E_READY || !e2b_of(e) || !signature_matches(e, req))
             continue;
-        if (e->e2b->paused) {
+        if (e->paused) {
             e2b_error(req, 502, "The sandbox was not found");
             return;
         }

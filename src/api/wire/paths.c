@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "util/json.h"
 #include "util/path.h"
 

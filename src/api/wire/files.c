@@ -1,5 +1,5 @@
 /*
- * wire-files.c - file routes of the native wire.
+ * files.c - file routes of the native wire.
  *
  * Paths are '/'-rooted at the workspace and normalized once here; uploads
  * stream from the request body into the workspace and downloads stream
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "template/template.h"
 #include "util/json.h"
 #include "util/parse.h"

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "api/api-internal.h"
+#include "api/wire/wire.h"
 #include "template/set.h"
 #include "tools/registry.h"
 #include "tools/schema.h"
@@ -775,4 +776,16 @@ api_tool_call(struct api *a, struct http_req *req, const struct out_owner *o, co
     buf_init(&c->line, TOOL_LINE_ROOM + TOOL_FILES_BYTES * 2);
     http_req_set_userdata(req, c, call_close);
     http_req_read_body(req, API_JSON_MAX, call_body);
+}
+
+void
+wire_sandbox_tool(struct api *a, struct http_req *req, const struct api_route_req *r)
+{
+    struct entry *e = api_find(a, req, r->id);
+    if (!e ||
+        (!template_find_command(e->tmpl, r->name) && !api_need_cap(req, e, TEMPLATE_CAP_SHELL)))
+        return;
+    struct out_owner o = {.kind = OWNER_SANDBOX};
+    (void)snprintf(o.id, sizeof(o.id), "%s", r->id);
+    api_tool_call(a, req, &o, r->name);
 }

@@ -1,6 +1,8 @@
 /*
- * errors.c - the native wire's one errno -> HTTP status table, and JSON answers.
+ * answer.c - the native wire's one errno -> HTTP status table, and JSON answers.
  */
+#include "api/core/answer.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include "util/buf.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/timeutil.h"
 
 struct mapping {
     int errnum;
@@ -120,4 +123,18 @@ void
 api_no_content(struct http_req *req)
 {
     http_respond(req, 204, NULL, "", 0);
+}
+
+json_t *
+api_time_json(uint64_t wall_ms)
+{
+    char b[40];
+    format_rfc3339(wall_ms, b, sizeof(b));
+    return json_string(b);
+}
+
+json_t *
+api_time_json_or_null(uint64_t wall_ms)
+{
+    return wall_ms ? api_time_json(wall_ms) : json_null();
 }

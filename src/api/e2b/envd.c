@@ -1,5 +1,5 @@
 /*
- * e2b-envd.c - envd, E2B's in-sandbox service, served by abxd itself.
+ * envd.c - envd, E2B's in-sandbox service, served by abxd itself.
  *
  * A request with E2b-Sandbox-Id is for that sandbox: GET /health (204 up,
  * 502 gone or paused), /files, and Connect RPCs POST /<pkg.Service>/<Method>
@@ -20,109 +20,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "http/connect.h"
 #include "util/b64.h"
 #include "util/json.h"
 #include "util/log.h"
-
-/* --- answers --- */
-
-static unsigned
-status_for_code(const char *code)
-{
-    static const struct {
-        const char *code;
-        unsigned status;
-    } t[] = {
-            {"canceled", 499},
-            {"unknown", 500},
-            {"invalid_argument", 400},
-            {"deadline_exceeded", 504},
-            {"not_found", 404},
-            {"already_exists", 409},
-            {"permission_denied", 403},
-            {"resource_exhausted", 429},
-            {"failed_precondition", 400},
-            {"aborted", 409},
-            {"out_of_range", 400},
-            {"unimplemented", 501},
-            {"internal", 500},
-            {"unavailable", 503},
-            {"data_loss", 500},
-            {"unauthenticated", 401},
-    };
-    for (size_t i = 0; i < ELEMENTSOF(t); i++)
-        if (!strcmp(t[i].code, code))
-            return t[i].status;
-    return 500;
-}
-
-const char *
-e2b_code_for_errno(int r)
-{
-    switch (-r) {
-    case ENOENT:
-    case ESRCH:
-        return "not_found";
-    case EEXIST:
-        return "already_exists";
-    case EINVAL:
-    case ENOTDIR:
-    case EISDIR:
-    case ENAMETOOLONG:
-    case EXDEV:
-    case ELOOP:
-        return "invalid_argument";
-    case EACCES:
-    case EPERM:
-        return "permission_denied";
-    case EAGAIN:
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:
-    case E2BIG:
-        return "resource_exhausted";
-    case ENOSYS:
-    case EOPNOTSUPP:
-        return "unimplemented";
-    case EMFILE: /* abxd is out of descriptors: retry later */
-    case ENFILE:
-        return "unavailable";
-    default:
-        return "internal";
-    }
-}
-
-void
-e2b_rpc_error(struct http_req *req, const char *code, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    json_t *o = json_object();
-    (void)json_set(o, "code", json_string(code));
-    (void)json_set(o, "message", json_string_lossy(msg));
-    api_json(req, status_for_code(code), o);
-}
-
-void
-e2b_rpc_ok(struct http_req *req, json_t *msg)
-{
-    api_json(req, 200, msg ? msg : json_object());
-}
-
-static void
-gone(struct http_req *req, const char *id)
-{
-    json_t *o = json_object();
-    (void)json_set(o, "code", json_integer(502));
-    (void)json_set(o, "message", json_string("The sandbox was not found"));
-    (void)json_set(o, "sandboxId", json_string(id));
-    api_json(req, 502, o);
-}
+#include "util/parse.h"
 
 static void
 unauthorized(struct http_req *req, const char *msg)
@@ -136,8 +39,8 @@ unauthorized(struct http_req *req, const char *msg)
 struct entry *
 e2b_call_entry(const struct e2b_call *c)
 {
-    struct entry *e = hashmap_get(c->api->map, c->id);
-    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused)
+    struct entry *e = table_find(c->api->table, c->id);
+    if (!e || e->state != E_READY || !e2b_of(e) || e->paused)
         return NULL;
     return e;
 }
@@ -184,9 +87,11 @@ header_u64(struct http_req *req, const char *name, uint64_t max)
     const char *v = http_req_header(req, name);
     if (!v || !*v)
         return 0;
-    char *end;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (*end)
+    uint64_t n;
+    int r = parse_u64(v, &n);
+    if (r == -ERANGE)
+        return max;
+    if (r < 0)
         return 0;
     return n > max ? max : n;
 }
@@ -203,23 +108,6 @@ rpc_close(struct http_req *req, void *ud)
 {
     (void)req;
     free(ud);
-}
-
-void
-e2b_stream_error(struct http_req *req, const char *code, const char *fmt, ...)
-{
-    char msg[512];
-    struct buf b;
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    buf_init(&b, BUF_UNLIMITED);
-    if (connect_end_stream_json(&b, code, msg) == 0)
-        http_respond(req, 200, "application/connect+json", b.data, b.len);
-    else
-        http_respond(req, 500, NULL, "", 0);
-    buf_done(&b);
 }
 
 static void
@@ -239,7 +127,7 @@ rpc_body(struct http_req *req, const char *body, size_t len)
     json_t *msg = NULL;
 
     if (!e2b_call_entry(&q->call)) {
-        gone(req, q->call.id);
+        e2b_gone(req, q->call.id);
         return;
     }
     if (q->stream) {
@@ -320,8 +208,8 @@ rpc(struct api *a, struct http_req *req, struct entry *e, const char *path)
 static bool
 token_ok(struct entry *e, const char *tok)
 {
-    size_t n = strlen(e->e2b->token);
-    return tok && strlen(tok) == n && CRYPTO_memcmp(tok, e->e2b->token, n) == 0;
+    size_t n = strlen(e2b_of(e)->token);
+    return tok && strlen(tok) == n && CRYPTO_memcmp(tok, e2b_of(e)->token, n) == 0;
 }
 
 void
@@ -335,12 +223,12 @@ e2b_envd(struct api *a, struct http_req *req, const char *path)
         return;
     }
     e = e2b_lookup(a, id);
-    if (!e || e->state != E_READY || !e->e2b || e->e2b->paused) {
-        gone(req, id);
+    if (!e || e->state != E_READY || !e2b_of(e) || e->paused) {
+        e2b_gone(req, id);
         return;
     }
     if (!strcmp(path, "/health")) {
-        api_touch(e);
+        table_touch(e);
         http_respond(req, 204, NULL, "", 0);
         return;
     }
@@ -354,7 +242,7 @@ e2b_envd(struct api *a, struct http_req *req, const char *path)
                           "signing if supported");
         return;
     }
-    api_touch(e);
+    table_touch(e);
     if (!strncmp(path, "/process.Process/", 17) || !strncmp(path, "/filesystem.Filesystem/", 23)) {
         rpc(a, req, e, path);
         return;

@@ -1,5 +1,6 @@
 /*
- * keys.c - scoped API keys: keys limited to some templates and commands.
+ * auth.c - the bearer key, scoped API keys (limited to some templates and
+ * commands) and the capability gate.
  *
  * Besides abxd's one full key, ABX_KEYS_FILE may name a JSON file:
  *
@@ -12,15 +13,19 @@
  * Discovery shows exactly what it may run, no more (the seed's "discovery
  * is a subset of execution", at command level). Every other route is 403.
  */
+#include "api/core/auth.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "api/api-internal.h"
 #include "template/set.h"
+#include "template/template.h"
 #include "util/json.h"
 
 #define KEYS_MAX      256
@@ -190,5 +195,78 @@ api_scope_command(const struct api_scope *s, const struct template *t, const cha
         if (!strcmp(c + tl + 1, "*") || !strcmp(c + tl + 1, cmd))
             return true;
     }
+    return false;
+}
+
+int
+api_key_check(const struct api *a, const char *tok, const struct api_scope **ret_scope)
+{
+    size_t kl = strlen(a->api_key);
+    *ret_scope = NULL;
+    if (!tok)
+        return -ENOKEY;
+    if (strlen(tok) == kl && CRYPTO_memcmp(tok, a->api_key, kl) == 0)
+        return 0;
+    if ((*ret_scope = api_scope_of(a, tok, strlen(tok))))
+        return 0;
+    return -EKEYREJECTED;
+}
+
+bool
+api_authorized(struct api *a, struct http_req *req, const struct api_scope **ret_scope)
+{
+    const char *h = http_req_header(req, "Authorization");
+    const char *tok = NULL;
+    if (h && !strncasecmp(h, "Bearer ", 7))
+        tok = h + 7;
+    if (api_key_check(a, tok, ret_scope) == 0)
+        return true;
+    http_req_add_header(req, "WWW-Authenticate", "Bearer");
+    api_error_msg(req, 401, "unauthorized",
+                  tok ? "the API key is not valid"
+                      : "missing 'Authorization: Bearer <key>' header");
+    return false;
+}
+
+int
+api_access_check(const struct api_scope *s, enum api_access acc, const struct entry *e)
+{
+    if (!s || acc == ACCESS_OPEN || acc == ACCESS_SCOPED)
+        return 0;
+    if (acc == ACCESS_FULL)
+        return -EPERM;
+    return e && e->scope == s ? 0 : -ENOENT;
+}
+
+bool
+api_access_allows(struct api *a, struct http_req *req, const struct api_scope *s,
+                  enum api_access acc, const char *id)
+{
+    const struct entry *e = s && acc == ACCESS_OWNED && id ? table_find(a->table, id) : NULL;
+    int r = api_access_check(s, acc, e);
+    if (r == -EPERM)
+        api_error_msg(req, 403, "forbidden",
+                      "this key may only use its templates, the sandboxes it creates and their "
+                      "commands");
+    else if (r == -ENOENT)
+        api_error_msg(req, 404, "not_found", "no sandbox '%.64s'", id ? id : "");
+    return r == 0;
+}
+
+bool
+api_need_cap(struct http_req *req, const struct entry *e, unsigned cap)
+{
+    if (e->caps & cap)
+        return true;
+    const char *name = template_cap_name(cap);
+    json_t *o = json_object();
+    (void)json_set(o, "error", json_string("capability_missing"));
+    (void)json_set(o, "capability", json_string(name));
+    char msg[256];
+    (void)snprintf(msg, sizeof(msg),
+                   "sandbox '%s' (template '%s') does not have the '%s' capability", e->id,
+                   e->tmpl ? e->tmpl->name : "base", name);
+    (void)json_set(o, "message", json_string(msg));
+    api_json(req, 403, o);
     return false;
 }

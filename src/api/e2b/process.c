@@ -1,5 +1,5 @@
 /*
- * e2b-process.c - envd's process.Process over the sandbox's process table.
+ * process.c - envd's process.Process over the sandbox's process table.
  *
  * Start runs a process exactly as the native exec does (sandbox_exec),
  * then streams its output as Connect envelopes: {"event":{"start"}} first,
@@ -15,12 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/e2b-internal.h"
+#include "api/e2b/e2b-internal.h"
 #include "http/connect.h"
 #include "template/template.h"
 #include "util/b64.h"
 #include "util/json.h"
 #include "util/log.h"
+#include "util/parse.h"
 #include "util/timeutil.h"
 
 #define OUT_CHUNK (32 * 1024)                     /* output bytes per data event */
@@ -506,9 +507,8 @@ selected_pid(json_t *msg, int32_t *ret)
         return 0;
     }
     if (json_is_string(pid)) { /* proto3 JSON allows numbers as strings */
-        char *end;
-        long v = strtol(json_string_value(pid), &end, 10);
-        if (*json_string_value(pid) && !*end && v > 0 && v <= INT32_MAX) {
+        uint32_t v;
+        if (parse_u32(json_string_value(pid), &v) == 0 && v > 0 && v <= INT32_MAX) {
             *ret = (int32_t)v;
             return 0;
         }
