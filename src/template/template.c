@@ -1,13 +1,13 @@
 /*
  * template.c - parse and validate sandbox-template.yaml.
  *
- * Two passes. The first reads libyaml events into a small tree of scalars,
- * sequences and mappings and refuses, while reading, everything YAML can do
- * that a template does not need and an attacker could use: aliases (the
- * "billion laughs" bomb), anchors, merge keys, several documents, custom
- * tags, duplicate keys, deep nesting, too many nodes. The second walks the
- * tree against the template schema into struct template, refusing unknown
- * keys and bad values. Building images and running commands live elsewhere.
+ * Two passes. The first is yaml.c's: it reads the file into a bounded tree
+ * and refuses, while reading, everything YAML can do that a template does
+ * not need and an attacker could use (aliases, anchors, merge keys, several
+ * documents, custom tags, duplicate keys, deep nesting, too many nodes),
+ * within the TEMPLATE_* limits. The second, this file, walks the tree
+ * against the template schema into struct template, refusing unknown keys
+ * and bad values. Building images and running commands live elsewhere.
  */
 #include "template/template.h"
 
@@ -757,18 +757,16 @@ template_parse(const char *data, size_t len, const char *file, struct template *
 {
     _cleanup_(yaml_node_freep) struct yaml_node *root = NULL;
     _cleanup_(template_freep) struct template *t = NULL;
+    static const struct yaml_limits limits = {
+            .bytes_max = TEMPLATE_FILE_MAX,
+            .depth_max = TEMPLATE_DEPTH_MAX,
+            .nodes_max = TEMPLATE_NODES_MAX,
+            .collection_max = TEMPLATE_COLLECTION_MAX,
+    };
     struct yaml_ctx c = {.file = file, .err = err};
     int r;
 
-    if (len > TEMPLATE_FILE_MAX)
-        return err_set(err, EFBIG, "%s: larger than %d bytes", file, TEMPLATE_FILE_MAX);
-    if (!data)
-        data = ""; /* libyaml asserts on a NULL input even when len is 0 */
-    const char *nul = memchr(data, '\0', len);
-    if (nul)
-        return yaml_fail_at(&c, yaml_offset_line(data, len, (size_t)(nul - data)), EINVAL,
-                            "NUL byte in the file");
-    r = yaml_read(&c, data, len, &root);
+    r = yaml_read(&c, &limits, data, len, &root);
     if (r < 0)
         return r;
     t = calloc(1, sizeof(*t));

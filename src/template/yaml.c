@@ -22,7 +22,6 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "template/template.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
 
@@ -34,7 +33,7 @@ yaml_node_free(struct yaml_node *n)
     if (!n)
         return;
     for (size_t i = 0; i < n->n; i++)
-        yaml_node_free(n->kids[i]); /* depth is bounded by TEMPLATE_DEPTH_MAX */
+        yaml_node_free(n->kids[i]); /* depth is bounded by YAML_DEPTH_MAX */
     free(n->kids);
     free(n->text);
     free(n);
@@ -126,7 +125,8 @@ yaml_is_null(const struct yaml_node *n)
 /* Adds n under parent (or as the root); refuses complex and duplicate keys
  * and oversized collections. Takes n in all cases. */
 static int
-attach(struct yaml_ctx *c, struct yaml_node *parent, struct yaml_node **root, struct yaml_node *n)
+attach(struct yaml_ctx *c, const struct yaml_limits *l, struct yaml_node *parent,
+       struct yaml_node **root, struct yaml_node *n)
 {
     _cleanup_(yaml_node_freep) struct yaml_node *owned = n;
 
@@ -148,8 +148,8 @@ attach(struct yaml_ctx *c, struct yaml_node *parent, struct yaml_node **root, st
             }
         }
     }
-    if (parent->n >= (parent->kind == YAML_KIND_MAP ? 2 : 1) * (size_t)TEMPLATE_COLLECTION_MAX)
-        return yaml_fail(c, n, "more than %d items in one %s", TEMPLATE_COLLECTION_MAX,
+    if (parent->n >= (parent->kind == YAML_KIND_MAP ? 2 : 1) * l->collection_max)
+        return yaml_fail(c, n, "more than %zu items in one %s", l->collection_max,
                          parent->kind == YAML_KIND_MAP ? "mapping" : "sequence");
     if (parent->n == parent->cap) {
         size_t cap = parent->cap ? parent->cap * 2 : 8;
@@ -163,8 +163,8 @@ attach(struct yaml_ctx *c, struct yaml_node *parent, struct yaml_node **root, st
     return 0;
 }
 
-unsigned
-yaml_offset_line(const char *data, size_t len, size_t off)
+static unsigned
+offset_line(const char *data, size_t len, size_t off)
 {
     unsigned line = 1;
     for (size_t i = 0; i < off && i < len; i++)
@@ -177,23 +177,32 @@ parser_fail(struct yaml_ctx *c, const yaml_parser_t *p, const char *data, size_t
 {
     if (p->error == YAML_MEMORY_ERROR)
         return -ENOMEM;
-    unsigned line = p->error == YAML_READER_ERROR ? yaml_offset_line(data, len, p->problem_offset)
+    unsigned line = p->error == YAML_READER_ERROR ? offset_line(data, len, p->problem_offset)
                                                   : (unsigned)p->problem_mark.line + 1;
     return yaml_fail_at(c, line, EINVAL, "invalid YAML: %s%s%s", p->problem ? p->problem : "error",
                         p->context ? " " : "", p->context ? p->context : "");
 }
 
-/* Reads the single document of data into a tree. */
 int
-yaml_read(struct yaml_ctx *c, const char *data, size_t len, struct yaml_node **ret)
+yaml_read(struct yaml_ctx *c, const struct yaml_limits *l, const char *data, size_t len,
+          struct yaml_node **ret)
 {
     _cleanup_(yaml_node_freep) struct yaml_node *root = NULL;
-    struct yaml_node *stack[TEMPLATE_DEPTH_MAX];
+    struct yaml_node *stack[YAML_DEPTH_MAX];
+    size_t depth_max = MIN((size_t)l->depth_max, (size_t)YAML_DEPTH_MAX), nodes = 0;
     size_t depth = 0;
     unsigned docs = 0;
     yaml_parser_t p;
     int r = 0;
 
+    if (len > l->bytes_max)
+        return err_set(c->err, EFBIG, "%s: larger than %zu bytes", c->file, l->bytes_max);
+    if (!data)
+        data = ""; /* libyaml asserts on a NULL input even when len is 0 */
+    const char *nul = memchr(data, '\0', len);
+    if (nul)
+        return yaml_fail_at(c, offset_line(data, len, (size_t)(nul - data)), EINVAL,
+                            "NUL byte in the file");
     if (!yaml_parser_initialize(&p))
         return -ENOMEM;
     /* UTF-8 only: libyaml would switch to UTF-16 on seeing its byte order
@@ -256,11 +265,10 @@ yaml_read(struct yaml_ctx *c, const char *data, size_t len, struct yaml_node **r
                 char b[64];
                 r = yaml_fail_at(c, line, EINVAL, "YAML tag '%s' is not supported",
                                  yaml_shown((const char *)tag, b, sizeof(b)));
-            } else if (++c->nodes > TEMPLATE_NODES_MAX)
-                r = yaml_fail_at(c, line, EINVAL, "more than %d YAML nodes", TEMPLATE_NODES_MAX);
-            else if (kind != YAML_KIND_SCALAR && depth >= TEMPLATE_DEPTH_MAX)
-                r = yaml_fail_at(c, line, EINVAL, "nested deeper than %d levels",
-                                 TEMPLATE_DEPTH_MAX);
+            } else if (++nodes > l->nodes_max)
+                r = yaml_fail_at(c, line, EINVAL, "more than %zu YAML nodes", l->nodes_max);
+            else if (kind != YAML_KIND_SCALAR && depth >= depth_max)
+                r = yaml_fail_at(c, line, EINVAL, "nested deeper than %zu levels", depth_max);
             else if (kind == YAML_KIND_SCALAR &&
                      memchr(ev.data.scalar.value, '\0', ev.data.scalar.length))
                 r = yaml_fail_at(c, line, EINVAL, "NUL character in a string");
@@ -281,7 +289,7 @@ yaml_read(struct yaml_ctx *c, const char *data, size_t len, struct yaml_node **r
                     yaml_node_free(n);
                     r = -ENOMEM;
                 } else
-                    r = attach(c, depth ? stack[depth - 1] : NULL, &root, n);
+                    r = attach(c, l, depth ? stack[depth - 1] : NULL, &root, n);
                 if (r >= 0 && kind != YAML_KIND_SCALAR)
                     stack[depth++] = n;
             }

@@ -11,9 +11,9 @@
  * keys and [indexes] the caller pushed on the way down.
  *
  * Functions return 0 on success and -errno on failure: -EINVAL for input
- * that is refused, -ENOMEM. They never log; struct err (optional, in the
- * context) says why. ret_ parameters are written only on success and belong
- * to the caller. Thread-safe: no global state (one context per reader).
+ * that is refused, -EFBIG for input past its size limit, -ENOMEM. They never log; struct err
+ * (optional, in the context) says why. ret_ parameters are written only on success and belong to
+ * the caller. Thread-safe: no global state (one context per reader).
  *
  * Not to be confused with libyaml's own <yaml.h>, which yaml.c uses and no
  * one else needs.
@@ -44,24 +44,40 @@ struct yaml_node {
     size_t n, cap;
 };
 
-/* Reading and validation state; where is the dotted path of the current key. */
+/* The ceiling of yaml_limits.depth_max: the reader keeps one pointer per
+ * open collection on its stack, and freeing a tree recurses this deep. */
+#define YAML_DEPTH_MAX 64
+
+/* What one input may make the reader parse and allocate. Each is refused
+ * past its limit with a message naming it. */
+struct yaml_limits {
+    size_t bytes_max;      /* input length; past it -EFBIG */
+    unsigned depth_max;    /* nested sequences/mappings; at most YAML_DEPTH_MAX */
+    size_t nodes_max;      /* scalars + sequences + mappings (keys included) */
+    size_t collection_max; /* items in one sequence, pairs in one mapping */
+};
+
+/* Reading and validation state; where is the dotted path of the current key.
+ * The caller sets file and err ({.file = "x.yaml", .err = err}). */
 struct yaml_ctx {
     const char *file; /* names the input in error messages */
     struct err *err;  /* optional */
     char where[192];
-    size_t nodes;
 };
 
 /* Frees n and everything under it; takes NULL. */
 void yaml_node_free(struct yaml_node *n);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct yaml_node *, yaml_node_free)
 
-/* Reads the single document of len bytes of data into a tree; *ret is NULL
- * for an empty document. */
-int yaml_read(struct yaml_ctx *c, const char *data, size_t len, struct yaml_node **ret);
-
-/* The 1-based line of byte off of data. */
-unsigned yaml_offset_line(const char *data, size_t len, size_t off);
+/* Reads the single document of len bytes of data (UTF-8, an optional byte
+ * order mark; data may be NULL when len is 0) into a tree; *ret is NULL
+ * for an empty document. Refuses: more than l->bytes_max bytes (-EFBIG), a
+ * NUL byte, invalid YAML, a second document, anchors, aliases, merge keys
+ * ('<<'), tags other than the standard str/int/float/bool/null/seq/map, a
+ * mapping key that is not a scalar, a duplicate key, and going past any of
+ * l's limits (-EINVAL). Every refusal names a line. */
+int yaml_read(struct yaml_ctx *c, const struct yaml_limits *l, const char *data, size_t len,
+              struct yaml_node **ret);
 
 /* Fails with errnum and "<file>:<line>: <where>: <reason>"; returns -errnum. */
 int _printf_(4, 5)
