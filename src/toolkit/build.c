@@ -12,7 +12,7 @@
  * output directory is flock()ed while a builder holds it, which is what makes
  * removing a crashed build's staging directories at start safe.
  */
-#include "tools/build.h"
+#include "toolkit/build.h"
 
 #include <dirent.h>
 #include <fcntl.h>
