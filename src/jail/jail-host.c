@@ -28,6 +28,7 @@
 #include "jail/uidpool.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
+#include "util/hashmap.h"
 #include "util/parse.h"
 #include "util/workq.h"
 
@@ -60,17 +61,6 @@ jail_mode_from_name(const char *s)
 }
 
 /* --- host --- */
-
-static uint64_t
-fnv1a(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
 
 int
 jail_image_fd(const char *name, const void *image, size_t n, struct err *err)
@@ -268,7 +258,7 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
         goto done;
     }
     (void)snprintf(instance, sizeof(instance), "abx-%012llx",
-                   (unsigned long long)(fnv1a(c->state_dir) & 0xffffffffffffULL));
+                   (unsigned long long)(hashmap_fnv1a(c->state_dir) & 0xffffffffffffULL));
     r = cgroup_host_open(c->cgroup, instance, &h->cg, err);
     if (r < 0)
         goto fail;

@@ -91,6 +91,22 @@ struct jail {
 
 static void teardown(struct jail *j);
 
+/* Sends SIGKILL to the process behind pidfd, which may be gone already. */
+static void
+pidfd_kill(int pidfd)
+{
+    (void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+}
+
+/* Kills init and waits until it is reaped, where no loop will see it exit:
+ * creation failed after clone(), or the jail is freed while it runs. */
+static void
+kill_and_reap(int pidfd)
+{
+    pidfd_kill(pidfd);
+    (void)waitid((idtype_t)P_PIDFD, (id_t)pidfd, NULL, WEXITED);
+}
+
 static void
 finish(struct jail *j)
 {
@@ -146,7 +162,7 @@ on_timer(struct loop_timer *t, void *ud)
         jail_kill(j);
     } else if (j->state == J_DYING && j->pid > 0) {
         /* none mode: init had its grace period */
-        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        pidfd_kill(j->pidfd);
     } else if (j->state == J_DYING && j->have_cgroup) {
         teardown(j);
     }
@@ -597,8 +613,7 @@ jail_create(struct jail_host *h, struct loop *loop, const char *id,
     j->state = J_CREATING;
     r = loop_io_add(loop, j->pidfd, EPOLLIN, on_init_exit, j, &j->pid_io);
     if (r < 0) {
-        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
-        (void)waitid((idtype_t)P_PIDFD, (id_t)j->pidfd, NULL, WEXITED);
+        kill_and_reap(j->pidfd);
         r = err_setx(err, -r, "cannot watch the sandbox init");
         goto fail;
     }
@@ -617,8 +632,7 @@ jail_create(struct jail_host *h, struct loop *loop, const char *id,
             j->err = *err;
         /* Async cleanup; report synchronously by returning the jail anyway
          * would confuse callers, so kill and wait here (init is new). */
-        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
-        (void)waitid((idtype_t)P_PIDFD, (id_t)j->pidfd, NULL, WEXITED);
+        kill_and_reap(j->pidfd);
         loop_io_free(j->pid_io);
         j->pid_io = NULL;
         goto fail;
@@ -771,11 +785,11 @@ jail_kill(struct jail *j)
     switch (j->host->mode) {
     case JAIL_NS:
         /* pid 1 dies, and the kernel kills its namespace with it. */
-        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        pidfd_kill(j->pidfd);
         break;
     case JAIL_UID:
         (void)cgroup_kill_all(j->host->cg, j->id);
-        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
+        pidfd_kill(j->pidfd);
         break;
     default:
         /* none: init kills the process groups it started when we hang up. */
@@ -795,8 +809,7 @@ jail_free(struct jail *j)
     loop_io_free(j->pid_io);
     safe_close(j->ctl);
     if (j->pidfd >= 0) {
-        (void)syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
-        (void)waitid((idtype_t)P_PIDFD, (id_t)j->pidfd, NULL, WEXITED);
+        kill_and_reap(j->pidfd);
         safe_close(j->pidfd);
     }
     if (j->have_cgroup)
