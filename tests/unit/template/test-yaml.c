@@ -59,6 +59,17 @@ read_bad(const struct yaml_limits *l, const char *y, size_t len, int errnum, con
 }
 #define BAD(y, msg) read_bad(&small, (y), strlen(y), EINVAL, (msg))
 
+/* Resets b to head, n times piece, then tail. */
+static void
+repeat(struct buf *b, const char *head, const char *piece, int n, const char *tail)
+{
+    buf_reset(b);
+    assert_int_equal(buf_puts(b, head), 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(buf_puts(b, piece), 0);
+    assert_int_equal(buf_puts(b, tail), 0);
+}
+
 static void
 test_tree(void **state)
 {
@@ -147,14 +158,11 @@ test_depth(void **state)
             .bytes_max = 100000, .depth_max = 100000, .nodes_max = 100000, .collection_max = 8};
     struct buf b;
     buf_init(&b, BUF_UNLIMITED);
-    for (int i = 0; i < YAML_DEPTH_MAX; i++)
-        assert_int_equal(buf_putc(&b, '['), 0);
+    repeat(&b, "", "[", YAML_DEPTH_MAX, "");
     for (int i = 0; i < YAML_DEPTH_MAX; i++)
         assert_int_equal(buf_putc(&b, ']'), 0);
     yaml_node_free(read_ok(&l, b.data, b.len));
-    buf_reset(&b);
-    for (int i = 0; i < 10000; i++)
-        assert_int_equal(buf_putc(&b, '['), 0);
+    repeat(&b, "", "[", 10000, "");
     read_bad(&l, b.data, b.len, EINVAL, "1: nested deeper than 64 levels");
     buf_done(&b);
 }
@@ -173,16 +181,9 @@ test_counts(void **state)
     /* nodes: keys, values and collections all count */
     struct buf b;
     buf_init(&b, BUF_UNLIMITED);
-    assert_int_equal(buf_puts(&b, "["), 0);
-    for (int i = 0; i < 7; i++)
-        assert_int_equal(buf_puts(&b, "[1, 2, 3, 4, 5, 6, 7, 8],"), 0);
-    assert_int_equal(buf_puts(&b, "]"), 0);
+    repeat(&b, "[", "[1, 2, 3, 4, 5, 6, 7, 8],", 7, "]");
     yaml_node_free(read_ok(&small, b.data, b.len)); /* 1 + 7 * 9 = 64 nodes */
-    buf_reset(&b);
-    assert_int_equal(buf_puts(&b, "["), 0);
-    for (int i = 0; i < 7; i++)
-        assert_int_equal(buf_puts(&b, "[1, 2, 3, 4, 5, 6, 7, 8],"), 0);
-    assert_int_equal(buf_puts(&b, "x]"), 0);
+    repeat(&b, "[", "[1, 2, 3, 4, 5, 6, 7, 8],", 7, "x]");
     read_bad(&small, b.data, b.len, EINVAL, "1: more than 64 YAML nodes");
     buf_done(&b);
 }
