@@ -1,22 +1,20 @@
 /*
- * abx.c - the abx command: verb dispatch, usage, and error reporting.
+ * abx.c - the abx command: the verb tables and their dispatch.
  *
  * `abx VERB [OPTIONS] ARGS...` drives one abxd (ABX_URL, ABX_API_KEY) through
  * libabx. Data goes to stdout, one-line errors to stderr; exit 0 on success,
  * 1 when the API or the transport failed, 2 for a wrong command line (exec
  * exits with the command's own code). Verb groups take one more word:
- * `abx ws VERB ...`, `abx store VERB`. The verbs live in cmd-*.c.
+ * `abx ws VERB ...`, `abx store VERB`. The verbs live in cmd-*.c; what they
+ * share, in common.c (options, the client) and output.c (errors, usage).
+ * This file only dispatches: nothing calls back into it.
  */
-#include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "util/parse.h"
-#include "util/utf8.h"
 
 /* What exec and ws exec share in their help. */
 #define EXEC_OPTIONS                                                              \
@@ -263,38 +261,6 @@ static const struct verb verbs[] = {
 };
 
 static void
-print_verb_usage(FILE *f, const struct verb *v)
-{
-    fprintf(f, "Usage: abx %s %s\n", v->name, v->synopsis);
-}
-
-static void
-print_group_help(FILE *f, const struct verb *g)
-{
-    size_t skip = strlen(g->name) + 1;
-
-    print_verb_usage(f, g);
-    fprintf(f, "\n%s\nVerbs:\n", g->help);
-    for (const struct verb *v = g->sub; v->name; v++)
-        fprintf(f, "  %-9s %s\n", v->name + skip, v->summary);
-    fprintf(f, "\n'abx %s VERB --help' describes a verb.\n", g->name);
-}
-
-static void
-print_verb_help(FILE *f, const struct verb *v)
-{
-    if (v->sub) {
-        print_group_help(f, v);
-        return;
-    }
-    print_verb_usage(f, v);
-    fprintf(f, "\n%c%s.\n\nOptions:\n%s  -h, --help            show this help\n",
-            v->summary[0] >= 'a' && v->summary[0] <= 'z' ? v->summary[0] - 'a' + 'A'
-                                                         : v->summary[0],
-            v->summary + 1, v->help);
-}
-
-static void
 print_main_help(FILE *f)
 {
     fprintf(f, "Usage: abx VERB [OPTIONS] [ARGS...]\n\n"
@@ -304,244 +270,6 @@ print_main_help(FILE *f)
         fprintf(f, "  %-8s %s\n", v->name, v->summary);
     fprintf(f, "\n'abx VERB --help' describes a verb. Exit status: 0 success, 1 failure,\n"
                "2 usage error; exec exits with the command's own status.\n");
-}
-
-char *
-cli_escaped(const char *s)
-{
-    size_t n = strlen(s);
-    char *out = malloc(UTF8_ESCAPED_MAX(n) + 1);
-    if (!out)
-        abort();
-    (void)utf8_escape(out, UTF8_ESCAPED_MAX(n) + 1, s, n, NULL);
-    return out;
-}
-
-__attribute__((format(printf, 3, 0))) static void
-vreport(struct cli *cli, const char *prefix, const char *fmt, va_list ap)
-{
-    char msg[1024];
-
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    fflush(stdout);
-    /* Messages name paths (ours and abxd's): no raw control bytes. */
-    char *safe = cli_escaped(msg);
-    fprintf(stderr, "abx%s%s: %s%s\n", cli->verb ? " " : "", cli->verb ? cli->verb->name : "",
-            prefix, safe);
-    free(safe);
-}
-
-int
-cli_json_operands(struct cli *cli, int argc, char **argv, int nargs, const char *what,
-                  bool *ret_json, char ***ret_args)
-{
-    static const struct option opts[] = {
-            {"json", no_argument, NULL, 'j'},
-            {"help", no_argument, NULL, 'h'},
-            {0},
-    };
-    int o;
-
-    *ret_json = false;
-    while ((o = cli_getopt(cli, argc, argv, "h", opts)) != -1) {
-        if (o != 'j')
-            return o;
-        *ret_json = true;
-    }
-    if (argc - optind < nargs)
-        return cli_usage(cli, "missing %s", what);
-    if (argc - optind > nargs)
-        return cli_usage(cli, "unexpected argument '%s'", argv[optind + nargs]);
-    *ret_args = argv + optind;
-    return 0;
-}
-
-int
-cli_usage(struct cli *cli, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vreport(cli, "", fmt, ap);
-    va_end(ap);
-    if (cli->verb) {
-        print_verb_usage(stderr, cli->verb);
-        fprintf(stderr, "Try 'abx %s --help' for the options.\n", cli->verb->name);
-    }
-    return EXIT_USAGE;
-}
-
-int
-cli_error(struct cli *cli, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vreport(cli, "", fmt, ap);
-    va_end(ap);
-    return EXIT_FAIL;
-}
-
-void
-cli_warn(struct cli *cli, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vreport(cli, "warning: ", fmt, ap);
-    va_end(ap);
-}
-
-int
-cli_fail(struct cli *cli, int r, const char *fmt, ...)
-{
-    char what[512];
-    const char *msg = cli->client ? abx_client_error(cli->client) : "";
-    char tmp[128];
-    va_list ap;
-
-    va_start(ap, fmt);
-    (void)vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    if (!msg[0])
-        msg = strerror_r(-r, tmp, sizeof(tmp));
-    if (r == -EACCES && !cli->key)
-        return cli_error(cli, "%s: %s (ABX_API_KEY is not set)", what, msg);
-    return cli_error(cli, "%s: %s", what, msg);
-}
-
-const char *
-cli_scope_noun(enum cli_scope scope)
-{
-    return scope == CLI_WORKSPACE ? "workspace" : "sandbox";
-}
-
-int
-cli_client(struct cli *cli, struct abx_client **ret)
-{
-    int r;
-
-    if (!cli->client) {
-        r = abx_client_new(cli->url, cli->key, &cli->client);
-        if (r == -EINVAL)
-            return cli_error(cli, "ABX_URL '%s' is not an http:// or https:// URL%s", cli->url,
-                             cli->key ? " (or ABX_API_KEY has control characters)" : "");
-        if (r < 0)
-            return cli_error(cli, "cannot set up the client: %s", strerror(-r));
-    }
-    *ret = cli->client;
-    return 0;
-}
-
-int
-cli_print_line(struct cli *cli, const char *s)
-{
-    if (fputs(s, stdout) == EOF || putchar('\n') == EOF)
-        return cli_error(cli, "cannot write to standard output: %s", strerror(errno));
-    return 0;
-}
-
-int
-cli_flush(struct cli *cli)
-{
-    if (fflush(stdout) == EOF || ferror(stdout))
-        return cli_error(cli, "cannot write to standard output: %s", strerror(errno));
-    return 0;
-}
-
-int
-cli_kv_add(struct cli *cli, struct cli_kv *l, const char *opt, const char *arg)
-{
-    const char *value;
-    char *key;
-    int r;
-
-    if (l->n >= CLI_KV_MAX)
-        return cli_usage(cli, "at most %d %s options", CLI_KV_MAX, opt);
-    r = cli_parse_kv(arg, &key, &value);
-    if (r == -ENOMEM)
-        return cli_error(cli, "out of memory");
-    if (r < 0)
-        return cli_usage(cli, "%s wants KEY=VALUE, not '%s'", opt, arg);
-    l->keys[l->n] = key;
-    l->items[l->n] = (struct abx_kv){key, value};
-    l->n++;
-    return 0;
-}
-
-void
-cli_kv_done(struct cli_kv *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->keys[i]);
-    l->n = 0;
-}
-
-int
-cli_opt_u64(struct cli *cli, const char *opt, const char *arg, uint64_t min, uint64_t *ret)
-{
-    uint64_t v;
-
-    if (parse_u64(arg, &v) < 0 || v > INT64_MAX)
-        return cli_usage(cli, "%s wants a whole number, not '%s'", opt, arg);
-    if (v < min)
-        return cli_usage(cli, "%s must be at least %llu", opt, (unsigned long long)min);
-    *ret = v;
-    return 0;
-}
-
-int
-cli_opt_decimal(struct cli *cli, const char *opt, const char *arg, double *ret)
-{
-    double v;
-
-    if (cli_parse_decimal(arg, &v) < 0)
-        return cli_usage(cli, "%s wants a number like 2 or 0.5, not '%s'", opt, arg);
-    *ret = v;
-    return 0;
-}
-
-int
-cli_opt_seconds(struct cli *cli, const char *opt, const char *arg, double *ret)
-{
-    double v;
-
-    if (cli_parse_seconds(arg, &v) < 0)
-        return cli_usage(cli, "%s wants seconds like 30, 1.5 or 5m, not '%s'", opt, arg);
-    *ret = v;
-    return 0;
-}
-
-int
-cli_getopt(struct cli *cli, int argc, char **argv, const char *shortopts,
-           const struct option *longopts)
-{
-    char opts[64];
-    int prev = optind ? optind : 1;
-    bool in_order = shortopts[0] == '+';
-    int c;
-
-    /* A leading ':' makes getopt tell a missing value (':') from an unknown
-     * option ('?'); a leading '+' stops at the first operand. */
-    if (snprintf(opts, sizeof(opts), "%s:%s", in_order ? "+" : "", shortopts + in_order) >=
-        (int)sizeof(opts)) {
-        (void)cli_error(cli, "internal error: option string too long");
-        return CLI_BAD;
-    }
-    c = getopt_long(argc, argv, opts, longopts, NULL);
-    if (c == 'h') {
-        print_verb_help(stdout, cli->verb);
-        return CLI_HELP;
-    }
-    if (c == '?' || c == ':') {
-        const char *bad = optind > prev && optind <= argc ? argv[optind - 1] : argv[prev];
-        if (c == ':') {
-            (void)cli_usage(cli, "option '%s' needs a value", bad);
-        } else if (optopt && !(bad[0] == '-' && bad[1] == '-')) {
-            (void)cli_usage(cli, "unknown option '-%c'", optopt);
-        } else {
-            (void)cli_usage(cli, "unknown option '%s'", bad);
-        }
-        return CLI_BAD;
-    }
-    return c;
 }
 
 /* Runs verb v with argv[0] its own name. */
@@ -580,7 +308,7 @@ help_for(int argc, char **args)
         sub = cli_find_verb(v->sub, v->name, args[1]);
         if (!sub) {
             fprintf(stderr, "abx %s: unknown verb '%s'\n", v->name, args[1]);
-            print_group_help(stderr, v);
+            cli_print_group_help(stderr, v);
             return EXIT_USAGE;
         }
         v = sub;
@@ -590,7 +318,7 @@ help_for(int argc, char **args)
         print_main_help(stderr);
         return EXIT_USAGE;
     }
-    print_verb_help(stdout, v);
+    cli_print_verb_help(stdout, v);
     return 0;
 }
 
@@ -634,19 +362,19 @@ main(int argc, char **argv)
     /* A group: the next word names the verb. */
     if (argc < 3) {
         fprintf(stderr, "abx %s: missing the verb\n", v->name);
-        print_group_help(stderr, v);
+        cli_print_group_help(stderr, v);
         return EXIT_USAGE;
     }
     if (is_help(argv[2])) {
         if (argc > 3 && strcmp(argv[2], "help") == 0)
             return help_for(2, (char *[]){argv[1], argv[3]});
-        print_group_help(stdout, v);
+        cli_print_group_help(stdout, v);
         return 0;
     }
     sub = cli_find_verb(v->sub, v->name, argv[2]);
     if (!sub) {
         fprintf(stderr, "abx %s: unknown verb '%s'\n", v->name, argv[2]);
-        print_group_help(stderr, v);
+        cli_print_group_help(stderr, v);
         return EXIT_USAGE;
     }
     return run_verb(&cli, sub, argc - 2, argv + 2);

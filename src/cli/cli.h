@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "abx/abx.h"
 #include "util/buf.h"
@@ -53,7 +54,30 @@ enum cli_scope {
     CLI_WORKSPACE,
 };
 
-/* --- abx.c --- */
+/* --- output.c --- */
+
+/* Prints "abx VERB: <message>" and the verb's usage on stderr; returns EXIT_USAGE. */
+int cli_usage(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "abx VERB: <what>: <libabx's error>" on stderr; returns EXIT_FAIL. */
+int cli_fail(struct cli *cli, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Prints "abx VERB: <message>" on stderr; returns EXIT_FAIL. */
+int cli_error(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "abx VERB: warning: <message>" on stderr. */
+void cli_warn(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Writes all of s and a newline to stdout; EXIT_FAIL (printed) on a write error. */
+int cli_print_line(struct cli *cli, const char *s);
+/* s made safe for a terminal (util/utf8.h: backslash, control characters
+ * and bytes that are not UTF-8 as \\, \n, \xNN); a file name may hold
+ * any of them. The caller frees it; aborts on OOM, like the CLI does. */
+char *cli_escaped(const char *s);
+/* Flushes stdout; EXIT_FAIL (printed) on a write error, else 0. */
+int cli_flush(struct cli *cli);
+/* v's help (for a group: its verbs) on f, as --help prints it. */
+void cli_print_verb_help(FILE *f, const struct verb *v);
+/* A group's usage and verbs on f. */
+void cli_print_group_help(FILE *f, const struct verb *g);
+
+/* --- common.c --- */
 
 /* getopt_long() for a verb (argv[0] is the verb). Handles -h/--help
  * (prints the verb's help on stdout, returns CLI_HELP) and unknown or
@@ -66,24 +90,8 @@ int cli_getopt(struct cli *cli, int argc, char **argv, const char *shortopts,
  * or what the verb should exit with (help printed, usage error). */
 int cli_json_operands(struct cli *cli, int argc, char **argv, int nargs, const char *what,
                       bool *ret_json, char ***ret_args);
-/* Prints "abx VERB: <message>" and the verb's usage on stderr; returns EXIT_USAGE. */
-int cli_usage(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints "abx VERB: <what>: <libabx's error>" on stderr; returns EXIT_FAIL. */
-int cli_fail(struct cli *cli, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Prints "abx VERB: <message>" on stderr; returns EXIT_FAIL. */
-int cli_error(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints "abx VERB: warning: <message>" on stderr. */
-void cli_warn(struct cli *cli, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The client (made on first use). Prints the failure; returns EXIT_FAIL then, else 0. */
 int cli_client(struct cli *cli, struct abx_client **ret);
-/* Writes all of s and a newline to stdout; EXIT_FAIL (printed) on a write error. */
-int cli_print_line(struct cli *cli, const char *s);
-/* s made safe for a terminal (util/utf8.h: backslash, control characters
- * and bytes that are not UTF-8 as \\, \n, \xNN); a file name may hold
- * any of them. The caller frees it; aborts on OOM, like the CLI does. */
-char *cli_escaped(const char *s);
-/* Flushes stdout; EXIT_FAIL (printed) on a write error, else 0. */
-int cli_flush(struct cli *cli);
 
 /* Repeated KEY=VALUE options (--env, --meta). */
 struct cli_kv {
@@ -158,7 +166,7 @@ int files_list(struct cli *cli, int argc, char **argv, enum cli_scope scope);
 int files_rm(struct cli *cli, int argc, char **argv, enum cli_scope scope);
 int files_mkdir(struct cli *cli, int argc, char **argv, enum cli_scope scope);
 int files_mv(struct cli *cli, int argc, char **argv, enum cli_scope scope);
-/* "sandbox" or "workspace", for messages. */
+/* "sandbox" or "workspace", for messages (common.c). */
 const char *cli_scope_noun(enum cli_scope scope);
 
 /* --- cli-parse.c: pure parsers; 0 or -errno, ret_ written on success --- */

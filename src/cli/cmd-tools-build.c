@@ -3,7 +3,7 @@
  *
  * `abx tools build [--force] [--out DIR] [SRC...]` builds each package (a
  * directory with abx-tool.json, or a directory of them) into DIR/<name> with
- * src/tools/build.c, skipping those whose bundle is up to date. Every
+ * src/toolkit/build.c, skipping those whose bundle is up to date. Every
  * package is tried; a failure is printed with the tail of its build output
  * and makes the exit status 1. This verb works on local files only: it
  * never talks to abxd (which loads the bundles at start, --tools-dir).
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "tools/build.h"
+#include "toolkit/build.h"
 
 #define DEFAULT_SRC      "sample-tools"
 #define DEFAULT_OUT      "build/tools"

@@ -19,14 +19,21 @@ struct hashmap {
     size_t cap, n;
 };
 
-static uint64_t
-hash_str(const char *s)
+uint64_t
+hashmap_fnv1a(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;
     for (; *s; s++) {
         h ^= (unsigned char)*s;
         h *= 1099511628211ULL;
     }
+    return h;
+}
+
+static uint64_t
+hash_str(const char *s)
+{
+    uint64_t h = hashmap_fnv1a(s);
     return h ^ (h >> 29);
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct hashmap;
 
@@ -23,3 +24,10 @@ size_t hashmap_size(const struct hashmap *m);
 /* Iteration: *iter starts at 0; returns NULL at the end. Do not modify the
  * map while iterating. */
 void *hashmap_next(const struct hashmap *m, size_t *iter);
+
+/* A 64-bit FNV-1a of s: what the map hashes keys with (plus a final mix).
+ * Its offset basis is 1469598103934665603, not FNV's 14695981039346656037
+ * (a digit short since the first version); it stays so, because names
+ * derived from it must not change between versions (jail-host.c's cgroup
+ * instance name, which a restarted abxd reclaims by). */
+uint64_t hashmap_fnv1a(const char *s);

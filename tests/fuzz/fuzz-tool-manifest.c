@@ -8,7 +8,7 @@
 #include <errno.h>
 
 #include "fuzz-common.h"
-#include "tools/build.h"
+#include "toolkit/build.h"
 
 static void
 check_rel(const char *p)

@@ -286,14 +286,23 @@ test_growth_and_iteration(void **state)
     hashmap_free(m);
 }
 
+/* Pinned values: cgroup instance names are derived from this hash. */
+static void
+test_fnv1a(void **state)
+{
+    (void)state;
+    assert_true(hashmap_fnv1a("") == UINT64_C(0x14650fb0739d0383));
+    assert_true(hashmap_fnv1a("a") == UINT64_C(0x44bd8ad473cd9906));
+    assert_true(hashmap_fnv1a("/var/lib/abx") == UINT64_C(0x6276f220eb8494f7));
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_basic),
-            cmocka_unit_test(test_random_against_reference),
-            cmocka_unit_test(test_backward_shift),
-            cmocka_unit_test(test_growth_and_iteration),
+            cmocka_unit_test(test_basic),          cmocka_unit_test(test_random_against_reference),
+            cmocka_unit_test(test_backward_shift), cmocka_unit_test(test_growth_and_iteration),
+            cmocka_unit_test(test_fnv1a),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "tools/build.h"
+#include "toolkit/build.h"
 #include "util/fd.h"
 
 static int
