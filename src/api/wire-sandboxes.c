@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "api/api-internal.h"
+#include "http/ndjson.h"
 #include "template/template.h"
 #include "util/b64.h"
 #include "util/json.h"
@@ -89,45 +90,22 @@ struct out_op {
     struct buf line;
 };
 
-static int
-encode_line(struct buf *b, json_t *v)
+static const char *
+chunk_key(const struct proc_chunk *c)
 {
-    int r = json_dump_buf(v, b);
-    json_decref(v);
-    if (r < 0 || buf_putc(b, '\n') < 0)
-        return -ENOMEM;
-    return 0;
-}
-
-static int
-encode_chunk(struct buf *b, const struct proc_chunk *c)
-{
-    int r = buf_puts(b, c->stream == PROC_STDOUT ? "{\"stdout\":\"" : "{\"stderr\":\"");
-    if (r == 0)
-        r = b64_encode(b, c->data, c->len);
-    if (r == 0)
-        r = buf_printf(b, "\",\"offset\":%llu}\n", (unsigned long long)c->offset);
-    return r;
+    return c->stream == PROC_STDOUT ? "stdout" : "stderr";
 }
 
 static int
 write_line(struct out_op *op, json_t *v)
 {
-    buf_reset(&op->line);
-    int r = encode_line(&op->line, v);
-    if (r < 0)
-        return r;
-    return http_stream_write(op->stream, op->line.data, op->line.len);
+    return ndjson_write(op->stream, &op->line, v);
 }
 
 static int
 write_chunk(struct out_op *op, const struct proc_chunk *c)
 {
-    buf_reset(&op->line);
-    int r = encode_chunk(&op->line, c);
-    if (r < 0)
-        return r;
-    return http_stream_write(op->stream, op->line.data, op->line.len);
+    return ndjson_write_data(op->stream, &op->line, chunk_key(c), c->data, c->len, c->offset);
 }
 
 static json_t *
@@ -250,11 +228,11 @@ answer_whole(struct out_op *op)
 
     buf_init(&b, HOLD_BODY);
     if (op->first)
-        r = encode_line(&b, json_incref(op->first));
+        r = ndjson_line(&b, json_incref(op->first));
     while (r == 0) {
         int k = proc_reader_peek(op->reader, API_LINE_CHUNK, &c);
         if (k == -ENODATA) {
-            r = encode_line(&b, result_json(proc_reader_proc(op->reader)));
+            r = ndjson_line(&b, result_json(proc_reader_proc(op->reader)));
             if (r == 0) {
                 http_respond(op->req, 200, "application/x-ndjson", b.data, b.len);
                 buf_done(&b);
@@ -264,7 +242,7 @@ answer_whole(struct out_op *op)
         }
         if (k != 1)
             break;
-        r = c.stream ? encode_chunk(&b, &c) : 0;
+        r = c.stream ? ndjson_data_line(&b, chunk_key(&c), c.data, c.len, c.offset) : 0;
         proc_reader_consume(op->reader, c.len);
     }
     /* Too big (or odd): rewind and stream it instead. */
