@@ -1,168 +1,57 @@
 /*
- * template-build.c - POST /v1/templates: build a template from a tar of its
- * directory, store the result as a layer, and offer the template at once.
- *
- * The body (application/x-tar) is extracted while it arrives into
- * <state>/templates/.build-<id>/template/ by the safe extractor of
- * util/tar.h; then the template is parsed, a build sandbox of its base is
- * made whose /usr, /etc and /opt are overlays with their writable layer in
- * .build-<id>/fs/, and the steps run in it one after the other while their
- * output streams back as NDJSON:
+ * template-build.c - POST /v1/templates: a tar of a template directory in,
+ * the build's progress out as NDJSON. The build itself (extraction, checks,
+ * the build sandbox, steps, the layer) is template/build.c's; this file
+ * decodes the request, answers its errors and frames the progress:
  *
  *   {"step": 1, "start": "run", "line": 3}
  *   {"step": 1, "line": "output line"}
  *   {"done": true, "template": "pydata", "layer": "/var/lib/abx/templates/pydata/layer-..."}
  *   or {"error": "step 2 (line 9): exited with 1", "step": 2}
  *
- * After the last step the sandbox is killed, fs/ gets the ids every sandbox
- * can use (layer.h), the directory becomes templates/<name>/layer-<ms>, the
- * template joins the set, and templates/<name>/current points at it. A
- * failed or abandoned build (the client went away) leaves nothing. Not
- * thread-safe; file work blocks the loop (copy steps, the id shift).
- *
- * Where the host bounds sandboxes' disks (sandbox_host_area_create()), the writable layer is
- * not .build-<id>/fs but fs/ in a bounded directory of the sandboxes' disk
- * (build-<id>, as large as the template's disk_mb): what the steps write
- * never reaches the state file system unbounded. Once the sandbox is gone
- * and the ids are shifted there, `cp -a` (a process watched through its
- * pidfd, so the loop does not wait) copies it to .build-<id>/fs - owners,
- * modes, xattrs (overlay's opaque markers), whiteouts, hard links and holes
- * as they are; a tree nothing else writes any more - if the state file
- * system keeps its floor with it.
+ * Lines wait in a queue of BUILD_QUEUE_MAX bytes for a slow client; the
+ * build reads its steps' output no faster. A client that goes away
+ * abandons the build.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <spawn.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "api/api-internal.h"
 #include "api/wire/wire.h"
-#include "sandbox/vfs.h"
-#include "template/command.h"
-#include "template/layer.h"
-#include "template/set.h"
+#include "http/ndjson.h"
+#include "template/build.h"
+#include "template/template.h"
 #include "util/cleanup.h"
-#include "util/fd.h"
 #include "util/json.h"
 #include "util/log.h"
-#include "util/path.h"
-#include "util/rand.h"
-#include "util/tar.h"
-#include "util/timeutil.h"
 
-#define BUILD_STEP_TIMEOUT_MS (60 * 60 * 1000) /* one step */
-#define BUILD_QUEUE_MAX       (256 * 1024)     /* NDJSON waiting for the client */
-#define BUILD_LINE_MAX        4096             /* a longer output line is split */
-#define BUILD_ENV_MAX         (TEMPLATE_ENV_MAX * 4 + TEMPLATE_STEPS_MAX)
-#define BUILD_CP_ERR_MAX      400 /* bytes of cp's complaints kept for the error */
+#define BUILD_QUEUE_MAX (256 * 1024) /* NDJSON waiting for the client */
 
-struct build {
+/* One request's side of a build; freed with the build (released()). */
+struct tb {
     struct api *a;
+    struct template_build *b;
     struct http_req *req; /* until it closes */
     struct http_stream *out;
-    unsigned refs;
-    char id[24];
-    char dir[PATH_MAX + 512]; /* <state>/templates/.build-<id>, then the layer's */
-    char tdir[PATH_MAX];      /* <state>/templates */
-    char display[300];        /* how errors name the template directory */
-    int tfd;                  /* dir/template */
-    struct tar_extract *x;
-    struct err err;
-    char digest[LAYER_DIGEST_LEN + 1];
-    struct template *t;
-    const struct template *base;
-    const char *lowers[TEMPLATE_LAYERS_MAX];
-    size_t n_lowers;
-    struct sandbox *sb;
-    uid_t first;
-    size_t step; /* the next step to run */
-    char *env[BUILD_ENV_MAX + 1];
-    size_t n_env;
-    char *workdir;
-    struct proc_reader *rd;
-    struct buf q;    /* NDJSON lines for the client */
-    struct buf line; /* a partial output line */
-    bool failed, succeeded, installed, ending;
-    bool prepared; /* fs/ is as every sandbox can use it (prepare_fs()) */
-    char area[32]; /* build-<id> on the sandboxes' disk holds fs/; "" = none */
-    char area_path[PATH_MAX];
-    pid_t cp_pid; /* the copy of fs/ out of the area, while it runs */
-    int cp_pidfd, cp_errfd;
-    struct loop_io *cp_io;
+    struct buf q; /* NDJSON lines for the client */
+    bool ending;
 };
-
-static void build_unref(struct build *b);
-
-/* snprintf for paths: -ENAMETOOLONG rather than a cut path. */
-static int pathf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int
-pathf(char *out, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(out, n, fmt, ap);
-    va_end(ap);
-    return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
-}
-
-static void
-build_free(struct build *b)
-{
-    if (b->cp_pid > 0) {
-        (void)kill(b->cp_pid, SIGKILL);
-        (void)waitpid(b->cp_pid, NULL, 0);
-    }
-    loop_io_free(b->cp_io);
-    safe_close(b->cp_pidfd);
-    safe_close(b->cp_errfd);
-    if (b->area[0])
-        sandbox_host_area_destroy(b->a->sh, b->area);
-    proc_reader_free(b->rd);
-    tar_extract_free(b->x);
-    safe_close(b->tfd);
-    if (!b->installed && b->dir[0])
-        (void)rm_rf_at(AT_FDCWD, b->dir);
-    template_free(b->t);
-    for (size_t i = 0; i < b->n_env; i++)
-        free(b->env[i]);
-    free(b->workdir);
-    buf_done(&b->q);
-    buf_done(&b->line);
-    free(b);
-}
-
-static void
-build_unref(struct build *b)
-{
-    if (b && --b->refs == 0)
-        build_free(b);
-}
 
 /* --- output --- */
 
 static void
-emit(struct build *b, json_t *o)
+emit(struct tb *w, json_t *o)
 {
-    if (o && b->out) {
-        size_t before = b->q.len;
-        if (json_dump_buf(o, &b->q) < 0 || buf_putc(&b->q, '\n') < 0)
-            b->q.len = before;
-        http_stream_wake(b->out);
+    if (!o || !w->out) {
+        json_decref(o);
+        return;
     }
-    json_decref(o);
+    size_t before = w->q.len;
+    if (ndjson_line(&w->q, o) < 0)
+        w->q.len = before;
+    http_stream_wake(w->out);
 }
 
 /* JSON wants UTF-8: invalid bytes of build output become '?'. */
@@ -181,708 +70,135 @@ text_json(const char *s, size_t n)
 }
 
 static void
-emit_line(struct build *b, const char *s, size_t n)
+on_event(void *ud, const struct template_build_event *ev)
 {
+    struct tb *w = ud;
     json_t *o = json_object();
-    (void)json_set(o, "step", json_integer((json_int_t)b->step));
-    (void)json_set(o, "line", text_json(s, n));
-    emit(b, o);
+
+    switch (ev->kind) {
+    case TEMPLATE_BUILD_STEP:
+        (void)json_set(o, "step", json_integer((json_int_t)ev->step));
+        (void)json_set(o, "start", json_string(ev->start));
+        (void)json_set(o, "line", json_integer(ev->line));
+        break;
+    case TEMPLATE_BUILD_LINE:
+        (void)json_set(o, "step", json_integer((json_int_t)ev->step));
+        (void)json_set(o, "line", text_json(ev->text, ev->len));
+        break;
+    case TEMPLATE_BUILD_DONE:
+        (void)json_set(o, "done", json_true());
+        (void)json_set(o, "template", json_string(ev->name));
+        (void)json_set(o, "layer", json_string(ev->layer));
+        break;
+    case TEMPLATE_BUILD_ERROR:
+        (void)json_set(o, "error", json_string(ev->text));
+        if (ev->step)
+            (void)json_set(o, "step", json_integer((json_int_t)ev->step));
+        break;
+    }
+    emit(w, o);
+}
+
+static bool
+on_room(void *ud)
+{
+    struct tb *w = ud;
+    return w->q.len < BUILD_QUEUE_MAX;
+}
+
+static void
+on_wake(void *ud)
+{
+    struct tb *w = ud;
+    if (w->out)
+        http_stream_wake(w->out);
 }
 
 /* Ends the stream once the queue is written. */
 static void
-end_stream(struct build *b)
+on_end(void *ud)
 {
-    b->ending = true;
-    if (!b->out)
+    struct tb *w = ud;
+    w->ending = true;
+    if (!w->out)
         return;
-    if (b->q.len)
-        http_stream_wake(b->out);
+    if (w->q.len)
+        http_stream_wake(w->out);
     else
-        http_stream_end(b->out);
+        http_stream_end(w->out);
 }
-
-static void fail(struct build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void next_step(struct build *b);
 
 static void
-fail(struct build *b, const char *fmt, ...)
+on_released(void *ud)
 {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (b->failed)
-        return;
-    b->failed = true;
-    log_warn("template=%s build failed: %s", b->t ? b->t->name : "?", msg);
-    json_t *o = json_object();
-    (void)json_set(o, "error", json_string(msg));
-    if (b->step)
-        (void)json_set(o, "step", json_integer((json_int_t)b->step));
-    emit(b, o);
-    end_stream(b);
-    if (b->sb)
-        sandbox_kill(b->sb);
+    struct tb *w = ud;
+    buf_done(&w->q);
+    free(w);
 }
 
-/* --- the steps --- */
-
-static void
-flush_line(struct build *b)
-{
-    if (b->line.len)
-        emit_line(b, b->line.data, b->line.len);
-    buf_reset(&b->line);
-}
-
-/* Reads the running step's output into the queue while there is room;
- * at its end, judges the step and goes on. */
-static void
-pump(struct build *b)
-{
-    struct proc_chunk ch;
-    int r;
-
-    while (b->rd && b->q.len < BUILD_QUEUE_MAX) {
-        r = proc_reader_peek(b->rd, 65536, &ch);
-        if (r == 0)
-            return;
-        if (r < 0) {
-            flush_line(b);
-            struct proc *p = proc_reader_proc(b->rd);
-            const struct proc_result *res = p ? proc_get_result(p) : NULL;
-            proc_reader_free(b->rd);
-            b->rd = NULL;
-            const struct template_step *st = &b->t->steps[b->step - 1];
-            if (!res)
-                fail(b, "step %zu (line %u): ended without an exit status", b->step, st->line);
-            else if (res->timed_out)
-                fail(b, "step %zu (line %u): took longer than %d s", b->step, st->line,
-                     BUILD_STEP_TIMEOUT_MS / 1000);
-            else if (res->exit_code != 0)
-                fail(b, "step %zu (line %u): exited with %d", b->step, st->line, res->exit_code);
-            else
-                next_step(b);
-            return;
-        }
-        if (ch.stream) {
-            for (size_t i = 0; i < ch.len; i++) {
-                if (ch.data[i] == '\n') {
-                    emit_line(b, b->line.data ? b->line.data : "", b->line.len);
-                    buf_reset(&b->line);
-                    continue;
-                }
-                (void)buf_putc(&b->line, ch.data[i]);
-                if (b->line.len >= BUILD_LINE_MAX)
-                    flush_line(b);
-            }
-        }
-        proc_reader_consume(b->rd, ch.len);
-    }
-}
+static const struct template_build_ops build_ops = {
+        .event = on_event,
+        .room = on_room,
+        .wake = on_wake,
+        .end = on_end,
+        .released = on_released,
+};
 
 static void
 out_fill(struct http_stream *s, void *ud)
 {
-    struct build *b = ud;
-    while (b->q.len) {
+    struct tb *w = ud;
+    while (w->q.len) {
         size_t k = http_stream_room(s);
         if (k == 0)
             return;
-        if (k > b->q.len)
-            k = b->q.len;
-        if (http_stream_write(s, b->q.data, k) < 0)
+        if (k > w->q.len)
+            k = w->q.len;
+        if (http_stream_write(s, w->q.data, k) < 0)
             return;
-        buf_consume(&b->q, k);
+        buf_consume(&w->q, k);
     }
-    if (b->ending) {
+    if (w->ending) {
         http_stream_end(s);
         return;
     }
-    pump(b);
-    if (b->q.len && http_stream_room(s))
+    template_build_pump(w->b);
+    if (w->q.len && http_stream_room(s))
         out_fill(s, ud);
 }
 
 static void
 out_closed(struct http_stream *s, void *ud)
 {
-    struct build *b = ud;
+    struct tb *w = ud;
     (void)s;
-    http_stream_release(b->out);
-    b->out = NULL;
-    if (!b->failed && !b->succeeded) {
-        /* the client went away: abandon the build */
-        b->failed = true;
-        log_info("template=%s build abandoned: the client went away", b->t->name);
-        if (b->sb)
-            sandbox_kill(b->sb);
-    }
-    build_unref(b);
+    http_stream_release(w->out);
+    w->out = NULL;
+    template_build_abandon(w->b, true); /* when the client went away */
+    template_build_unref(w->b);
 }
 
 static const struct http_stream_ops out_ops = {.fill = out_fill, .closed = out_closed};
-
-static void
-reader_wake(void *ud)
-{
-    struct build *b = ud;
-    if (b->out)
-        http_stream_wake(b->out);
-}
-
-static void
-exec_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *ud)
-{
-    struct build *b = ud;
-    (void)sb;
-    if (b->failed)
-        return;
-    if (r < 0) {
-        fail(b, "step %zu (line %u): cannot start: %s", b->step, b->t->steps[b->step - 1].line,
-             err && err->msg[0] ? err->msg : strerror(-r));
-        return;
-    }
-    r = proc_reader_new(p, 0, reader_wake, b, &b->rd);
-    if (r < 0) {
-        fail(b, "step %zu: cannot read its output", b->step);
-        return;
-    }
-    reader_wake(b);
-}
-
-static int
-exec_step(struct build *b, const char *const *argv)
-{
-    struct err err = {0};
-    b->env[b->n_env] = NULL;
-    struct sandbox_exec x = {
-            .argv = argv,
-            .env = (const char *const *)b->env,
-            .cwd = b->workdir ? b->workdir : "/",
-            .root = true,
-            .timeout_ms = BUILD_STEP_TIMEOUT_MS,
-    };
-    int r = sandbox_exec(b->sb, &x, exec_started, b, &err);
-    if (r < 0)
-        fail(b, "step %zu: cannot start: %s", b->step, err.msg[0] ? err.msg : strerror(-r));
-    return r;
-}
-
-static int
-set_env(struct build *b, const char *k, const char *v)
-{
-    char *kv = NULL;
-    if (asprintf(&kv, "%s=%s", k, v) < 0)
-        return -ENOMEM;
-    size_t kl = strlen(k) + 1;
-    for (size_t i = 0; i < b->n_env; i++)
-        if (!strncmp(b->env[i], kv, kl)) {
-            free(b->env[i]);
-            b->env[i] = kv;
-            return 0;
-        }
-    if (b->n_env == BUILD_ENV_MAX) {
-        free(kv);
-        return -E2BIG;
-    }
-    b->env[b->n_env++] = kv;
-    return 0;
-}
-
-/* A copy step: from the template directory into the sandbox's /usr, /etc or
- * /opt, through the sandbox's own view (so the overlay sees it), by the
- * build sandbox's root helper (fileops.h): with exactly the rights its root
- * has there. */
-static int
-copy_step(struct build *b, const struct template_step *st, struct err *err)
-{
-    char top[8];
-    const char *d = st->b + 1;
-    size_t tl = strcspn(d, "/");
-    if (tl >= sizeof(top))
-        return err_set(err, EPERM, "'%s' is not below /usr, /etc or /opt", st->b);
-    memcpy(top, d, tl);
-    top[tl] = '\0';
-    if (strcmp(top, "usr") && strcmp(top, "etc") && strcmp(top, "opt"))
-        return err_set(err, EPERM, "'%s' is not below /usr, /etc or /opt", st->b);
-    _cleanup_(fileops_unrefp) struct fileops *fo = NULL;
-    int r = sandbox_fileops(b->sb, true, &fo, err);
-    if (r < 0)
-        return r;
-    return fileops_vcopy_in(fo, b->tfd, st->a, st->b, err);
-}
-
-static void succeed(struct build *b);
-static void copy_out(struct build *b);
-
-static void
-next_step(struct build *b)
-{
-    while (!b->failed && b->step < b->t->n_steps) {
-        const struct template_step *st = &b->t->steps[b->step++];
-        json_t *o = json_object();
-        static const char *const kinds[] = {"run", "env", "workdir", "copy"};
-        (void)json_set(o, "step", json_integer((json_int_t)b->step));
-        (void)json_set(o, "start", json_string(kinds[st->kind]));
-        (void)json_set(o, "line", json_integer(st->line));
-        emit(b, o);
-        switch (st->kind) {
-        case TEMPLATE_STEP_RUN: {
-            const char *argv[] = {"/bin/sh", "-c", st->a, NULL};
-            (void)exec_step(b, argv);
-            return;
-        }
-        case TEMPLATE_STEP_WORKDIR: {
-            free(b->workdir);
-            b->workdir = strdup(st->a);
-            const char *argv[] = {"/bin/mkdir", "-p", "--", st->a, NULL};
-            if (!b->workdir) {
-                fail(b, "out of memory");
-                return;
-            }
-            /* made like Docker's WORKDIR; the exec's cwd is "/" for this one */
-            char *w = b->workdir;
-            b->workdir = NULL;
-            (void)exec_step(b, argv);
-            b->workdir = w;
-            return;
-        }
-        case TEMPLATE_STEP_ENV:
-            if (set_env(b, st->a, st->b) < 0)
-                fail(b, "step %zu (line %u): too many variables", b->step, st->line);
-            break;
-        case TEMPLATE_STEP_COPY: {
-            struct err cerr = {0};
-            int r = copy_step(b, st, &cerr);
-            if (r < 0)
-                fail(b, "step %zu (line %u): cannot copy '%s' to '%s': %s", b->step, st->line,
-                     st->a, st->b, cerr.msg[0] ? cerr.msg : strerror(-r));
-            break;
-        }
-        }
-    }
-    if (!b->failed) {
-        b->succeeded = true; /* pending install once the sandbox is gone */
-        sandbox_kill(b->sb);
-    }
-}
-
-/* --- install --- */
-
-/* The writable layer at fs as every sandbox can use it: overlay's work
- * directories gone, usr/ etc/ opt/ there, ids shifted (layer.h). */
-static int
-prepare_fs(struct build *b, const char *fs)
-{
-    struct err err = {0};
-    char p[PATH_MAX + 64];
-    _cleanup_close_ int fsfd = open(fs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fsfd < 0)
-        return err_set(&b->err, errno, "cannot open '%s'", fs);
-    static const char *const tops[] = {"usr", "etc", "opt"};
-    for (size_t i = 0; i < ELEMENTSOF(tops); i++) {
-        (void)pathf(p, sizeof(p), ".work-%s", tops[i]);
-        (void)rm_rf_at(fsfd, p);
-        if (mkdirat(fsfd, tops[i], 0755) < 0 && errno != EEXIST)
-            return err_set(&b->err, errno, "cannot create '%s/%s'", fs, tops[i]);
-    }
-    int r = layer_shift_ids(fsfd, b->first, &err);
-    if (r < 0)
-        return err_set(&b->err, -r, "%s", err.msg);
-    return 0;
-}
-
-static int
-install(struct build *b, char *ret_layer, size_t n)
-{
-    char fs[PATH_MAX + 8], ndir[PATH_MAX + 64], layer[PATH_MAX + 96];
-    _cleanup_(buf_donep) struct buf lw = {0};
-    int r;
-
-    (void)pathf(fs, sizeof(fs), "%s/fs", b->dir);
-    if (!b->prepared && (r = prepare_fs(b, fs)) < 0)
-        return r;
-    buf_init(&lw, BUF_UNLIMITED);
-    for (size_t i = 0; i < b->n_lowers; i++)
-        (void)buf_printf(&lw, "%s\n", b->lowers[i]);
-    _cleanup_close_ int dfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || write_file_at(dfd, "lowers", lw.data ? lw.data : "", 0644) < 0 ||
-        write_file_at(dfd, "digest", b->digest, 0644) < 0)
-        return err_set(&b->err, EIO, "cannot write the layer's description");
-    (void)pathf(ndir, sizeof(ndir), "%s/%s", b->tdir, b->t->name);
-    if (mkdir(ndir, 0700) < 0 && errno != EEXIST)
-        return err_set(&b->err, errno, "cannot create '%s'", ndir);
-    char lname[64];
-    (void)pathf(lname, sizeof(lname), "layer-%llu", (unsigned long long)wall_msec());
-    (void)pathf(layer, sizeof(layer), "%s/%s", ndir, lname);
-    if (rename(b->dir, layer) < 0)
-        return err_set(&b->err, errno, "cannot move the layer to '%s'", layer);
-    (void)pathf(b->dir, sizeof(b->dir), "%s", layer); /* removed on failure from here */
-    (void)pathf(ret_layer, n, "%s", layer);
-    return 0;
-}
-
-static int
-switch_current(struct build *b, const char *name, const char *layer)
-{
-    char ndir[PATH_MAX + 64], tmp[PATH_MAX + 96], cur[PATH_MAX + 96];
-    (void)pathf(ndir, sizeof(ndir), "%s/%s", b->tdir, name);
-    (void)pathf(tmp, sizeof(tmp), "%s/.current-%s", ndir, b->id);
-    (void)pathf(cur, sizeof(cur), "%s/current", ndir);
-    const char *slash = strrchr(layer, '/');
-    const char *base = slash ? slash + 1 : layer;
-    (void)unlink(tmp);
-    if (symlink(base, tmp) < 0 || rename(tmp, cur) < 0) {
-        (void)unlink(tmp);
-        return err_set(&b->err, errno, "cannot point '%s' at the new layer", cur);
-    }
-    return 0;
-}
-
-static void
-succeed(struct build *b)
-{
-    char layer[PATH_MAX + 96];
-    char **stack = NULL;
-    int r = install(b, layer, sizeof(layer));
-    if (r == 0) {
-        stack = calloc(b->n_lowers + 2, sizeof(*stack));
-        char fs[PATH_MAX + 100];
-        (void)pathf(fs, sizeof(fs), "%s/fs", layer);
-        r = stack && (stack[0] = strdup(fs)) ? 0 : -ENOMEM;
-        for (size_t i = 0; r == 0 && i < b->n_lowers; i++)
-            if (!(stack[i + 1] = strdup(b->lowers[i])))
-                r = -ENOMEM;
-        if (r == 0) {
-            b->t->layers = stack;
-            b->t->n_layers = b->n_lowers + 1;
-            stack = NULL;
-            r = (b->t->digest = strdup(b->digest)) ? 0 : -ENOMEM;
-        }
-        for (size_t i = 0; stack && i < b->n_lowers + 2; i++)
-            free(stack[i]);
-        free(stack);
-    }
-    if (r == 0)
-        r = template_set_put(b->a->templates, b->t, &b->err);
-    if (r < 0) {
-        b->succeeded = false;
-        fail(b, "cannot install the template: %s", b->err.msg[0] ? b->err.msg : strerror(-r));
-        return;
-    }
-    const char *name = b->t->name;
-    b->t = NULL; /* the set owns it */
-    b->installed = true;
-    if (switch_current(b, name, layer) < 0)
-        log_warn("template=%s: %s; the next start will not find it", name, b->err.msg);
-    log_info("template=%s built, layer '%s'", name, layer);
-    json_t *o = json_object();
-    (void)json_set(o, "done", json_true());
-    (void)json_set(o, "template", json_string(name));
-    (void)json_set(o, "layer", json_string(layer));
-    emit(b, o);
-    end_stream(b);
-}
-
-/* --- the layer out of the bounded area --- */
-
-static void
-copy_done(struct loop_io *io, uint32_t revents, void *ud)
-{
-    struct build *b = ud;
-    siginfo_t si;
-    char msg[BUILD_CP_ERR_MAX + 1];
-    (void)io;
-    (void)revents;
-
-    memset(&si, 0, sizeof(si));
-    if (waitid((idtype_t)P_PIDFD, (id_t)b->cp_pidfd, &si, WEXITED | WNOHANG) < 0 || !si.si_pid)
-        return; /* spurious */
-    b->cp_pid = 0;
-    loop_io_free(b->cp_io);
-    b->cp_io = NULL;
-    b->cp_pidfd = safe_close(b->cp_pidfd);
-    ssize_t k = pread(b->cp_errfd, msg, BUILD_CP_ERR_MAX, 0);
-    msg[k > 0 ? k : 0] = '\0';
-    for (char *c = msg; *c; c++)
-        if (*c == '\n')
-            *c = ' ';
-    b->cp_errfd = safe_close(b->cp_errfd);
-    sandbox_host_area_destroy(b->a->sh, b->area);
-    b->area[0] = '\0';
-    if (si.si_code == CLD_EXITED && si.si_status == 0) {
-        succeed(b);
-    } else {
-        b->succeeded = false;
-        fail(b, "cannot copy the layer out of its bounded area: %s", msg[0] ? msg : "cp failed");
-    }
-    build_unref(b);
-}
-
-/* Starts `cp -a AREA/fs DIR/fs` once fs/ in the area is prepared, if the
- * state file system keeps its floor with the layer on it. */
-static void
-copy_out(struct build *b)
-{
-    char src[PATH_MAX + 8], dst[PATH_MAX + 8];
-    struct statvfs sv;
-    uint64_t used = 0;
-
-    (void)pathf(src, sizeof(src), "%s/fs", b->area_path);
-    (void)pathf(dst, sizeof(dst), "%s/fs", b->dir);
-    if (prepare_fs(b, src) < 0) {
-        b->succeeded = false;
-        fail(b, "cannot install the template: %s", b->err.msg);
-        return;
-    }
-    b->prepared = true;
-    /* The quota counts what the file system committed: commit it. */
-    _cleanup_close_ int afd = open(b->area_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (afd >= 0)
-        (void)syncfs(afd);
-    (void)sandbox_host_area_usage(b->a->sh, b->area, &used);
-    if (statvfs(b->tdir, &sv) == 0 &&
-        (uint64_t)sv.f_bavail * sv.f_frsize < used + b->a->cfg.disk_floor_bytes) {
-        b->succeeded = false;
-        fail(b,
-             "no room for the layer (%llu MiB) on the state file system, which keeps %llu MiB "
-             "free",
-             (unsigned long long)(used >> 20),
-             (unsigned long long)(b->a->cfg.disk_floor_bytes >> 20));
-        return;
-    }
-    static const char *const envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
-    const char *cp = access("/usr/bin/cp", X_OK) == 0 ? "/usr/bin/cp" : "/bin/cp";
-    const char *argv[] = {cp, "-a", "--reflink=never", "--no-target-directory", src, dst, NULL};
-    posix_spawn_file_actions_t fa;
-    int r = 0;
-    b->cp_errfd = memfd_create("abx-cp-err", MFD_CLOEXEC);
-    if (b->cp_errfd < 0 || posix_spawn_file_actions_init(&fa) != 0) {
-        b->succeeded = false;
-        fail(b, "cannot copy the layer: %s", strerror(errno));
-        return;
-    }
-    r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (r == 0)
-        r = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (r == 0)
-        r = posix_spawn_file_actions_adddup2(&fa, b->cp_errfd, 2);
-    if (r == 0)
-        r = posix_spawn(&b->cp_pid, cp, &fa, NULL, (char *const *)(uintptr_t)argv,
-                        (char *const *)(uintptr_t)envp);
-    (void)posix_spawn_file_actions_destroy(&fa);
-    if (r == 0) {
-        b->cp_pidfd = (int)syscall(SYS_pidfd_open, b->cp_pid, 0);
-        r = b->cp_pidfd < 0 ? errno : 0;
-    }
-    if (r == 0)
-        r = -loop_io_add(b->a->loop, b->cp_pidfd, EPOLLIN, copy_done, b, &b->cp_io);
-    if (r != 0) {
-        b->succeeded = false;
-        fail(b, "cannot copy the layer: %s", strerror(r));
-        return;
-    }
-    b->refs++; /* copy_done's */
-}
-
-/* --- the build sandbox --- */
-
-static void
-sb_gone(struct sandbox *sb, void *ud)
-{
-    struct build *b = ud;
-    (void)sb;
-    proc_reader_free(b->rd);
-    b->rd = NULL;
-    if (b->succeeded && !b->failed && b->area[0])
-        copy_out(b);
-    else if (b->succeeded && !b->failed)
-        succeed(b);
-    else if (!b->failed)
-        fail(b, "the build sandbox ended on its own");
-    sandbox_free(b->sb);
-    b->sb = NULL;
-    build_unref(b);
-}
-
-static void
-sb_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
-{
-    struct build *b = ud;
-    if (r < 0) {
-        fail(b, "cannot make the build sandbox: %s", err && err->msg[0] ? err->msg : strerror(-r));
-        sandbox_free(sb);
-        b->sb = NULL;
-        build_unref(b);
-        return;
-    }
-    sandbox_set_gone_handler(sb, sb_gone, b);
-    struct vfs_ids ids;
-    sandbox_vfs_ids(sb, &ids);
-    b->first = ids.range_first;
-    if (b->failed) {
-        sandbox_kill(sb);
-        return;
-    }
-    next_step(b);
-}
-
-/* Checks what can be checked before anything runs; 400 with the reason. */
-static int
-check_template(struct build *b, struct err *err)
-{
-    struct template *t = b->t;
-    for (size_t c = 0; c < t->n_cmds; c++) {
-        struct err cerr = {0};
-        if (command_check(&t->cmds[c], &cerr) < 0)
-            return err_set(err, EINVAL, "%s/%s:%u: custom_commands.%s: %s", b->display,
-                           TEMPLATE_FILE_NAME, t->cmds[c].line, t->cmds[c].name, cerr.msg);
-    }
-    if (!strcmp(t->name, TEMPLATE_BASE))
-        return err_set(err, EINVAL, "template '%s' is built in and cannot be built", t->name);
-    if (!strcmp(t->base, TEMPLATE_BASE_HOST)) {
-        b->base = NULL;
-    } else {
-        b->base = template_set_find(b->a->templates, t->base);
-        if (!b->base || !strcmp(b->base->name, t->name))
-            return err_set(err, EINVAL, "template '%s': its base '%s' is no other template here",
-                           t->name, t->base);
-        b->n_lowers = template_layers(b->a->templates, b->base, b->lowers, TEMPLATE_LAYERS_MAX);
-        if (b->n_lowers >= TEMPLATE_LAYERS_MAX)
-            return err_set(err, E2BIG, "template '%s' would stack more than %d layers", t->name,
-                           TEMPLATE_LAYERS_MAX);
-    }
-    for (size_t k = 0; k <= t->n_aliases; k++) {
-        const char *n = k == 0 ? t->name : t->aliases[k - 1];
-        const struct template *o = template_set_find(b->a->templates, n);
-        if (o && strcmp(o->name, t->name) != 0)
-            return err_set(err, EEXIST, "the name '%s' is taken by template '%s'", n, o->name);
-    }
-    for (size_t i = 0; i < t->n_steps; i++) {
-        const struct template_step *st = &t->steps[i];
-        if (st->kind != TEMPLATE_STEP_COPY)
-            continue;
-        struct stat sst;
-        bool top = (!strncmp(st->b, "/usr", 4) || !strncmp(st->b, "/etc", 4) ||
-                    !strncmp(st->b, "/opt", 4)) &&
-                   (st->b[4] == '\0' || st->b[4] == '/');
-        int fd = path_open(b->tfd, st->a, O_PATH | O_NOFOLLOW, 0);
-        if (fd < 0 || fstat(fd, &sst) < 0) {
-            safe_close(fd);
-            return err_set(err, EINVAL,
-                           "%s/%s:%u: steps[%zu].copy.src: '%s' is not in the template "
-                           "directory",
-                           b->display, TEMPLATE_FILE_NAME, st->line, i, st->a);
-        }
-        close(fd);
-        if (top && (st->b[4] == '/' || S_ISDIR(sst.st_mode)))
-            continue;
-        return err_set(err, EINVAL,
-                       "%s/%s:%u: steps[%zu].copy.dst: '%s' is not under /usr, /etc or /opt (the "
-                       "parts of the file system a layer keeps)",
-                       b->display, TEMPLATE_FILE_NAME, st->line, i, st->b);
-    }
-    return 0;
-}
-
-static int
-start_sandbox(struct build *b, struct err *err)
-{
-    struct api *a = b->a;
-    struct template *t = b->t;
-    struct sandbox_limits lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis,
-                                 a->cfg.default_pids};
-    const char *tenv[TEMPLATE_ENV_MAX * 4];
-    double cpu = 0;
-    uint64_t mem = 0, pids = 0, disk = t->disk_mb;
-    int r;
-
-    if (b->base)
-        template_effective_resources(a->templates, b->base, &cpu, &mem, &pids);
-    if (t->cpu > 0)
-        cpu = t->cpu;
-    if (t->memory_mb)
-        mem = t->memory_mb;
-    if (t->pids)
-        pids = t->pids;
-    for (const struct template *c = b->base; !disk && c;
-         c = strcmp(c->base, TEMPLATE_BASE_HOST) ? template_set_find(a->templates, c->base) : NULL)
-        disk = c->disk_mb;
-    if (cpu > 0)
-        lim.cpu_millis = (uint32_t)(cpu * 1000.0 + 0.5);
-    if (mem)
-        lim.memory_bytes = mem << 20;
-    if (pids)
-        lim.pids = (uint32_t)pids;
-    /* the env of the base chain, the template's own, then env steps */
-    int nt = b->base ? template_effective_env(a->templates, b->base, tenv, ELEMENTSOF(tenv)) : 0;
-    if (nt < 0)
-        return err_set(err, E2BIG, "too many env entries");
-    for (int i = 0; i < nt; i++) {
-        const char *eq = strchr(tenv[i], '=');
-        char k[TEMPLATE_ENV_NAME_MAX + 1];
-        (void)pathf(k, sizeof(k), "%.*s", (int)(eq - tenv[i]), tenv[i]);
-        if ((r = set_env(b, k, eq + 1)) < 0)
-            return r;
-    }
-    for (size_t i = 0; i < t->n_env; i++) {
-        const char *eq = strchr(t->env[i], '=');
-        char k[TEMPLATE_ENV_NAME_MAX + 1];
-        (void)pathf(k, sizeof(k), "%.*s", (int)(eq - t->env[i]), t->env[i]);
-        if ((r = set_env(b, k, eq + 1)) < 0)
-            return r;
-    }
-    char fs[PATH_MAX + 8];
-    (void)pathf(b->area, sizeof(b->area), "build-%s", b->id);
-    r = sandbox_host_area_create(a->sh, b->area, disk << 20, b->area_path, sizeof(b->area_path),
-                                 err);
-    if (r == -EOPNOTSUPP) {
-        b->area[0] = '\0'; /* no disk bound: on the state file system */
-        err_clear(err);
-    } else if (r < 0) {
-        b->area[0] = '\0';
-        return r;
-    }
-    (void)pathf(fs, sizeof(fs), "%s/fs", b->area[0] ? b->area_path : b->dir);
-    if (mkdir(fs, 0755) < 0)
-        return err_setx(err, errno, "cannot create '%s'", fs);
-    if (disk && a->cfg.default_disk_bytes)
-        lim.disk_bytes = disk << 20; /* its home too */
-    struct sandbox_fs jfs = {
-            .layers = b->lowers, .nlayers = b->n_lowers, .upper = fs, .disk_bytes = disk << 20};
-    struct sandbox_spec spec = {.limits = lim, .fs = &jfs};
-    b->refs++;
-    r = sandbox_create(a->sh, b->id, &spec, sb_ready, b, &b->sb, err);
-    if (r < 0) {
-        b->refs--;
-        b->sb = NULL;
-    }
-    return r;
-}
 
 /* --- the request --- */
 
 static void
 req_closed(struct http_req *req, void *ud)
 {
-    struct build *b = ud;
+    struct tb *w = ud;
     (void)req;
-    b->req = NULL;
-    build_unref(b);
+    w->req = NULL;
+    template_build_unref(w->b);
 }
 
 static int
 body_chunk(struct http_req *req, const char *data, size_t len)
 {
-    struct build *b = http_req_userdata(req);
-    int r = tar_extract_feed(b->x, data, len, &b->err);
+    struct tb *w = http_req_userdata(req);
+    struct err err = {0};
+    int r = template_build_feed(w->b, data, len, &err);
     if (r < 0) {
-        api_error_msg(req, r == -EFBIG ? 413 : 400, "invalid_archive", "%s",
-                      b->err.msg[0] ? b->err.msg : strerror(-r));
+        api_error_msg(req, r == -EFBIG ? 413 : 400, "invalid_archive", "%s", err.msg);
         return r;
     }
     return 0;
@@ -891,29 +207,27 @@ body_chunk(struct http_req *req, const char *data, size_t len)
 static void
 body_done(struct http_req *req)
 {
-    struct build *b = http_req_userdata(req);
-    struct api *a = b->a;
+    struct tb *w = http_req_userdata(req);
+    struct template_build *b = w->b;
     struct err err = {0};
     int r;
 
-    r = tar_extract_finish(b->x, &b->err);
+    r = template_build_untar_done(b, &err);
     if (r < 0) {
-        api_error_msg(req, 400, "invalid_archive", "%s", b->err.msg);
+        api_error_msg(req, 400, "invalid_archive", "%s", err.msg);
         return;
     }
-    r = layer_digest(b->tfd, b->digest, &err);
+    r = template_build_digest(b, &err);
     if (r < 0) {
         api_error(req, r, &err);
         return;
     }
-    r = template_load(b->tfd, b->display, &b->t, &err);
+    r = template_build_load(b, &err);
     if (r == -ENOENT) {
         api_error_msg(req, 400, "invalid_template", "the archive has no %s at its top",
                       TEMPLATE_FILE_NAME);
         return;
     }
-    if (r == 0)
-        r = check_template(b, &err);
     if (r < 0) {
         api_error_msg(req,
                       r == -EEXIST  ? 409
@@ -922,22 +236,22 @@ body_done(struct http_req *req)
                       r == -EEXIST ? "conflict" : "invalid_template", "%s", err.msg);
         return;
     }
-    if (table_draining(a->table)) {
+    if (table_draining(w->a->table)) {
         api_error_msg(req, 503, "draining", "abxd is draining");
         return;
     }
-    r = start_sandbox(b, &err);
+    r = template_build_start(b, &err);
     if (r < 0) {
         api_error(req, r, &err);
         return;
     }
-    log_info("template=%s build started (sandbox=%s, %zu steps)", b->t->name, b->id, b->t->n_steps);
-    b->refs++;
-    r = http_stream_start(req, 200, "application/x-ndjson", &out_ops, b, &b->out);
+    log_info("template=%s build started (sandbox=%s, %zu steps)", template_build_name(b),
+             template_build_id(b), template_build_steps(b));
+    template_build_ref(b);
+    r = http_stream_start(req, 200, "application/x-ndjson", &out_ops, w, &w->out);
     if (r < 0) {
-        b->refs--;
-        b->failed = true;
-        sandbox_kill(b->sb);
+        template_build_abandon(b, false);
+        template_build_unref(b);
     }
 }
 
@@ -945,8 +259,6 @@ body_done(struct http_req *req)
 void
 api_template_build(struct api *a, struct http_req *req, const struct api_scope *scope)
 {
-    struct build *b = NULL;
-    const char *jh_dir;
     int r;
 
     if (scope) {
@@ -965,45 +277,31 @@ api_template_build(struct api *a, struct http_req *req, const struct api_scope *
                       "building templates needs the ns isolation mode");
         return;
     }
-    b = calloc(1, sizeof(*b));
-    if (!b) {
+    struct tb *w = calloc(1, sizeof(*w));
+    if (!w) {
         api_error(req, -ENOMEM, NULL);
         return;
     }
-    b->a = a;
-    b->tfd = -EBADF;
-    b->cp_pidfd = b->cp_errfd = -EBADF;
-    b->refs = 1; /* the request */
-    buf_init(&b->q, BUF_UNLIMITED);
-    buf_init(&b->line, BUILD_LINE_MAX + 1);
-    const char *dq = http_req_query(req, "dir");
-    (void)snprintf(b->display, sizeof(b->display), "%s", dq && *dq ? dq : ".");
-    for (char *p = b->display; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
-    jh_dir = sandbox_host_state_dir(a->sh);
-    (void)pathf(b->tdir, sizeof(b->tdir), "%s/%s", jh_dir, TEMPLATE_LAYERS_DIR);
-    b->id[0] = 'b';
-    r = rand_id(b->id + 1, 19);
-    if (r == 0 && mkdir(b->tdir, 0700) < 0 && errno != EEXIST)
-        r = -errno;
-    if (r == 0) {
-        (void)pathf(b->dir, sizeof(b->dir), "%s/.build-%s", b->tdir, b->id);
-        char tpl[PATH_MAX + 16];
-        (void)pathf(tpl, sizeof(tpl), "%s/template", b->dir);
-        if (mkdir(b->dir, 0700) < 0 || mkdir(tpl, 0755) < 0)
-            r = -errno;
-        else if ((b->tfd = open(tpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-            r = -errno;
-    }
-    if (r == 0)
-        r = tar_extract_new(b->tfd, TAR_BYTES_MAX, TAR_ENTRIES_MAX, &b->x);
+    w->a = a;
+    buf_init(&w->q, BUF_UNLIMITED);
+    struct template_build_host host = {
+            .loop = a->loop,
+            .sh = a->sh,
+            .set = a->templates,
+            .default_memory_bytes = a->cfg.default_memory_bytes,
+            .default_cpu_millis = a->cfg.default_cpu_millis,
+            .default_pids = a->cfg.default_pids,
+            .default_disk_bytes = a->cfg.default_disk_bytes,
+            .disk_floor_bytes = a->cfg.disk_floor_bytes,
+    };
+    r = template_build_new(&host, http_req_query(req, "dir"), &build_ops, w, &w->b);
     if (r < 0) {
         api_error(req, r, NULL);
-        build_free(b);
+        buf_done(&w->q);
+        free(w);
         return;
     }
-    b->req = req;
-    http_req_set_userdata(req, b, req_closed);
+    w->req = req;
+    http_req_set_userdata(req, w, req_closed);
     http_req_stream_body(req, body_chunk, body_done);
 }

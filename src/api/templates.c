@@ -20,10 +20,9 @@
 #include "api/wire/wire.h"
 #include "template/command.h"
 #include "template/set.h"
+#include "template/start.h"
 #include "util/json.h"
 #include "util/log.h"
-#include "util/rand.h"
-#include "util/timeutil.h"
 
 #define CODE_MAX PROC_STDIN_MAX /* bytes of a code snippet (it goes in on stdin) */
 
@@ -420,162 +419,73 @@ api_commands(struct api *a, struct http_req *req, const char *id, const char *wh
     http_req_read_body(req, code ? CODE_MAX + 4096 : API_JSON_MAX, code ? code_body : command_body);
 }
 
-/* --- start_cmd and ready_cmd --- */
-
-#define READY_TOTAL_MS   60000 /* how long ready_cmd may take to succeed, by default */
-#define READY_TRY_MS     10000 /* one try's deadline */
-#define READY_PAUSE_MS   200   /* between tries */
-#define READY_OUTPUT_MAX 4096  /* of the last failed try, for the 504 message */
+/* --- start_cmd and ready_cmd (template/start.h) --- */
 
 struct ready_op {
     struct api *api;
     char id[API_ID_LEN + 1];
     struct http_req *req; /* referenced; NULL when the client went away */
     json_t *answer;
-    const char *cmd;
-    uint64_t deadline_ms, total_ms;
-    struct loop_timer *timer;
-    struct proc_reader *reader;
-    struct buf out; /* the last try's output */
-    unsigned tries;
 };
 
-static void ready_poll(struct ready_op *op);
+static struct sandbox *
+ready_find(void *ud)
+{
+    struct ready_op *op = ud;
+    struct entry *e = api_find(op->api, NULL, op->id);
+    return e ? e->sb : NULL;
+}
 
 static void
-ready_free(struct ready_op *op)
+ready_done(void *ud, const struct template_ready *res)
 {
-    proc_reader_free(op->reader);
-    loop_timer_free(op->timer);
+    struct ready_op *op = ud;
+
+    if (res->r == 0) {
+        if (op->req && !http_req_closed(op->req)) {
+            api_json(op->req, 201, op->answer);
+            op->answer = NULL;
+        }
+    } else {
+        struct entry *e = api_find(op->api, NULL, op->id);
+        log_warn("sandbox=%s: ready_cmd did not succeed (%s): removing it", op->id, res->why);
+        if (op->req && !http_req_closed(op->req)) {
+            json_t *o = json_object();
+            char msg[512];
+            (void)snprintf(msg, sizeof(msg),
+                           "the template's ready_cmd did not succeed within %.1f s (%s); the "
+                           "sandbox was removed",
+                           res->total_ms / 1000.0, res->why);
+            (void)json_set(o, "error", json_string("not_ready"));
+            (void)json_set(o, "message", json_string(msg));
+            json_t *tail = json_stringn(res->output, res->output_len);
+            (void)json_set(o, "output", tail ? tail : json_string(""));
+            api_json(op->req, 504, o);
+        }
+        if (e)
+            table_kill(e);
+    }
     json_decref(op->answer);
     if (op->req)
         http_req_unref(op->req);
-    buf_done(&op->out);
     free(op);
 }
 
-static void
-ready_answer(struct ready_op *op)
-{
-    if (op->req && !http_req_closed(op->req)) {
-        api_json(op->req, 201, op->answer);
-        op->answer = NULL;
-    }
-    ready_free(op);
-}
+static const struct template_ready_ops ready_ops = {.find = ready_find, .done = ready_done};
 
 static void
-ready_fail(struct ready_op *op, const char *why)
+start_failed(struct sandbox *sb, const char *msg)
 {
-    struct entry *e = api_find(op->api, NULL, op->id);
-    log_warn("sandbox=%s: ready_cmd did not succeed (%s): removing it", op->id, why);
-    if (op->req && !http_req_closed(op->req)) {
-        json_t *o = json_object();
-        char msg[512];
-        (void)snprintf(msg, sizeof(msg),
-                       "the template's ready_cmd did not succeed within %.1f s (%s); the "
-                       "sandbox was removed",
-                       op->total_ms / 1000.0, why);
-        (void)json_set(o, "error", json_string("not_ready"));
-        (void)json_set(o, "message", json_string(msg));
-        json_t *tail = json_stringn(op->out.data ? op->out.data : "", op->out.len);
-        (void)json_set(o, "output", tail ? tail : json_string(""));
-        api_json(op->req, 504, o);
-    }
-    if (e)
-        table_kill(e);
-    ready_free(op);
+    log_warn("sandbox=%s: start_cmd could not start: %s", sandbox_id(sb), msg);
 }
 
-static void
-ready_wake(void *ud)
-{
-    struct ready_op *op = ud;
-    for (;;) {
-        struct proc_chunk ch;
-        int r = proc_reader_peek(op->reader, 65536, &ch);
-        if (r == 1) {
-            size_t room = READY_OUTPUT_MAX - op->out.len;
-            if (ch.stream && room)
-                (void)buf_put(&op->out, ch.data, ch.len < room ? ch.len : room);
-            proc_reader_consume(op->reader, ch.len);
-            continue;
-        }
-        if (r != -ENODATA)
-            return;
-        struct proc *p = proc_reader_proc(op->reader);
-        const struct proc_result *res = p ? proc_get_result(p) : NULL;
-        proc_reader_free(op->reader);
-        op->reader = NULL;
-        if (res && res->exit_code == 0) {
-            ready_answer(op);
-            return;
-        }
-        if (now_msec() >= op->deadline_ms) {
-            ready_fail(op, res ? "it kept failing" : "the sandbox ended");
-            return;
-        }
-        (void)loop_timer_arm(op->timer, now_msec() + READY_PAUSE_MS);
-        return;
-    }
-}
-
-static void
-ready_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *ud)
-{
-    struct ready_op *op = ud;
-    (void)sb;
-    if (r < 0 || proc_reader_new(p, 0, ready_wake, op, &op->reader) < 0) {
-        ready_fail(op, err && err->msg[0] ? err->msg : "it could not start");
-        return;
-    }
-    ready_wake(op);
-}
-
-static void
-ready_poll(struct ready_op *op)
-{
-    struct entry *e = api_find(op->api, NULL, op->id);
-    if (!e) {
-        ready_fail(op, "the sandbox ended");
-        return;
-    }
-    const char *argv[] = {"/bin/sh", "-c", op->cmd, NULL};
-    struct sandbox_exec x = {.argv = argv, .timeout_ms = READY_TRY_MS};
-    buf_reset(&op->out);
-    op->tries++;
-    struct err err = {0};
-    if (sandbox_exec(e->sb, &x, ready_started, op, &err) < 0)
-        ready_fail(op, err.msg[0] ? err.msg : "it could not start");
-}
-
-static void
-on_ready_timer(struct loop_timer *t, void *ud)
-{
-    (void)t;
-    ready_poll(ud);
-}
-
-static void
-start_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *ud)
-{
-    (void)p;
-    (void)ud;
-    if (r < 0)
-        log_warn("sandbox=%s: start_cmd could not start: %s", sandbox_id(sb), err ? err->msg : "");
-}
+static const struct template_start_ops start_ops = {.failed = start_failed};
 
 void
 api_template_start(struct api *a, struct entry *e, struct http_req *req, json_t *answer)
 {
     const struct template *t = e->tmpl;
-    if (t && t->start_cmd) {
-        const char *argv[] = {"/bin/sh", "-c", t->start_cmd, NULL};
-        struct sandbox_exec x = {.argv = argv, .background = true};
-        struct err err = {0};
-        if (sandbox_exec(e->sb, &x, start_started, NULL, &err) < 0)
-            log_warn("sandbox=%s: start_cmd could not start: %s", e->id, err.msg);
-    }
+    template_start_cmd(e->sb, t, &start_ops);
     if (!t || !t->ready_cmd) {
         if (req) {
             api_json(req, 201, answer);
@@ -586,8 +496,7 @@ api_template_start(struct api *a, struct entry *e, struct http_req *req, json_t 
         return;
     }
     struct ready_op *op = calloc(1, sizeof(*op));
-    if (!op || loop_timer_new(a->loop, on_ready_timer, op, &op->timer) < 0) {
-        free(op);
+    if (!op) {
         if (req) {
             api_error(req, -ENOMEM, NULL);
             http_req_unref(req);
@@ -599,9 +508,14 @@ api_template_start(struct api *a, struct entry *e, struct http_req *req, json_t 
     (void)snprintf(op->id, sizeof(op->id), "%s", e->id);
     op->req = req;
     op->answer = answer;
-    op->cmd = t->ready_cmd;
-    op->total_ms = a->cfg.ready_timeout_ms ? a->cfg.ready_timeout_ms : READY_TOTAL_MS;
-    op->deadline_ms = now_msec() + op->total_ms;
-    buf_init(&op->out, READY_OUTPUT_MAX + 1);
-    ready_poll(op);
+    if (template_poll_ready(a->loop, t, a->cfg.ready_timeout_ms, &ready_ops, op) < 0) {
+        op->req = NULL;
+        op->answer = NULL;
+        free(op);
+        if (req) {
+            api_error(req, -ENOMEM, NULL);
+            http_req_unref(req);
+        }
+        json_decref(answer);
+    }
 }
