@@ -84,8 +84,8 @@ struct api {
     unsigned ports_slot; /* e->ext[] of the port proxy (its pinned netns) */
     struct api_metrics m;
     struct ports *ports;     /* the port proxy's state (ports.c), made on first use */
-    struct e2b_snaps *snaps; /* e2b-snapshots.c: its worker and store, made on first use */
-    uint32_t inotify_open;   /* e2b-watch.c: inotify instances its watches hold */
+    struct e2b_snaps *snaps; /* e2b/snapshots.c: its worker and store, made on first use */
+    uint32_t inotify_open;   /* e2b/watch.c: inotify instances its watches hold */
     uint64_t started_wall_ms;
 };
 

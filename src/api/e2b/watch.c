@@ -1,5 +1,5 @@
 /*
- * e2b-watch.c - envd's filesystem.Filesystem/WatchDir: inotify from the host.
+ * watch.c - envd's filesystem.Filesystem/WatchDir: inotify from the host.
  *
  * The watched directory lives in the sandbox's mount namespace, so it is
  * opened through vfs inside the sandbox's pinned root and watched through
@@ -44,6 +44,8 @@
  * the kernel's limit: past either a watch answers resource_exhausted, and
  * the host's own services keep theirs.
  */
+#include "sandbox/watch.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -57,7 +59,6 @@
 #include "api/e2b/e2b-internal.h"
 #include "http/connect.h"
 #include "sandbox/vfs.h"
-#include "sandbox/watch.h"
 #include "template/template.h"
 #include "util/cleanup.h"
 #include "util/fd.h"

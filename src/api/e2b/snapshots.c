@@ -1,5 +1,5 @@
 /*
- * e2b-snapshots.c - E2B snapshots: a sandbox's writable files kept on the
+ * snapshots.c - E2B snapshots: a sandbox's writable files kept on the
  * host, and new sandboxes made from them.
  *
  * The store itself (the layout in <state_dir>/snapshots/, info.json, the
