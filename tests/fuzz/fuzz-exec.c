@@ -9,7 +9,7 @@
  *     empty), env as "K=V" of the body's "env" (K not empty, no '=' in
  *     it), cwd within 4096 bytes, stdin within PROC_STDIN_MAX, "user"
  *     root exactly when it said "root", and timeouts within 7 days.
- *   1 api_render_command() (api/templates.c), POST .../commands/{name}:
+ *   1 api_render_command() (api/wire/templates.c), POST .../commands/{name}:
  *     the body is the "args" object for a fixed command; 0, -EINVAL or
  *     -E2BIG with a message; a rendered line holds every string value
  *     single-quoted (command_quote()), and only declared arguments with
