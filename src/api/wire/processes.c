@@ -1,5 +1,5 @@
 /*
- * wire-sandboxes.c - exec and the process table on the native wire.
+ * processes.c - exec and the process table on the native wire.
  *
  * POST /v1/sandboxes/{id}/exec streams NDJSON: {"pid"} first, then
  * {"stdout"|"stderr": base64, "offset"} as output arrives, and last the
