@@ -428,11 +428,22 @@ struct ready_op {
     json_t *answer;
 };
 
+/* op's sandbox while it is ready, as api_find() finds it, answering nothing
+ * (this part is the core's: both surfaces call api_template_start()). */
+static struct entry *
+ready_entry(struct ready_op *op)
+{
+    struct entry *e = table_find(op->api->table, op->id);
+    if (!e || e->state != E_READY)
+        return NULL;
+    table_touch(e);
+    return e;
+}
+
 static struct sandbox *
 ready_find(void *ud)
 {
-    struct ready_op *op = ud;
-    struct entry *e = api_find(op->api, NULL, op->id);
+    struct entry *e = ready_entry(ud);
     return e ? e->sb : NULL;
 }
 
@@ -447,7 +458,7 @@ ready_done(void *ud, const struct template_ready *res)
             op->answer = NULL;
         }
     } else {
-        struct entry *e = api_find(op->api, NULL, op->id);
+        struct entry *e = ready_entry(op);
         log_warn("sandbox=%s: ready_cmd did not succeed (%s): removing it", op->id, res->why);
         if (op->req && !http_req_closed(op->req)) {
             json_t *o = json_object();
