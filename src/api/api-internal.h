@@ -89,7 +89,7 @@ struct api {
     uint64_t started_wall_ms;
 };
 
-/* templates.c: e is ready: runs its template's start_cmd in the background
+/* core/create.c: e is ready: runs its template's start_cmd in the background
  * and, with a ready_cmd, polls it; then answers req (may be NULL) 201 with
  * answer (stolen), or 504 not_ready and kills e when ready_cmd never
  * succeeds. Takes over the caller's reference on req. */
