@@ -25,16 +25,6 @@
 
 /* --- JSON of a process --- */
 
-static json_t *
-time_or_null(uint64_t ms)
-{
-    char b[40];
-    if (!ms)
-        return json_null();
-    format_rfc3339(ms, b, sizeof(b));
-    return json_string(b);
-}
-
 json_t *
 api_proc_json(struct proc *p)
 {
@@ -56,8 +46,8 @@ api_proc_json(struct proc *p)
     (void)json_set(o, "signal", res && res->signal ? json_integer(res->signal) : json_null());
     (void)json_set(o, "timed_out", json_boolean(res && res->timed_out));
     (void)json_set(o, "oom_killed", json_boolean(res && res->oom_killed));
-    (void)json_set(o, "started_at", time_or_null(proc_started_wall_ms(p)));
-    (void)json_set(o, "ended_at", time_or_null(res ? proc_ended_wall_ms(p) : 0));
+    (void)json_set(o, "started_at", api_time_json_or_null(proc_started_wall_ms(p)));
+    (void)json_set(o, "ended_at", api_time_json_or_null(res ? proc_ended_wall_ms(p) : 0));
     (void)json_set(o, "duration_ms",
                    res ? json_integer((json_int_t)res->duration_ms) : json_null());
     (void)json_set(o, "output_start", json_integer((json_int_t)proc_output_start(p)));
