@@ -47,6 +47,12 @@ test: deps
 bench: deps all
 	./bench/run.sh
 
+# Mutation fuzzing (scripts/fuzz.sh, docs/testing.md): every target for
+# FUZZ_SECONDS (default 60), or FUZZ_TARGETS="connect tar"; grows the corpora.
+.PHONY: fuzz
+fuzz:
+	./scripts/fuzz.sh
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 

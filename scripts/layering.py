@@ -4,7 +4,8 @@
 Every project include is written "piece/header.h" (relative to src/, or
 "abx/..." for the public headers in include/). A file of piece P may
 include headers of P and of the pieces below P, as BELOW says - nothing
-else. A piece's *-internal.h is for its own files only. Files of the sub-
+else, and headers ONLY names only from the pieces it names. A piece's
+*-internal.h is for its own files only. Files of the sub-
 pieces of a piece (src/P/<sub>/...) may not include each other in a
 circle. Prints every violation as file:line and exits 1 if there is one.
 
@@ -33,7 +34,7 @@ BELOW = {
     'toolkit': ['tools', 'util', 'abx'],
     'template': ['sandbox', 'util'],
     'cluster': ['sandbox', 'store'],
-    'api': ['workspace', 'sync', 'sandbox', 'snapshot', 'store', 'jail', 'http', 'tools',
+    'api': ['workspace', 'sync', 'sandbox', 'snapshot', 'store', 'http', 'tools',
             'template', 'net', 'image', 'cluster'],
     'abxd': ['api'],
     'client': ['util', 'abx'],
@@ -43,6 +44,15 @@ BELOW = {
     # part that runs in sandboxes (abx-template-run), so no jail code.
     'cli': ['client', 'template', 'tools', 'toolkit'],
     'abx': [],
+}
+
+# Headers only some pieces may include, whatever lies below them: the jail
+# is the local sandbox's business, so above sandbox/ nothing names a jail
+# type - except abxd, the composition root, which makes the jail host and
+# hands it to sandbox_host_new() (sandbox/sandbox-local.h).
+ONLY = {
+    'jail/': {'jail', 'sandbox', 'abxd'},
+    'sandbox/sandbox-local.h': {'sandbox', 'abxd'},
 }
 
 
@@ -89,6 +99,10 @@ def main():
                     continue
                 if q != piece and q not in allowed.get(piece, set()):
                     bad.append(f'{where}: "{inc}": {piece} may not use {q} (not below it)')
+                for prefix, who in ONLY.items():
+                    if inc.startswith(prefix) and piece not in who:
+                        bad.append(f'{where}: "{inc}": only {", ".join(sorted(who))} may '
+                                   f'include it')
                 if q != piece and parts[-1].endswith('-internal.h'):
                     bad.append(f'{where}: "{inc}": {q}\'s internal header, outside {q}')
                 # sub-pieces: src/P/<sub>/file including src/P/<other>/...

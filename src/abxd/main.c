@@ -27,7 +27,7 @@
 #include "api/api.h"
 #include "http/server.h"
 #include "jail/jail.h"
-#include "sandbox/sandbox.h"
+#include "sandbox/sandbox-local.h"
 #include "sync/sync.h"
 #include "template/set.h"
 #include "tools/registry.h"

@@ -81,7 +81,7 @@ struct api_create_req {
     json_t *env;  /* string map, borrowed, may be NULL */
     json_t *meta; /* string map, borrowed, may be NULL */
     uint64_t timeout_s;
-    struct jail_limits lim;
+    struct sandbox_limits lim;
     json_t *(*answer)(struct api *a, struct entry *e); /* NULL = the native answer */
 };
 /* Starts creating a sandbox; req (may be NULL) is answered when it is ready
@@ -94,7 +94,7 @@ int api_create(struct api *a, struct http_req *req, const struct api_create_req 
  * bound). */
 int api_decode_disk_mb(struct api *a, json_t *body, uint64_t *ret_bytes, struct err *err);
 /* Applies template t's resources over lim. */
-void api_template_limits(struct api *a, const struct template *t, struct jail_limits *lim);
+void api_template_limits(struct api *a, const struct template *t, struct sandbox_limits *lim);
 
 struct api {
     struct loop *loop;
@@ -195,10 +195,11 @@ void api_template_build(struct api *a, struct http_req *req, const struct api_sc
 /* templates.c: the file system of a sandbox of t (its layers, disk_mb), in
  * storage buf; NULL for the default one. */
 struct api_fs {
-    struct jail_fs fs;
-    const char *layers[JAIL_MAX_LAYERS];
+    struct sandbox_fs fs;
+    const char *layers[SANDBOX_MAX_LAYERS];
 };
-const struct jail_fs *api_template_fs(struct api *a, const struct template *t, struct api_fs *buf);
+const struct sandbox_fs *api_template_fs(struct api *a, const struct template *t,
+                                         struct api_fs *buf);
 /* templates.c: GET /v1/templates[/{name}], POST /v1/templates (path is the whole path). */
 void wire_templates(struct api *a, struct http_req *req, const char *path,
                     const struct api_scope *scope);

@@ -180,7 +180,7 @@ api_entry_json(struct api *a, struct entry *e, bool with_usage)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    const struct jail_limits *l = sandbox_limits(e->sb);
+    const struct sandbox_limits *l = sandbox_limits(e->sb);
     (void)json_set(o, "id", json_string(e->id));
     (void)json_set(o, "template", json_string(e->tmpl ? e->tmpl->name : "base"));
     (void)json_set(o, "capabilities", api_caps_json(e->caps));
@@ -202,7 +202,7 @@ api_entry_json(struct api *a, struct entry *e, bool with_usage)
             o, "processes",
             json_integer((json_int_t)(e->state == E_READY ? sandbox_proc_count(e->sb, true) : 0)));
     if (with_usage && e->state == E_READY) {
-        struct cgroup_stats st;
+        struct sandbox_stats st;
         if (sandbox_stats(e->sb, &st) == 0) {
             json_t *u = json_object();
             (void)json_set(u, "memory_bytes", json_integer((json_int_t)st.memory_bytes));
@@ -210,7 +210,7 @@ api_entry_json(struct api *a, struct entry *e, bool with_usage)
             (void)json_set(u, "cpu_usec", json_integer((json_int_t)st.cpu_usec));
             (void)json_set(u, "oom_kills", json_integer((json_int_t)st.oom_kills));
             uint64_t disk;
-            if (jail_disk_usage(sandbox_jail(e->sb), &disk) == 0)
+            if (sandbox_disk_usage(e->sb, &disk) == 0)
                 (void)json_set(u, "disk_bytes", json_integer((json_int_t)disk));
             (void)json_set(o, "usage", u);
         }
@@ -234,7 +234,7 @@ valid_env_key(const char *k)
 
 /* Decodes cpu/memory_mb/pids/disk_mb into l (keeping what is absent). */
 static int
-decode_limits(struct api *a, json_t *body, struct jail_limits *l, struct err *err)
+decode_limits(struct api *a, json_t *body, struct sandbox_limits *l, struct err *err)
 {
     double cpu;
     uint64_t mem, pids, disk;
@@ -338,9 +338,9 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
         (void)json_set(tj, "total_ms", json_real(t->total_us / 1000.0));
         (void)json_set(tj, "from_pool", json_boolean(t->from_pool));
         if (!t->from_pool) {
-            (void)json_set(tj, "prepare_ms", json_real(t->jail.prepare_us / 1000.0));
-            (void)json_set(tj, "clone_ms", json_real(t->jail.clone_us / 1000.0));
-            (void)json_set(tj, "init_ms", json_real(t->jail.init_us / 1000.0));
+            (void)json_set(tj, "prepare_ms", json_real(t->prepare_us / 1000.0));
+            (void)json_set(tj, "clone_ms", json_real(t->clone_us / 1000.0));
+            (void)json_set(tj, "init_ms", json_real(t->init_us / 1000.0));
         }
         (void)json_set(o, "timings", tj);
     } else {
@@ -504,7 +504,7 @@ out:
 }
 
 void
-api_template_limits(struct api *a, const struct template *t, struct jail_limits *lim)
+api_template_limits(struct api *a, const struct template *t, struct sandbox_limits *lim)
 {
     double tcpu;
     uint64_t tmem, tpids;
@@ -548,7 +548,7 @@ update_done(struct http_req *req, const char *body, size_t len)
     struct err err = {0};
     json_t *j = NULL;
     uint64_t timeout;
-    struct jail_limits lim;
+    struct sandbox_limits lim;
     int r, has_timeout;
 
     struct entry *e = api_find(a, req, q->id);

@@ -48,7 +48,7 @@ struct e2b_cold {
     const struct api_scope *scope;
     json_t *meta;
     uint64_t created_wall_ms, timeout_s;
-    struct jail_limits lim;
+    struct sandbox_limits lim;
     char snap[64];      /* its files while paused, "" while it runs */
     struct entry *live; /* the sandbox it runs as, NULL while paused */
     bool resuming;
@@ -109,6 +109,16 @@ void e2b_snapshots_entry_gone(struct entry *e);
 
 /* e2b-platform.c: the platform REST API (X-API-KEY). */
 void e2b_platform(struct api *a, struct http_req *req, const char *path);
+/* A listing's ?metadata= filter: "k=v&k2=v2", each side form-decoded and
+ * then percent-decoded once more (as E2B's SDKs send it). keys[i] and
+ * vals[i] point into buf. -EINVAL with err when too long, past 32 pairs or
+ * a pair has no '='. */
+struct e2b_meta_filter {
+    char buf[2048];
+    const char *keys[32], *vals[32];
+    size_t n;
+};
+int e2b_meta_filter_parse(struct e2b_meta_filter *m, const char *v, struct err *err);
 
 /* e2b-envd.c: envd requests for the sandbox named by E2b-Sandbox-Id, and
  * signed /files URLs. */

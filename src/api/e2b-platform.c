@@ -94,7 +94,7 @@ e2b_entry_dying(struct entry *e)
     if (!e->e2b)
         return;
     if (e->state == E_DYING) {
-        /* The kill thaws a frozen sandbox (jail_kill). */
+        /* The kill thaws a frozen sandbox (sandbox.h). */
         e->e2b->paused = false;
         e->e2b->snapshotting = false;
     }
@@ -175,7 +175,7 @@ sandbox_json(struct api *a, struct entry *e)
 static json_t *
 detail_json(struct api *a, struct entry *e, bool detail)
 {
-    const struct jail_limits *l = sandbox_limits(e->sb);
+    const struct sandbox_limits *l = sandbox_limits(e->sb);
     unsigned cpus = l->cpu_millis ? (l->cpu_millis + 999) / 1000 : a->cfg.host_cpus;
     uint64_t mem = l->memory_bytes ? l->memory_bytes : a->cfg.host_memory_bytes;
     /* The bound of its writable space, else the template's tmpfs size. */
@@ -356,67 +356,65 @@ out:
 
 /* --- list --- */
 
-/* One percent-decoding pass in place ('+' as a space when form is set). */
+static int
+hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)(c | 0x20);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* One percent-decoding pass in place ('+' as a space when form is set):
+ * '%' and exactly two hex digits (not "%00"), else the bytes stay. */
 static void
 pct_decode(char *s, bool form)
 {
     char *w = s;
     for (char *p = s; *p; p++) {
-        if (*p == '%' && p[1] && p[2]) {
-            char hex[3] = {p[1], p[2], 0};
-            char *end;
-            long v = strtol(hex, &end, 16);
-            if (*end == '\0' && v > 0) {
-                *w++ = (char)v;
-                p += 2;
-                continue;
-            }
+        int hi = *p == '%' ? hex_digit(p[1]) : -1, lo = hi >= 0 ? hex_digit(p[2]) : -1;
+        if (lo >= 0 && hi * 16 + lo > 0) {
+            *w++ = (char)(hi * 16 + lo);
+            p += 2;
+            continue;
         }
         *w++ = form && *p == '+' ? ' ' : *p;
     }
     *w = '\0';
 }
 
+int
+e2b_meta_filter_parse(struct e2b_meta_filter *m, const char *v, struct err *err)
+{
+    m->n = 0;
+    if (strlen(v) >= sizeof(m->buf))
+        return err_set(err, EINVAL, "'metadata' is too long");
+    strcpy(m->buf, v);
+    char *save = NULL;
+    for (char *pair = strtok_r(m->buf, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+        if (m->n == ELEMENTSOF(m->keys))
+            return err_set(err, EINVAL, "'metadata' has too many pairs");
+        char *eq = strchr(pair, '=');
+        if (!eq)
+            return err_set(err, EINVAL, "'metadata' must be key=value pairs");
+        *eq = '\0';
+        /* form-decoded once, then percent-decoded once more */
+        pct_decode(pair, true);
+        pct_decode(eq + 1, true);
+        pct_decode(pair, false);
+        pct_decode(eq + 1, false);
+        m->keys[m->n] = pair;
+        m->vals[m->n++] = eq + 1;
+    }
+    return 0;
+}
+
 struct filter {
-    char meta_buf[2048];
-    const char *keys[32], *vals[32];
-    size_t n_meta;
+    struct e2b_meta_filter meta;
     bool running, paused;
     uint64_t started_after;
     const char *tmpl;
 };
-
-static int
-parse_rfc3339(const char *s, uint64_t *ret_ms)
-{
-    struct tm tm = {0};
-    const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (!p)
-        return -EINVAL;
-    uint64_t ms = 0;
-    if (*p == '.') {
-        int digits = 0;
-        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-            if (digits < 3)
-                ms = ms * 10 + (uint64_t)(*p - '0');
-        for (; digits < 3; digits++)
-            ms *= 10;
-    }
-    long off = 0;
-    if (*p == '+' || *p == '-') {
-        int hh, mm;
-        if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
-            return -EINVAL;
-        off = (hh * 3600L + mm * 60L) * (*p == '-' ? -1 : 1);
-    } else if (*p != 'Z' && *p != 'z') {
-        return -EINVAL;
-    }
-    time_t t = timegm(&tm) - off;
-    if (t < 0)
-        t = 0;
-    *ret_ms = (uint64_t)t * 1000u + ms;
-    return 0;
-}
 
 static int
 decode_filter(struct http_req *req, struct filter *f, struct err *err)
@@ -430,28 +428,8 @@ decode_filter(struct http_req *req, struct filter *f, struct err *err)
     if ((v = http_req_query(req, "startedAfter")) && *v && parse_rfc3339(v, &f->started_after) < 0)
         return err_set(err, EINVAL, "'startedAfter' must be an RFC 3339 time");
     f->tmpl = http_req_query(req, "template");
-    if ((v = http_req_query(req, "metadata")) && *v) {
-        if (strlen(v) >= sizeof(f->meta_buf))
-            return err_set(err, EINVAL, "'metadata' is too long");
-        strcpy(f->meta_buf, v);
-        char *save = NULL;
-        for (char *pair = strtok_r(f->meta_buf, "&", &save); pair;
-             pair = strtok_r(NULL, "&", &save)) {
-            if (f->n_meta == ELEMENTSOF(f->keys))
-                return err_set(err, EINVAL, "'metadata' has too many pairs");
-            char *eq = strchr(pair, '=');
-            if (!eq)
-                return err_set(err, EINVAL, "'metadata' must be key=value pairs");
-            *eq = '\0';
-            /* form-decoded once, then percent-decoded once more */
-            pct_decode(pair, true);
-            pct_decode(eq + 1, true);
-            pct_decode(pair, false);
-            pct_decode(eq + 1, false);
-            f->keys[f->n_meta] = pair;
-            f->vals[f->n_meta++] = eq + 1;
-        }
-    }
+    if ((v = http_req_query(req, "metadata")) && *v)
+        return e2b_meta_filter_parse(&f->meta, v, err);
     return 0;
 }
 
@@ -482,9 +460,9 @@ matches(struct api *a, const struct item *it, const struct filter *f, const stru
         if (!t || t != et)
             return false;
     }
-    for (size_t i = 0; i < f->n_meta; i++) {
-        json_t *v = json_object_get(meta, f->keys[i]);
-        if (!v || !json_is_string(v) || strcmp(json_string_value(v), f->vals[i]))
+    for (size_t i = 0; i < f->meta.n; i++) {
+        json_t *v = json_object_get(meta, f->meta.keys[i]);
+        if (!v || !json_is_string(v) || strcmp(json_string_value(v), f->meta.vals[i]))
             return false;
     }
     return true;
@@ -1027,7 +1005,7 @@ struct fork {
     char alias[128];
     char snap[64];
     uint64_t timeout_s;
-    struct jail_limits lim;
+    struct sandbox_limits lim;
     size_t n, pending;
     json_t *items; /* n slots, null until known */
     struct fork_child {
@@ -1205,11 +1183,11 @@ metrics(struct api *a, struct http_req *req, struct entry *e)
     if ((v = http_req_query(req, "end")))
         end = strtoull(v, NULL, 10) * 1000u;
     json_t *arr = json_array();
-    struct cgroup_stats st;
+    struct sandbox_stats st;
     /* One live sample, read from the cgroup now, when now is in range. */
     if (now + 10000 >= start && now <= end + 10000 && end + 10000 >= e->created_wall_ms &&
         sandbox_stats(e->sb, &st) == 0) {
-        const struct jail_limits *l = sandbox_limits(e->sb);
+        const struct sandbox_limits *l = sandbox_limits(e->sb);
         unsigned cpus = l->cpu_millis ? (l->cpu_millis + 999) / 1000 : a->cfg.host_cpus;
         double life_us = (double)(now - e->created_wall_ms) * 1000.0 + 1.0;
         double pct = (double)st.cpu_usec / life_us / (cpus ? cpus : 1) * 100.0;
@@ -1224,7 +1202,7 @@ metrics(struct api *a, struct http_req *req, struct entry *e)
                                                                  : a->cfg.host_memory_bytes)));
         (void)json_set(m, "memCache", json_integer(0));
         uint64_t used = 0;
-        (void)jail_disk_usage(sandbox_jail(e->sb), &used);
+        (void)sandbox_disk_usage(e->sb, &used);
         (void)json_set(m, "diskUsed", json_integer((json_int_t)used));
         (void)json_set(m, "diskTotal", json_integer((json_int_t)l->disk_bytes));
         (void)json_array_append_new(arr, m);

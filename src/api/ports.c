@@ -37,7 +37,6 @@
 #include "api/api-internal.h"
 #include "api/e2b-internal.h"
 #include "http/relay.h"
-#include "jail/jail.h"
 #include "template/template.h"
 #include "util/json.h"
 #include "util/log.h"

@@ -271,7 +271,7 @@ api_template_build(struct api *a, struct http_req *req, const struct api_scope *
                       "application/x-tar)");
         return;
     }
-    if (jail_host_mode(sandbox_host_jail(a->sh)) != JAIL_NS) {
+    if (!sandbox_host_has_layers(a->sh)) {
         api_error_msg(req, 501, "not_implemented",
                       "building templates needs the ns isolation mode");
         return;

@@ -162,7 +162,7 @@ template_json(const struct api *a, const struct template *t, bool full,
     return o;
 }
 
-const struct jail_fs *
+const struct sandbox_fs *
 api_template_fs(struct api *a, const struct template *t, struct api_fs *buf)
 {
     uint64_t disk = 0;
@@ -170,7 +170,7 @@ api_template_fs(struct api *a, const struct template *t, struct api_fs *buf)
     for (const struct template *c = t; c && !disk;
          c = strcmp(c->base, TEMPLATE_BASE_HOST) ? template_set_find(a->templates, c->base) : NULL)
         disk = c->disk_mb;
-    buf->fs.nlayers = template_layers(a->templates, t, buf->layers, JAIL_MAX_LAYERS);
+    buf->fs.nlayers = template_layers(a->templates, t, buf->layers, SANDBOX_MAX_LAYERS);
     buf->fs.layers = buf->layers;
     buf->fs.disk_bytes = disk << 20;
     return buf->fs.nlayers || disk ? &buf->fs : NULL;

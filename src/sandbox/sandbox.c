@@ -1,642 +1,116 @@
 /*
- * sandbox.c - the local Sandbox: a jail, a warm pool, and a process table.
+ * sandbox.c - the Sandbox interface: each sandbox.h call dispatched to the
+ * implementation behind the host or sandbox (sandbox-internal.h).
+ *
+ * Nothing here knows an implementation. The workspace file operations are
+ * written once, on the implementation's "user" fileops handle.
  */
 #include "sandbox/sandbox.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/openat2.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <termios.h>
-#include <unistd.h>
 
-#include "jail/rootfs.h"
-#include "sandbox/fileops.h"
+#include "sandbox/sandbox-internal.h"
 #include "sandbox/vfs.h"
-#include "util/cleanup.h"
-#include "util/fd.h"
-#include "util/parse.h"
-#include "util/path.h"
-#include "util/rand.h"
-#include "util/timeutil.h"
 
-#define POOL_RETRY_MS 1000 /* after a pool jail failed to start */
-
-/* The static abx-fileops binary, embedded by fileops-blob.S. */
-extern const char abx_fileops_blob[];
-extern const char abx_fileops_blob_end[];
-#define POOL_REFILL_MS 5 /* after handing one out: let the answer go first */
-
-struct pooled {
-    struct list link;
-    struct sandbox_host *host;
-    struct jail *jail;
-    bool ready;
-};
-
-struct sandbox_host {
-    struct loop *loop;
-    struct jail_host *jh;
-    struct sandbox_host_config cfg;
-    struct list pool;
-    uint32_t pool_ready, pool_creating;
-    bool draining;
-    struct loop_timer *retry;
-    int null_fd;        /* stdin of processes given none */
-    int fileops_image;  /* the abx-fileops helper (a sealed memfd) */
-    char path_env[512]; /* "PATH=..." every exec starts from */
-    uint32_t fds;       /* charged by jails and processes, see sandbox.h */
-    uint32_t fd_budget; /* 0 = no bound */
-};
-
-struct entry {
-    struct list link;
-    struct proc *p;
-    pid_t pid;
-    bool exited;
-    unsigned fds; /* charged to the sandbox until the process ends */
-};
-
-struct pending {
-    struct list link;
-    uint64_t token;
-    struct proc *p;
-    sandbox_exec_fn cb;
-    void *ud;
-    unsigned fds;
-};
-
-enum sb_state { SB_CREATING, SB_READY, SB_DYING, SB_GONE };
-
-struct sandbox {
-    struct sandbox_host *host;
-    char id[64];
-    struct jail *jail;
-    enum sb_state state;
-    bool was_ready;
-    struct jail_limits limits;
-    char **env;
-    size_t nenv;
-    struct list procs;
-    size_t nrunning, nexited;
-    struct list pending;
-    size_t npending;         /* spawns init has not answered: they count as running */
-    uint32_t fds;            /* what its processes hold, charged in sandbox_exec() */
-    struct proc_rate unread; /* shared by its processes (proc.h) */
-    uint64_t next_token;
-    sandbox_ready_fn ready;
-    void *ready_ud;
-    sandbox_gone_fn gone;
-    void *gone_ud;
-    uint64_t t0;
-    struct sandbox_timings timings;
-    uint64_t oom_seen;     /* the cgroup's OOM-kill count when last looked at */
-    int view_fd;           /* the sandbox's "/" (see pin_view()), or -errno */
-    struct fileops *fo[2]; /* file work as "user" [0] and as root [1]; made on first use */
-};
-
-static const struct jail_callbacks sandbox_jail_cb;
-static void pool_refill(struct sandbox_host *h);
-
-/* --- descriptors --- */
-
-static bool
-host_fds_fit(const struct sandbox_host *h, unsigned n)
-{
-    return !h->fd_budget || h->fds + n <= h->fd_budget;
-}
-
-static void
-host_fds_release(struct sandbox_host *h, unsigned n)
-{
-    h->fds = n < h->fds ? h->fds - n : 0;
-}
-
-/* jail_create() with its descriptors charged to the host. */
-static int
-host_jail_create(struct sandbox_host *h, const char *id, const struct jail_limits *limits,
-                 const struct jail_fs *fs, const struct jail_callbacks *cb, void *ud,
-                 struct jail **ret, struct err *err)
-{
-    if (!host_fds_fit(h, SANDBOX_JAIL_FDS))
-        return err_set(err, EMFILE,
-                       "abxd has no descriptors left for another sandbox (%u of %u in use)", h->fds,
-                       h->fd_budget);
-    int r = jail_create(h->jh, h->loop, id, limits, fs, cb, ud, ret, err);
-    if (r == 0)
-        h->fds += SANDBOX_JAIL_FDS;
-    return r;
-}
-
-static void
-host_jail_free(struct sandbox_host *h, struct jail *j)
-{
-    if (!j)
-        return;
-    host_fds_release(h, SANDBOX_JAIL_FDS);
-    jail_free(j);
-}
-
-/* A process's descriptors, charged in sandbox_exec(), come back when it
- * ends (or never started). */
-static void
-fds_release(struct sandbox *sb, unsigned n)
-{
-    sb->fds = n < sb->fds ? sb->fds - n : 0;
-    host_fds_release(sb->host, n);
-}
-
-void
-sandbox_host_set_fd_budget(struct sandbox_host *h, uint32_t budget)
-{
-    h->fd_budget = budget;
-}
-
-uint32_t
-sandbox_host_fds(const struct sandbox_host *h)
-{
-    return h->fds;
-}
-
-uint32_t
-sandbox_fd_limit(const struct sandbox_host *h)
-{
-    if (!h->fd_budget)
-        return SANDBOX_MAX_FDS;
-    return MIN((uint32_t)SANDBOX_MAX_FDS, h->fd_budget / SANDBOX_FD_SHARE);
-}
-
-/* --- pool --- */
-
-static void
-pool_ready(struct jail *j, int r, const struct err *err, void *ud)
-{
-    struct pooled *pj = ud;
-    struct sandbox_host *h = pj->host;
-    (void)err;
-
-    h->pool_creating--;
-    if (r < 0) {
-        list_remove(&pj->link);
-        host_jail_free(h, j);
-        free(pj);
-        if (!h->draining)
-            (void)loop_timer_arm(h->retry, now_msec() + POOL_RETRY_MS);
-        return;
-    }
-    pj->ready = true;
-    h->pool_ready++;
-    if (h->draining) {
-        jail_kill(j);
-        return;
-    }
-    pool_refill(h);
-}
-
-static void
-pool_gone(struct jail *j, void *ud)
-{
-    struct pooled *pj = ud;
-    struct sandbox_host *h = pj->host;
-
-    if (pj->ready)
-        h->pool_ready--;
-    list_remove(&pj->link);
-    host_jail_free(h, j);
-    free(pj);
-    pool_refill(h);
-}
-
-static const struct jail_callbacks pool_cb = {
-        .ready = pool_ready,
-        .gone = pool_gone,
-};
-
-/* For a warm jail we could not hand out: free it once it is gone. ud is
- * the host. */
-static void
-discard_ready(struct jail *j, int r, const struct err *err, void *ud)
-{
-    (void)err;
-    if (r < 0)
-        host_jail_free(ud, j);
-}
-
-static void
-discard_gone(struct jail *j, void *ud)
-{
-    host_jail_free(ud, j);
-}
-
-static const struct jail_callbacks discard_cb = {
-        .ready = discard_ready,
-        .gone = discard_gone,
-};
-
-static void
-pool_refill(struct sandbox_host *h)
-{
-    /* One at a time: creation work stays off the request path. */
-    if (h->draining || h->pool_creating > 0 || h->pool_ready + h->pool_creating >= h->cfg.pool_size)
-        return;
-    struct pooled *pj = calloc(1, sizeof(*pj));
-    char id[21];
-    if (!pj || rand_id(id, 20) < 0) {
-        free(pj);
-        return;
-    }
-    pj->host = h;
-    struct err err = {0};
-    if (host_jail_create(h, id, &h->cfg.pool_limits, NULL, &pool_cb, pj, &pj->jail, &err) < 0) {
-        free(pj);
-        (void)loop_timer_arm(h->retry, now_msec() + POOL_RETRY_MS);
-        return;
-    }
-    h->pool_creating++;
-    list_add_tail(&h->pool, &pj->link);
-}
-
-static void
-on_retry(struct loop_timer *t, void *ud)
-{
-    (void)t;
-    pool_refill(ud);
-}
-
-static struct jail *
-pool_take(struct sandbox_host *h)
-{
-    list_foreach (l, &h->pool) {
-        struct pooled *pj = list_entry(l, struct pooled, link);
-        if (!pj->ready || !jail_is_ready(pj->jail))
-            continue;
-        struct jail *j = pj->jail;
-        list_remove(&pj->link);
-        h->pool_ready--;
-        free(pj);
-        return j;
-    }
-    return NULL;
-}
+/* --- host --- */
 
 int
-sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_host_config *c,
-                 struct sandbox_host **ret)
+sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec *spec,
+               sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err)
 {
-    struct sandbox_host *h = calloc(1, sizeof(*h));
-    if (!h)
-        return -ENOMEM;
-    h->loop = loop;
-    h->jh = jh;
-    h->cfg = *c;
-    h->cfg.path_prefix = NULL;
-    if ((size_t)snprintf(h->path_env, sizeof(h->path_env), "PATH=%s%s" SANDBOX_DEFAULT_PATH,
-                         c->path_prefix ? c->path_prefix : "",
-                         c->path_prefix ? ":" : "") >= sizeof(h->path_env)) {
-        free(h);
-        return -ENAMETOOLONG;
-    }
-    list_init(&h->pool);
-    h->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    h->fileops_image = jail_image_fd("abx-fileops", abx_fileops_blob,
-                                     (size_t)(abx_fileops_blob_end - abx_fileops_blob), NULL);
-    int r = h->null_fd < 0 ? -errno : h->fileops_image;
-    if (r >= 0)
-        r = loop_timer_new(loop, on_retry, h, &h->retry);
-    if (r < 0) {
-        safe_close(h->null_fd);
-        safe_close(h->fileops_image);
-        free(h);
-        return r;
-    }
-    pool_refill(h);
-    *ret = h;
-    return 0;
+    return h->ops->create(h, id, spec, ready, ud, ret, err);
 }
 
 void
 sandbox_host_drain_pool(struct sandbox_host *h)
 {
-    h->draining = true;
-    loop_timer_disarm(h->retry);
-    list_foreach_safe (l, tmp, &h->pool) {
-        struct pooled *pj = list_entry(l, struct pooled, link);
-        jail_kill(pj->jail); /* pool_gone / pool_ready(error) free it */
-    }
+    if (h->ops->drain_pool)
+        h->ops->drain_pool(h);
 }
 
 struct sandbox_host *
 sandbox_host_free(struct sandbox_host *h)
 {
-    if (!h)
-        return NULL;
-    list_foreach_safe (l, tmp, &h->pool) {
-        struct pooled *pj = list_entry(l, struct pooled, link);
-        list_remove(&pj->link);
-        host_jail_free(h, pj->jail);
-        free(pj);
-    }
-    loop_timer_free(h->retry);
-    safe_close(h->null_fd);
-    safe_close(h->fileops_image);
-    free(h);
+    if (h)
+        h->ops->free(h);
     return NULL;
 }
 
 uint32_t
 sandbox_host_pool_ready(const struct sandbox_host *h)
 {
-    return h->pool_ready;
+    return h->ops->pool_ready ? h->ops->pool_ready(h) : 0;
 }
 
-struct jail_host *
-sandbox_host_jail(const struct sandbox_host *h)
+void
+sandbox_host_set_fd_budget(struct sandbox_host *h, uint32_t budget)
 {
-    return h->jh;
+    if (h->ops->set_fd_budget)
+        h->ops->set_fd_budget(h, budget);
 }
 
-/* --- sandbox lifecycle --- */
-
-static void
-fail_pending(struct sandbox *sb, int r, const char *why)
+uint32_t
+sandbox_host_fds(const struct sandbox_host *h)
 {
-    while (!list_empty(&sb->pending)) {
-        struct pending *pd = list_entry(sb->pending.next, struct pending, link);
-        list_remove(&pd->link);
-        sb->npending--;
-        fds_release(sb, pd->fds);
-        struct err err = {0};
-        (void)err_set(&err, -r, "%s", why);
-        proc_spawn_failed(pd->p);
-        proc_free(pd->p);
-        sandbox_exec_fn cb = pd->cb;
-        void *ud = pd->ud;
-        free(pd);
-        cb(sb, NULL, r, &err, ud);
-    }
+    return h->ops->fds ? h->ops->fds(h) : 0;
 }
 
-/* Pins the root of the sandbox's view once it is ready. Init is our child
- * and not reaped yet (jail_init_pid() turns 0 when it is), so its pid cannot
- * have been reused and /proc/<pid>/root is the root it pivoted into. Only
- * the ns mode has a view of its own: elsewhere init's root is the host's. */
-static void
-pin_view(struct sandbox *sb)
+uint32_t
+sandbox_fd_limit(const struct sandbox_host *h)
 {
-    char p[64];
-    struct stat a, b;
-    pid_t pid = jail_init_pid(sb->jail);
-
-    safe_close(sb->view_fd);
-    sb->view_fd = -EOPNOTSUPP;
-    if (jail_host_mode(sb->host->jh) != JAIL_NS)
-        return;
-    sb->view_fd = -ESRCH;
-    if (pid <= 0)
-        return;
-    (void)snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
-    int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        sb->view_fd = -errno;
-        return;
-    }
-    if (fstat(fd, &a) < 0 || stat("/", &b) < 0 || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
-        safe_close(fd);
-        sb->view_fd = -EXDEV; /* never hand out the host's root */
-        return;
-    }
-    sb->view_fd = fd;
+    return h->ops->fd_limit ? h->ops->fd_limit(h) : SANDBOX_MAX_FDS;
 }
 
-static void
-on_jail_ready(struct jail *j, int r, const struct err *err, void *ud)
+bool
+sandbox_host_has_layers(const struct sandbox_host *h)
 {
-    struct sandbox *sb = ud;
-    (void)j;
-
-    if (r < 0) {
-        sb->state = SB_GONE;
-        sb->ready(sb, r, err, sb->ready_ud);
-        return;
-    }
-    sb->state = SB_READY;
-    sb->was_ready = true;
-    pin_view(sb);
-    sb->timings.jail = *jail_get_timings(j);
-    sb->timings.total_us = now_usec() - sb->t0;
-    sb->ready(sb, 0, NULL, sb->ready_ud);
+    return h->ops->has_layers && h->ops->has_layers(h);
 }
 
-static void
-deferred_ready(void *ud)
+const char *
+sandbox_host_state_dir(const struct sandbox_host *h)
 {
-    struct sandbox *sb = ud;
-    /* Even if it was killed meanwhile: the owner then also hears "gone". */
-    sb->ready(sb, 0, NULL, sb->ready_ud);
-}
-
-static void
-on_jail_gone(struct jail *j, void *ud)
-{
-    struct sandbox *sb = ud;
-    (void)j;
-
-    sb->state = SB_GONE;
-    fail_pending(sb, -ESRCH, "sandbox is gone");
-    list_foreach (l, &sb->procs) {
-        struct entry *e = list_entry(l, struct entry, link);
-        proc_abandon(e->p);
-    }
-    if (sb->gone)
-        sb->gone(sb, sb->gone_ud);
-}
-
-static struct entry *
-find_entry(struct sandbox *sb, pid_t pid)
-{
-    list_foreach (l, &sb->procs) {
-        struct entry *e = list_entry(l, struct entry, link);
-        if (e->pid == pid)
-            return e;
-    }
-    return NULL;
-}
-
-static void
-drop_entry(struct sandbox *sb, struct entry *e)
-{
-    list_remove(&e->link);
-    if (e->exited)
-        sb->nexited--;
-    else
-        sb->nrunning--;
-    fds_release(sb, e->fds);
-    proc_free(e->p);
-    free(e);
-}
-
-static void
-on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
-{
-    struct sandbox *sb = ud;
-    struct pending *pd = NULL;
-    (void)j;
-
-    list_foreach (l, &sb->pending) {
-        struct pending *x = list_entry(l, struct pending, link);
-        if (x->token == token) {
-            pd = x;
-            break;
-        }
-    }
-    if (!pd)
-        return; /* not ours (init is not trusted to echo tokens faithfully) */
-    list_remove(&pd->link);
-    sb->npending--;
-    struct proc *p = pd->p;
-    sandbox_exec_fn cb = pd->cb;
-    void *cud = pd->ud;
-    unsigned fds = pd->fds;
-    free(pd);
-
-    struct entry *old = r == 0 ? find_entry(sb, pid) : NULL;
-    struct entry *e = r == 0 ? calloc(1, sizeof(*e)) : NULL;
-    if (r == 0 && old && !old->exited) {
-        /* Two live processes cannot share a pid: init is lying. */
-        r = -EPROTO;
-        step = "pid";
-    }
-    if (r < 0 || !e) {
-        struct err err = {0};
-        if (r == 0)
-            r = -ENOMEM;
-        if (r == -ENOENT || r == -ENOTDIR)
-            (void)err_set(&err, ENOENT, "cannot start the process: %s failed: %s", step,
-                          strerror(-r));
-        else
-            (void)err_setx(&err, -r, "cannot start the process: %s failed", step);
-        free(e);
-        fds_release(sb, fds);
-        proc_spawn_failed(p);
-        proc_free(p);
-        cb(sb, NULL, r, &err, cud);
-        return;
-    }
-    /* A recycled pid replaces the finished process that last had it. */
-    if (old)
-        drop_entry(sb, old);
-    e->p = p;
-    e->pid = pid;
-    e->fds = fds;
-    list_add_tail(&sb->procs, &e->link);
-    sb->nrunning++;
-    proc_started(p, pid);
-    cb(sb, p, 0, NULL, cud);
-}
-
-static void
-on_exited(struct jail *j, pid_t pid, int status, void *ud)
-{
-    struct sandbox *sb = ud;
-    (void)j;
-    struct entry *e = find_entry(sb, pid);
-    if (e && !e->exited)
-        proc_exited(e->p, status);
-}
-
-static const struct jail_callbacks sandbox_jail_cb = {
-        .ready = on_jail_ready,
-        .spawned = on_spawned,
-        .exited = on_exited,
-        .gone = on_jail_gone,
-};
-
-static int
-copy_env(struct sandbox *sb, const char *const *env)
-{
-    size_t n = 0;
-    while (env && env[n])
-        n++;
-    sb->env = calloc(n + 1, sizeof(char *));
-    if (!sb->env)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        sb->env[i] = strdup(env[i]);
-        if (!sb->env[i])
-            return -ENOMEM;
-    }
-    sb->nenv = n;
-    return 0;
+    return h->ops->state_dir ? h->ops->state_dir(h) : NULL;
 }
 
 int
-sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec *spec,
-               sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err)
+sandbox_host_area_create(struct sandbox_host *h, const char *name, uint64_t limit_bytes,
+                         char *ret_path, size_t n, struct err *err)
 {
-    struct sandbox *sb = calloc(1, sizeof(*sb));
-    struct jail *j = NULL;
-    int r;
+    if (!h->ops->area_create)
+        return err_set(err, EOPNOTSUPP, "the %s sandbox host has no bounded areas", h->ops->name);
+    return h->ops->area_create(h, name, limit_bytes, ret_path, n, err);
+}
 
-    if (!sb)
-        return -ENOMEM;
-    sb->host = h;
-    sb->t0 = now_usec();
-    sb->ready = ready;
-    sb->ready_ud = ud;
-    sb->view_fd = -ESRCH;
-    sb->limits = spec->limits;
-    proc_rate_init(&sb->unread, SANDBOX_UNREAD_RATE, SANDBOX_UNREAD_BURST);
-    list_init(&sb->procs);
-    list_init(&sb->pending);
-    (void)strscpy(sb->id, id, sizeof(sb->id));
-    r = copy_env(sb, spec->env);
-    if (r < 0)
-        goto fail;
+int
+sandbox_host_area_usage(struct sandbox_host *h, const char *name, uint64_t *ret_bytes)
+{
+    return h->ops->area_usage ? h->ops->area_usage(h, name, ret_bytes) : -EOPNOTSUPP;
+}
 
-    j = spec->fs ? NULL : pool_take(h);
-    if (j) {
-        bool same = !memcmp(&spec->limits, &h->cfg.pool_limits, sizeof(spec->limits));
-        r = same ? 0 : jail_set_limits(j, &spec->limits, err);
-        if (r < 0) {
-            jail_set_callbacks(j, &discard_cb, h);
-            jail_kill(j);
-            goto fail;
-        }
-        jail_set_callbacks(j, &sandbox_jail_cb, sb);
-        sb->jail = j;
-        sb->state = SB_READY;
-        sb->was_ready = true;
-        sb->timings.from_pool = true;
-        pin_view(sb);
-        sb->timings.total_us = now_usec() - sb->t0;
-        r = loop_defer(h->loop, deferred_ready, sb);
-        if (r < 0) {
-            /* Its callbacks must not reach sb, which is freed below. */
-            jail_set_callbacks(j, &discard_cb, h);
-            jail_kill(j);
-            sb->jail = NULL;
-            goto fail;
-        }
-    } else {
-        sb->state = SB_CREATING;
-        r = host_jail_create(h, id, &spec->limits, spec->fs, &sandbox_jail_cb, sb, &sb->jail, err);
-        if (r < 0)
-            goto fail;
-    }
-    /* Building the next warm jail costs the loop about a millisecond; do it
-     * after the answer to this create has gone out, not before. */
-    if (!loop_timer_armed(h->retry))
-        (void)loop_timer_arm(h->retry, now_msec() + POOL_REFILL_MS);
-    *ret = sb;
+void
+sandbox_host_area_destroy(struct sandbox_host *h, const char *name)
+{
+    if (h->ops->area_destroy)
+        h->ops->area_destroy(h, name);
+}
+
+/* --- one sandbox --- */
+
+int
+sandbox_init(struct sandbox *sb, const struct sandbox_ops *ops, const char *id,
+             const struct sandbox_limits *limits, struct err *err)
+{
+    /* The id names directories of the implementation's (the jail's, the
+     * memory host's workspace): never a path of its own. */
+    size_t n = strlen(id);
+    if (!n || n >= sizeof(sb->id) || strchr(id, '/') || !strcmp(id, ".") || !strcmp(id, ".."))
+        return err_set(err, EINVAL, "invalid sandbox id '%.64s'", id);
+    *sb = (struct sandbox){.ops = ops, .limits = *limits};
+    memcpy(sb->id, id, n + 1);
     return 0;
-fail:
-    sandbox_free(sb);
-    return r;
 }
 
 void
@@ -649,40 +123,14 @@ sandbox_set_gone_handler(struct sandbox *sb, sandbox_gone_fn fn, void *ud)
 void
 sandbox_kill(struct sandbox *sb)
 {
-    if (sb->state == SB_DYING || sb->state == SB_GONE)
-        return;
-    if (sb->state == SB_READY) {
-        sb->state = SB_DYING;
-        fail_pending(sb, -ESRCH, "sandbox is being killed");
-    }
-    for (int i = 0; i < 2; i++)
-        fileops_shutdown(sb->fo[i]);
-    if (sb->jail)
-        jail_kill(sb->jail);
+    sb->ops->kill(sb);
 }
 
 void
 sandbox_free(struct sandbox *sb)
 {
-    if (!sb)
-        return;
-    fail_pending(sb, -ESRCH, "sandbox is gone");
-    while (!list_empty(&sb->procs))
-        drop_entry(sb, list_entry(sb->procs.next, struct entry, link));
-    for (int i = 0; i < 2; i++) {
-        if (!sb->fo[i])
-            continue;
-        fileops_shutdown(sb->fo[i]);
-        sb->fo[i] = fileops_unref(sb->fo[i]);
-        if (jail_host_mode(sb->host->jh) != JAIL_NONE)
-            host_fds_release(sb->host, SANDBOX_FILEOPS_FDS);
-    }
-    safe_close(sb->view_fd);
-    host_jail_free(sb->host, sb->jail);
-    for (size_t i = 0; sb->env && i < sb->nenv; i++)
-        free(sb->env[i]);
-    free(sb->env);
-    free(sb);
+    if (sb)
+        sb->ops->free(sb);
 }
 
 const char *
@@ -694,7 +142,7 @@ sandbox_id(const struct sandbox *sb)
 bool
 sandbox_is_ready(const struct sandbox *sb)
 {
-    return sb->state == SB_READY;
+    return sb->ops->is_ready(sb);
 }
 
 const struct sandbox_timings *
@@ -703,552 +151,170 @@ sandbox_get_timings(const struct sandbox *sb)
     return &sb->timings;
 }
 
-const struct jail_limits *
+const struct sandbox_limits *
 sandbox_limits(const struct sandbox *sb)
 {
     return &sb->limits;
 }
 
 int
-sandbox_set_limits(struct sandbox *sb, const struct jail_limits *l, struct err *err)
+sandbox_set_limits(struct sandbox *sb, const struct sandbox_limits *l, struct err *err)
 {
-    if (sb->state != SB_READY)
-        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
-    int r = jail_set_limits(sb->jail, l, err);
-    if (r < 0)
-        return r;
-    sb->limits = *l;
-    return 0;
+    if (!sb->ops->set_limits)
+        return err_set(err, EOPNOTSUPP, "sandbox '%s' cannot change its limits", sb->id);
+    int r = sb->ops->set_limits(sb, l, err);
+    if (r == 0)
+        sb->limits = *l;
+    return r;
 }
 
 int
-sandbox_stats(struct sandbox *sb, struct cgroup_stats *ret)
+sandbox_stats(struct sandbox *sb, struct sandbox_stats *ret)
 {
-    if (!sb->jail || sb->state != SB_READY) {
+    if (!sb->ops->stats) {
         memset(ret, 0, sizeof(*ret));
-        return -ESRCH;
+        return -EOPNOTSUPP;
     }
-    return jail_stats(sb->jail, ret);
+    return sb->ops->stats(sb, ret);
 }
 
-struct jail *
-sandbox_jail(const struct sandbox *sb)
+int
+sandbox_disk_usage(struct sandbox *sb, uint64_t *ret_bytes)
 {
-    return sb->jail;
+    return sb->ops->disk_usage ? sb->ops->disk_usage(sb, ret_bytes) : -EOPNOTSUPP;
 }
 
-/* --- exec --- */
-
-static int
-owner_signal(void *ud, pid_t pid, int sig, bool group)
+int
+sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err)
 {
-    struct sandbox *sb = ud;
-    if (sb->state != SB_READY)
-        return -ESRCH;
-    return jail_signal(sb->jail, pid, sig, group);
+    if (!sb->ops->freeze)
+        return err_set(err, EOPNOTSUPP, "sandbox '%s' cannot be frozen", sb->id);
+    return sb->ops->freeze(sb, frozen, err);
 }
 
-static bool
-owner_oom_killed(void *ud)
+void
+sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret)
 {
-    struct sandbox *sb = ud;
-    struct cgroup_stats st;
-    if (!sb->jail || jail_stats(sb->jail, &st) < 0 || st.oom_kills <= sb->oom_seen)
-        return false;
-    sb->oom_seen = st.oom_kills;
-    return true;
-}
-
-static void
-owner_finished(void *ud, struct proc *p)
-{
-    struct sandbox *sb = ud;
-    struct entry *e = find_entry(sb, proc_pid(p));
-    if (!e || e->p != p || e->exited)
-        return;
-    e->exited = true;
-    sb->nrunning--;
-    sb->nexited++;
-    /* Ended: its pipes are closed (proc.h). */
-    fds_release(sb, e->fds);
-    e->fds = 0;
-    /* Keep the newest finished processes; forget the oldest. */
-    list_foreach_safe (l, tmp, &sb->procs) {
-        if (sb->nexited <= SANDBOX_KEEP_EXITED)
-            break;
-        struct entry *x = list_entry(l, struct entry, link);
-        if (x->exited && x != e)
-            drop_entry(sb, x);
-    }
-}
-
-static const struct proc_owner sandbox_proc_owner = {
-        .signal = owner_signal,
-        .oom_killed = owner_oom_killed,
-        .finished = owner_finished,
-};
-
-/* env: defaults, then the sandbox's, then the request's; later keys win. */
-static int
-build_env(struct sandbox *sb, const struct sandbox_exec *x, const char **out, size_t max)
-{
-    static char home_buf[PATH_MAX_LEN + 8];
-    const bool ns = jail_host_mode(sb->host->jh) == JAIL_NS;
-    size_t n = 0;
-
-    (void)snprintf(home_buf, sizeof(home_buf), "HOME=%s", jail_home(sb->jail, x->root));
-    const char *defaults[] = {sb->host->path_env, home_buf,
-                              x->root && ns ? "USER=root" : "USER=user",
-                              x->root && ns ? "LOGNAME=root" : "LOGNAME=user", "LANG=C.UTF-8"};
-    const char *const *layers[3] = {defaults, (const char *const *)sb->env, x->env};
-    size_t counts[3] = {ELEMENTSOF(defaults), sb->nenv, 0};
-    while (x->env && x->env[counts[2]])
-        counts[2]++;
-    for (int L = 0; L < 3; L++) {
-        for (size_t i = 0; i < counts[L]; i++) {
-            const char *kv = layers[L][i];
-            const char *eq = strchr(kv, '=');
-            if (!eq || eq == kv)
-                return -EINVAL;
-            size_t kl = (size_t)(eq - kv) + 1;
-            size_t k = 0;
-            for (; k < n; k++)
-                if (!strncmp(out[k], kv, kl))
-                    break;
-            if (k == n) {
-                if (n >= max)
-                    return -E2BIG;
-                n++;
-            }
-            out[k] = kv;
-        }
-    }
-    out[n] = NULL;
-    return (int)n;
-}
-
-static int
-resolve_cwd(struct sandbox *sb, const struct sandbox_exec *x, char *out, size_t n)
-{
-    const char *home = jail_home(sb->jail, x->root);
-    const bool ns = jail_host_mode(sb->host->jh) == JAIL_NS;
-    const char *cwd = x->cwd && *x->cwd ? x->cwd : NULL;
-    int w;
-
-    if (!cwd)
-        w = snprintf(out, n, "%s", home);
-    else if (cwd[0] != '/')
-        w = snprintf(out, n, "%s/%s", home, cwd);
-    else if (!ns && (!strcmp(cwd, "/home/user") || !strncmp(cwd, "/home/user/", 11)))
-        w = snprintf(out, n, "%s%s", jail_workspace_path(sb->jail), cwd + 10);
+    if (sb->ops->vfs_ids)
+        sb->ops->vfs_ids(sb, ret);
     else
-        w = snprintf(out, n, "%s", cwd);
-    return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
+        memset(ret, 0, sizeof(*ret));
 }
 
-/* A terminal from the sandbox's own devpts instance: the master stays
- * here, the other side (ret_tty, owned by the process's user) becomes the
- * process's stdin, stdout and stderr and, through init, its controlling
- * terminal. */
-static int
-open_pty(struct sandbox *sb, const struct sandbox_exec *x, int *ret_master, int *ret_tty,
-         struct err *err)
+int
+sandbox_open_netns(struct sandbox *sb)
 {
-    int unlock = 0;
-    struct winsize ws = {.ws_row = x->pty_rows ? x->pty_rows : 24,
-                         .ws_col = x->pty_cols ? x->pty_cols : 80};
-    if (sb->view_fd < 0)
-        return err_set(err, EOPNOTSUPP, "terminals need a sandbox with its own /dev");
-    /* Crossing into /dev and /dev/pts (mounts), never a symlink: the
-     * sandbox's root is the sandbox's to change. */
-    struct open_how how = {.flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
-                           .resolve =
-                                   RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-    _cleanup_close_ int m =
-            (int)syscall(SYS_openat2, sb->view_fd, "dev/pts/ptmx", &how, sizeof(how));
-    if (m < 0)
-        return err_setx(err, errno, "cannot open the sandbox's /dev/pts/ptmx");
-    if (ioctl(m, TIOCSPTLCK, &unlock) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0)
-        return err_setx(err, errno, "cannot set up the terminal");
-    int t = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (t < 0)
-        return err_setx(err, errno, "cannot open the terminal's other side");
-    uid_t uid = x->root ? jail_root_uid(sb->jail) : jail_user_uid(sb->jail);
-    if (fchown(t, uid, (gid_t)-1) < 0) {
-        int e = errno;
-        safe_close(t);
-        return err_setx(err, e, "cannot hand the terminal to the process's user");
-    }
-    *ret_master = TAKE_FD(m);
-    *ret_tty = t;
-    return 0;
+    return sb->ops->open_netns ? sb->ops->open_netns(sb) : -EOPNOTSUPP;
 }
 
 int
 sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn cb, void *ud,
              struct err *err)
 {
-    int in[2] = {-EBADF, -EBADF}, out[2] = {-EBADF, -EBADF}, er[2] = {-EBADF, -EBADF};
-    int tty = -EBADF; /* the terminal's process side, with x->pty */
-    _cleanup_free_ const char **env = NULL;
-    char cwd[PATH_MAX_LEN + 64];
-    struct proc *p = NULL;
-    struct pending *pd = NULL;
-    struct proc_spec ps;
-    struct jail_spawn js;
-    int r;
-
-    if (sb->state != SB_READY)
-        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
-    if (!x->argv || !x->argv[0] || !x->argv[0][0])
-        return err_set(err, EINVAL, "argv must name a program");
-    /* Starting ones count: init answers spawns later, and a burst of
-     * requests would otherwise all pass while none is running yet. */
-    if (sb->nrunning + sb->npending >= SANDBOX_MAX_RUNNING)
-        return err_set(err, EAGAIN, "sandbox '%s' already runs %d processes, the most it may",
-                       sb->id, SANDBOX_MAX_RUNNING);
-    /* What the process will hold here until it ends: stdout, stderr and
-     * stdin's pipe, or a terminal's master and its duplicate. */
-    bool want_stdin = x->stdin_len > 0 || x->stdin_open || x->pty;
-    unsigned fds = x->pty ? 2 : want_stdin ? 3 : 2;
-    uint32_t fd_limit = sandbox_fd_limit(sb->host);
-    if (sb->fds + fds > fd_limit)
-        return err_set(err, EAGAIN,
-                       "sandbox '%s' has %u of its %u descriptors in abxd in use (a process "
-                       "holds 2 or 3)",
-                       sb->id, sb->fds, fd_limit);
-    if (!host_fds_fit(sb->host, fds))
-        return err_set(err, EMFILE,
-                       "abxd has no descriptors left for another process (%u of %u in use)",
-                       sb->host->fds, sb->host->fd_budget);
-    env = calloc(SANDBOX_ENV_MAX + 1, sizeof(char *));
-    if (!env)
-        return -ENOMEM;
-    r = build_env(sb, x, env, SANDBOX_ENV_MAX);
-    if (r == -E2BIG)
-        return err_set(err, E2BIG, "more than %d environment variables", SANDBOX_ENV_MAX);
-    if (r < 0)
-        return err_set(err, EINVAL, "environment entries must look like KEY=VALUE");
-    r = resolve_cwd(sb, x, cwd, sizeof(cwd));
-    if (r < 0)
-        return err_set(err, ENAMETOOLONG, "cwd is too long");
-
-    /* A process given no stdin reads /dev/null: no pipe to make and watch. */
-    if (x->pty) {
-        r = open_pty(sb, x, &out[0], &tty, err);
-        if (r < 0)
-            goto fail;
-        in[1] = fcntl(out[0], F_DUPFD_CLOEXEC, 3);
-        if (in[1] < 0) {
-            r = err_setx(err, errno, "cannot duplicate the terminal");
-            goto fail;
-        }
-    } else if ((want_stdin && pipe2(in, O_CLOEXEC) < 0) || pipe2(out, O_CLOEXEC) < 0 ||
-               pipe2(er, O_CLOEXEC) < 0) {
-        r = err_setx(err, errno, "cannot create pipes");
-        goto fail;
-    }
-    ps = (struct proc_spec){
-            .argv = x->argv,
-            .cwd = cwd,
-            .root = x->root,
-            .pty = x->pty,
-            .background = x->background,
-            .timeout_ms = x->timeout_ms,
-            .idle_timeout_ms = x->idle_timeout_ms,
-            .stdin_open = x->stdin_open,
-            .stdin_data = x->stdin_data,
-            .stdin_len = x->stdin_len,
-            .unread_shared = &sb->unread,
-    };
-    r = proc_new(sb->host->loop, &ps, in[1], out[0], er[0], &sandbox_proc_owner, sb, &p);
-    in[1] = out[0] = er[0] = -EBADF; /* owned by p (or closed) now */
-    if (r < 0) {
-        r = err_setx(err, -r, "cannot set up the process");
-        goto fail;
-    }
-    pd = calloc(1, sizeof(*pd));
-    if (!pd) {
-        r = -ENOMEM;
-        goto fail;
-    }
-    pd->token = ++sb->next_token;
-    js = (struct jail_spawn){
-            .root = x->root,
-            .cwd = cwd,
-            .argv = x->argv,
-            .env = env,
-            .fds = {want_stdin ? in[0] : sb->host->null_fd, out[1], er[1]},
-    };
-    if (x->pty)
-        js.fds[0] = js.fds[1] = js.fds[2] = tty;
-    r = jail_spawn(sb->jail, pd->token, &js, err);
-    if (r < 0)
-        goto fail;
-    safe_close(in[0]);
-    safe_close(out[1]);
-    safe_close(er[1]);
-    safe_close(tty);
-    pd->p = p;
-    pd->cb = cb;
-    pd->ud = ud;
-    pd->fds = fds;
-    list_add_tail(&sb->pending, &pd->link);
-    sb->npending++;
-    sb->fds += fds;
-    sb->host->fds += fds;
-    return 0;
-fail:
-    free(pd);
-    if (p) {
-        proc_spawn_failed(p);
-        proc_free(p);
-    }
-    for (int i = 0; i < 2; i++) {
-        safe_close(in[i]);
-        safe_close(out[i]);
-        safe_close(er[i]);
-    }
-    safe_close(tty);
-    return r;
+    return sb->ops->exec(sb, x, cb, ud, err);
 }
 
 struct proc *
 sandbox_proc_find(struct sandbox *sb, pid_t pid)
 {
-    struct entry *e = find_entry(sb, pid);
-    return e ? e->p : NULL;
+    return sb->ops->proc_find(sb, pid);
 }
 
 size_t
 sandbox_proc_count(const struct sandbox *sb, bool running_only)
 {
-    return running_only ? sb->nrunning : sb->nrunning + sb->nexited;
+    return sb->ops->proc_count(sb, running_only);
 }
 
 struct proc *
 sandbox_proc_next(struct sandbox *sb, struct proc *prev)
 {
-    struct list *l = sb->procs.next;
-    if (prev) {
-        struct entry *e = find_entry(sb, proc_pid(prev));
-        if (!e)
-            return NULL;
-        l = e->link.next;
-    }
-    return l == &sb->procs ? NULL : list_entry(l, struct entry, link)->p;
-}
-
-/* --- files --- */
-
-int
-sandbox_root_fd(const struct sandbox *sb)
-{
-    return sb->jail ? jail_workspace_fd(sb->jail) : -EBADF;
+    return sb->ops->proc_next(sb, prev);
 }
 
 int
 sandbox_view_fd(const struct sandbox *sb)
 {
-    return sb->state == SB_READY ? sb->view_fd : -ESRCH;
+    return sb->ops->view_fd ? sb->ops->view_fd(sb) : -EOPNOTSUPP;
 }
 
-#define NEED_READY(sb, err)                                                      \
-    do {                                                                         \
-        if ((sb)->state != SB_READY)                                             \
-            return err_set(err, ESRCH, "sandbox '%s' is not running", (sb)->id); \
-    } while (0)
-
-static int
-make_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err)
+int
+sandbox_root_fd(const struct sandbox *sb)
 {
-    struct jail *j = sb->jail;
-    enum jail_mode mode = jail_host_mode(sb->host->jh);
-    char label[96];
-    int r;
-
-    (void)snprintf(label, sizeof(label), "sandbox '%s'", sb->id);
-    if (mode == JAIL_NONE) {
-        /* No isolation to keep: abxd's own rights, as for its processes. */
-        struct vfs_ids ids;
-        sandbox_vfs_ids(sb, &ids);
-        return fileops_new_direct(jail_workspace_fd(j), sb->view_fd, &ids, jail_user_uid(j),
-                                  jail_user_gid(j), as_root, ret);
-    }
-    struct fileops_remote c = {
-            .image_fd = sb->host->fileops_image,
-            .userns_fd = -1,
-            .ws_fd = jail_workspace_fd(j),
-            .view_fd = sb->view_fd >= 0 ? sb->view_fd : -1,
-            .ns = mode == JAIL_NS,
-            .as_root = as_root,
-            .label = label,
-    };
-    _cleanup_close_ int userns = -EBADF;
-    if (mode == JAIL_NS) {
-        userns = jail_open_userns(j);
-        if (userns < 0)
-            return err_setx(err, -userns, "cannot open the user namespace of %s", label);
-        c.userns_fd = userns;
-        c.uid = c.gid = as_root ? 0 : ROOTFS_USER_UID;
-        c.ids = (struct vfs_ids){.root_uid = 0,
-                                 .root_gid = 0,
-                                 .user_uid = ROOTFS_USER_UID,
-                                 .user_gid = ROOTFS_USER_UID,
-                                 .range_first = 0,
-                                 .range_len = JAIL_UID_RANGE};
-        c.caps = jail_root_caps();
-    } else {
-        /* uid mode: root and "user" run as the same pooled uid */
-        c.uid = (uint32_t)jail_user_uid(j);
-        c.gid = (uint32_t)jail_user_gid(j);
-        sandbox_vfs_ids(sb, &c.ids);
-    }
-    jail_host_bpf(sb->host->jh, &c.bpf, &c.bpf_len);
-    if (!host_fds_fit(sb->host, SANDBOX_FILEOPS_FDS))
-        return err_set(err, EMFILE,
-                       "abxd has no descriptors left for file work in %s (%u of %u in use)", label,
-                       sb->host->fds, sb->host->fd_budget);
-    r = fileops_new_remote(&c, ret, err);
-    if (r == 0)
-        sb->host->fds += SANDBOX_FILEOPS_FDS; /* the most it will hold, back in sandbox_free() */
-    return r;
+    return sb->ops->root_fd ? sb->ops->root_fd(sb) : -EBADF;
 }
 
 int
 sandbox_fileops(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err)
 {
-    NEED_READY(sb, err);
-    struct fileops **slot = &sb->fo[as_root ? 1 : 0];
-    if (!*slot) {
-        int r = make_fileops(sb, as_root, slot, err);
-        if (r < 0)
-            return r;
-    }
-    *ret = fileops_ref(*slot);
-    return 0;
+    if (!sb->ops->fileops)
+        return err_set(err, EOPNOTSUPP, "sandbox '%s' has no file operations", sb->id);
+    return sb->ops->fileops(sb, as_root, ret, err);
 }
 
-/* The workspace operations act as "user". */
-static int
-user_ops(struct sandbox *sb, struct fileops **ret, struct err *err)
-{
-    NEED_READY(sb, err);
-    if (!sb->fo[0]) {
-        int r = make_fileops(sb, false, &sb->fo[0], err);
-        if (r < 0)
-            return r;
-    }
-    *ret = sb->fo[0];
-    return 0;
-}
+/* --- the workspace, as "user" --- */
+
+/* The handle is also held by the sandbox until it is freed, so what a call
+ * hands out (an upload) outlives the reference taken here. */
+#define WITH_USER_OPS(sb, err, call)                  \
+    do {                                              \
+        struct fileops *f = NULL;                     \
+        int r_ = sandbox_fileops(sb, false, &f, err); \
+        if (r_ < 0)                                   \
+            return r_;                                \
+        r_ = (call);                                  \
+        (void)fileops_unref(f);                       \
+        return r_;                                    \
+    } while (0)
 
 int
 sandbox_file_stat(struct sandbox *sb, const char *rel, struct files_stat *ret, struct err *err)
 {
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_stat(f, rel, ret, err);
+    WITH_USER_OPS(sb, err, fileops_stat(f, rel, ret, err));
 }
 
 int
 sandbox_file_open_read(struct sandbox *sb, const char *rel, int *ret_fd, struct files_stat *ret,
                        struct err *err)
 {
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_open_read(f, rel, ret_fd, ret, err);
+    WITH_USER_OPS(sb, err, fileops_open_read(f, rel, ret_fd, ret, err));
 }
 
 int
 sandbox_upload_begin(struct sandbox *sb, const char *rel, struct fileops_upload **ret,
                      struct err *err)
 {
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_upload_begin(f, rel, sb->host->cfg.max_file_bytes, ret, err);
+    uint64_t max = sb->ops->max_file_bytes ? sb->ops->max_file_bytes(sb) : UINT64_MAX;
+    WITH_USER_OPS(sb, err, fileops_upload_begin(f, rel, max, ret, err));
 }
 
 int
 sandbox_file_delete(struct sandbox *sb, const char *rel, struct err *err)
 {
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_delete(f, rel, err);
+    WITH_USER_OPS(sb, err, fileops_delete(f, rel, err));
 }
 
 int
 sandbox_mkdir(struct sandbox *sb, const char *rel, bool *ret_created, struct err *err)
 {
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_mkdir(f, rel, ret_created, err);
+    WITH_USER_OPS(sb, err, fileops_mkdir(f, rel, ret_created, err));
 }
 
 int
 sandbox_rmdir(struct sandbox *sb, const char *rel, struct err *err)
 {
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_rmdir(f, rel, err);
+    WITH_USER_OPS(sb, err, fileops_rmdir(f, rel, err));
 }
 
 int
 sandbox_rename(struct sandbox *sb, const char *from, const char *to, bool overwrite,
                struct err *err)
 {
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_rename(f, from, to, overwrite, err);
+    WITH_USER_OPS(sb, err, fileops_rename(f, from, to, overwrite, err));
 }
 
 int
 sandbox_walk(struct sandbox *sb, const char *rel, files_walk_fn fn, void *ud, struct err *err)
 {
-    struct fileops *f = NULL;
-    int r = user_ops(sb, &f, err);
-    return r < 0 ? r : fileops_walk(f, rel, fn, ud, err);
-}
-
-int
-sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err)
-{
-    if (sb->state != SB_READY)
-        return err_set(err, ESRCH, "sandbox '%s' is not running", sb->id);
-    return jail_freeze(sb->jail, frozen, err);
-}
-
-void
-sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret)
-{
-    const struct jail *j = sb->jail;
-    *ret = (struct vfs_ids){
-            .root_uid = jail_root_uid(j),
-            .root_gid = (gid_t)jail_root_uid(j), /* jail maps gids like uids */
-            .user_uid = jail_user_uid(j),
-            .user_gid = jail_user_gid(j),
-            .range_first = jail_root_uid(j),
-            .range_len = JAIL_UID_RANGE,
-    };
-}
-
-int
-sandbox_open_netns(struct sandbox *sb)
-{
-    char path[64];
-    if (sb->state != SB_READY)
-        return -ESRCH;
-    /* init is our child and not reaped while we are ready: the pid is its. */
-    pid_t pid = jail_init_pid(sb->jail);
-    if (pid <= 0)
-        return -ESRCH;
-    (void)snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0 && fd < 3) {
-        /* Only if abxd was started with stdio closed. */
-        int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        (void)close(fd);
-        fd = fd2;
-    }
-    return fd < 0 ? -errno : fd;
+    WITH_USER_OPS(sb, err, fileops_walk(f, rel, fn, ud, err));
 }

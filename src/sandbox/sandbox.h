@@ -2,24 +2,31 @@
  * sandbox.h - the Sandbox: create, kill, exec into a process table, and the
  * file operations on its workspace.
  *
- * The local implementation runs on jail: each sandbox is one jail plus a
- * process table of struct proc (see proc.h). A warm pool of ready jails,
- * refilled in the background, lets sandbox_create() answer without waiting
- * for namespaces and mounts. Exec decodes nothing: callers pass argv, env,
- * cwd and deadlines as C values; output and exit status are read from the
- * proc. A non-zero exit is a result, never an error: only an unknown or dead
- * sandbox, or a request the sandbox cannot start (bad cwd, too many
- * processes), fails.
+ * This is an interface: every call below dispatches through an ops table
+ * (sandbox-internal.h) to one implementation, chosen when the host is made.
+ * The local implementation (sandbox-local.h) runs each sandbox as one jail
+ * plus a process table of struct proc (see proc.h), with a warm pool of
+ * ready jails, refilled in the background, so that sandbox_create() answers
+ * without waiting for namespaces and mounts. The memory implementation
+ * (sandbox-memory.h, linked into unit tests only) runs scripted processes
+ * and keeps files in a directory the test gives. Nothing here names a jail:
+ * limits, file systems, timings and usage are this header's own types.
  *
- * Descriptors are budgeted: each process holds two or three in abxd (its
- * stdout and stderr pipes, stdin's while open; a terminal's master twice),
- * each jail SANDBOX_JAIL_FDS. A sandbox's processes may hold at most
- * sandbox_fd_limit() (-EAGAIN past it, like SANDBOX_MAX_RUNNING), and all
- * jails and processes together at most the host's budget (-EMFILE past
- * it, for exec and create alike), so that what is left of RLIMIT_NOFILE
- * stays for connections, the store and files. Output nobody reads is read
- * at most SANDBOX_UNREAD_RATE for all of a sandbox's processes together
- * (see proc.h).
+ * Exec decodes nothing: callers pass argv, env, cwd and deadlines as C
+ * values; output and exit status are read from the proc. A non-zero exit is
+ * a result, never an error: only an unknown or dead sandbox, or a request
+ * the sandbox cannot start (bad cwd, too many processes), fails. A call an
+ * implementation does not offer fails with -EOPNOTSUPP.
+ *
+ * Descriptors are budgeted (local implementation): each process holds two
+ * or three in abxd (its stdout and stderr pipes, stdin's while open; a
+ * terminal's master twice), each jail SANDBOX_JAIL_FDS. A sandbox's
+ * processes may hold at most sandbox_fd_limit() (-EAGAIN past it, like
+ * SANDBOX_MAX_RUNNING), and all jails and processes together at most the
+ * host's budget (-EMFILE past it, for exec and create alike), so that what
+ * is left of RLIMIT_NOFILE stays for connections, the store and files.
+ * Output nobody reads is read at most SANDBOX_UNREAD_RATE for all of a
+ * sandbox's processes together (see proc.h).
  *
  * Every file operation on the sandbox's content runs through fileops.h,
  * with the rights of the sandbox user it acts as and never more: the
@@ -33,7 +40,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "jail/jail.h"
 #include "sandbox/fileops.h"
 #include "sandbox/files.h"
 #include "sandbox/proc.h"
@@ -54,19 +60,50 @@
 #define SANDBOX_KEEP_EXITED  64   /* finished processes kept for status and output */
 #define SANDBOX_ENV_MAX      1024 /* environment entries per exec */
 #define SANDBOX_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define SANDBOX_MAX_LAYERS   16 /* read-only layers stacked under one sandbox (sandbox_fs) */
 
 struct sandbox_host;
 struct sandbox;
 
+/* What one sandbox may use. */
+struct sandbox_limits {
+    uint64_t memory_bytes; /* 0 = none */
+    uint32_t cpu_millis;   /* 1000 = one core; 0 = none */
+    uint32_t pids;         /* 0 = none */
+    uint64_t disk_bytes;   /* bound of the writable space; 0 = the host's */
+};
+
+/* The file system of one sandbox, when it is not the default (only where
+ * sandbox_host_has_layers()): read-only layers under /usr, /etc and /opt,
+ * each a host directory with usr/, etc/, opt/ whose files carry ids
+ * 0..65535 as the sandbox sees them, and a writable layer on top. */
+struct sandbox_fs {
+    const char *const *layers; /* top first; copied */
+    size_t nlayers;            /* at most SANDBOX_MAX_LAYERS */
+    const char *upper;         /* host directory for the writable layer (a
+                                * build keeps it), NULL = private */
+    uint64_t disk_bytes;       /* size of the writable root; 0 = default */
+};
+
+/* What a sandbox uses now (sandbox_stats()). */
+struct sandbox_stats {
+    uint64_t memory_bytes; /* current usage */
+    uint64_t memory_peak;  /* bytes, 0 when unknown */
+    uint64_t pids;         /* current tasks */
+    uint64_t cpu_usec;     /* cumulative CPU time, 0 when unknown */
+    uint64_t oom_kills;    /* processes the OOM killer took */
+};
+
 struct sandbox_host_config {
-    uint32_t pool_size;             /* ready jails kept warm; 0 = none */
-    struct jail_limits pool_limits; /* limits pool jails carry until claimed */
-    uint64_t max_file_bytes;        /* largest file an upload may write */
+    uint32_t pool_size;                /* ready sandboxes kept warm; 0 = none */
+    struct sandbox_limits pool_limits; /* limits pool sandboxes carry until claimed */
+    uint64_t max_file_bytes;           /* largest file an upload may write */
     const char *path_prefix; /* put before the default PATH (tool shims), NULL = none; copied */
 };
 
-int sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_host_config *c,
-                     struct sandbox_host **ret);
+/* Hosts are made by an implementation: sandbox_host_new() in
+ * sandbox-local.h, sandbox_memory_host_new() in sandbox-memory.h. */
+
 /* Stops refilling the pool and kills what is in it. */
 void sandbox_host_drain_pool(struct sandbox_host *h);
 struct sandbox_host *sandbox_host_free(struct sandbox_host *h);
@@ -80,18 +117,34 @@ uint32_t sandbox_host_fds(const struct sandbox_host *h);
 /* The most one sandbox's processes may hold: SANDBOX_MAX_FDS, or less on a
  * host whose budget is small. */
 uint32_t sandbox_fd_limit(const struct sandbox_host *h);
-struct jail_host *sandbox_host_jail(const struct sandbox_host *h);
+/* Whether sandboxes may have a file system of their own (sandbox_spec.fs,
+ * as template builds need). */
+bool sandbox_host_has_layers(const struct sandbox_host *h);
+/* The directory the host keeps its state in (absolute), NULL if none. */
+const char *sandbox_host_state_dir(const struct sandbox_host *h);
+/* A scratch directory named name ([a-z0-9-] with a '-'), bounded by
+ * limit_bytes (0 = the host's default), its path to ret_path: for work
+ * beside the sandboxes, such as a template build's writable layer.
+ * -EOPNOTSUPP where the host bounds no disk. Removed by
+ * sandbox_host_area_destroy() or when the host next starts. */
+int sandbox_host_area_create(struct sandbox_host *h, const char *name, uint64_t limit_bytes,
+                             char *ret_path, size_t n, struct err *err);
+int sandbox_host_area_usage(struct sandbox_host *h, const char *name, uint64_t *ret_bytes);
+void sandbox_host_area_destroy(struct sandbox_host *h, const char *name);
 
 struct sandbox_spec {
-    struct jail_limits limits;
-    const struct jail_fs *fs; /* NULL = the default file system; else never from the pool */
-    const char *const *env;   /* "K=V" defaults for every exec, NULL-terminated, copied */
+    struct sandbox_limits limits;
+    const struct sandbox_fs *fs; /* NULL = the default file system; else never from the pool */
+    const char *const *env;      /* "K=V" defaults for every exec, NULL-terminated, copied */
 };
 
 struct sandbox_timings {
-    uint64_t total_us;
+    uint64_t total_us; /* sandbox_create() to ready */
     bool from_pool;
-    struct jail_timings jail; /* zero when from the pool */
+    /* The phases of making it, where the implementation has them (zero
+     * when from the pool): set-up before the first process (ids,
+     * directories, limits), starting that process, and set-up inside. */
+    uint64_t prepare_us, clone_us, init_us;
 };
 
 typedef void (*sandbox_ready_fn)(struct sandbox *sb, int r, const struct err *err, void *ud);
@@ -110,11 +163,15 @@ void sandbox_free(struct sandbox *sb);
 const char *sandbox_id(const struct sandbox *sb);
 bool sandbox_is_ready(const struct sandbox *sb);
 const struct sandbox_timings *sandbox_get_timings(const struct sandbox *sb);
-const struct jail_limits *sandbox_limits(const struct sandbox *sb);
-int sandbox_set_limits(struct sandbox *sb, const struct jail_limits *l, struct err *err);
-int sandbox_stats(struct sandbox *sb, struct cgroup_stats *ret);
-/* Freezes (or thaws) every process of the sandbox (its cgroup's freezer):
- * pause without losing memory. -EOPNOTSUPP without a cgroup. A kill thaws. */
+const struct sandbox_limits *sandbox_limits(const struct sandbox *sb);
+int sandbox_set_limits(struct sandbox *sb, const struct sandbox_limits *l, struct err *err);
+/* Usage now; -ESRCH (and ret zeroed) unless ready. */
+int sandbox_stats(struct sandbox *sb, struct sandbox_stats *ret);
+/* Bytes the sandbox holds in its bounded writable space (updated within
+ * seconds); -EOPNOTSUPP where it has no bound. */
+int sandbox_disk_usage(struct sandbox *sb, uint64_t *ret_bytes);
+/* Freezes (or thaws) every process of the sandbox: pause without losing
+ * memory. -EOPNOTSUPP where it cannot (no cgroup). A kill thaws. */
 int sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err);
 /* The host ids files in the sandbox's view belong to (for vfs.h). */
 struct vfs_ids;
@@ -123,8 +180,6 @@ void sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret);
  * never fd 0..2) while it is ready: -ESRCH otherwise. In the uid and none
  * modes that is the host's own. */
 int sandbox_open_netns(struct sandbox *sb);
-/* For tests and leak checks: the jail underneath. */
-struct jail *sandbox_jail(const struct sandbox *sb);
 
 struct sandbox_exec {
     const char *const *argv; /* NULL-terminated, argv[0] non-empty */
@@ -154,8 +209,9 @@ struct proc *sandbox_proc_next(struct sandbox *sb, struct proc *prev); /* prev N
 
 /* O_PATH descriptor of the root of the sandbox's whole view, as its
  * processes see it (for vfs.h), pinned when it became ready and closed by
- * sandbox_free(); borrowed. -ESRCH unless ready, -EOPNOTSUPP unless the
- * jail mode is ns (no view of its own), other -errno if pinning failed. */
+ * sandbox_free(); borrowed. -ESRCH unless ready, -EOPNOTSUPP unless it
+ * has a view of its own (the local ns mode), other -errno if pinning
+ * failed. */
 int sandbox_view_fd(const struct sandbox *sb);
 
 /* A reference to the handle through which all file work on the sandbox's

@@ -22,7 +22,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jail/jail.h"
 #include "sandbox/proc.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/vfs.h"
@@ -101,7 +100,7 @@ build_free(struct template_build *b)
     safe_close(b->cp_pidfd);
     safe_close(b->cp_errfd);
     if (b->area[0])
-        jail_host_area_destroy(sandbox_host_jail(b->host.sh), b->area);
+        sandbox_host_area_destroy(b->host.sh, b->area);
     proc_reader_free(b->rd);
     tar_extract_free(b->x);
     safe_close(b->tfd);
@@ -534,7 +533,7 @@ copy_done(struct loop_io *io, uint32_t revents, void *ud)
         if (*c == '\n')
             *c = ' ';
     b->cp_errfd = safe_close(b->cp_errfd);
-    jail_host_area_destroy(sandbox_host_jail(b->host.sh), b->area);
+    sandbox_host_area_destroy(b->host.sh, b->area);
     b->area[0] = '\0';
     if (si.si_code == CLD_EXITED && si.si_status == 0) {
         succeed(b);
@@ -566,7 +565,7 @@ copy_out(struct template_build *b)
     _cleanup_close_ int afd = open(b->area_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (afd >= 0)
         (void)syncfs(afd);
-    (void)jail_host_area_usage(sandbox_host_jail(b->host.sh), b->area, &used);
+    (void)sandbox_host_area_usage(b->host.sh, b->area, &used);
     if (statvfs(b->tdir, &sv) == 0 &&
         (uint64_t)sv.f_bavail * sv.f_frsize < used + b->host.disk_floor_bytes) {
         b->succeeded = false;
@@ -716,7 +715,7 @@ start_sandbox(struct template_build *b, struct err *err)
 {
     const struct template_build_host *a = &b->host;
     struct template *t = b->t;
-    struct jail_limits lim = {a->default_memory_bytes, a->default_cpu_millis, a->default_pids};
+    struct sandbox_limits lim = {a->default_memory_bytes, a->default_cpu_millis, a->default_pids};
     const char *tenv[TEMPLATE_ENV_MAX * 4];
     double cpu = 0;
     uint64_t mem = 0, pids = 0, disk = t->disk_mb;
@@ -758,9 +757,8 @@ start_sandbox(struct template_build *b, struct err *err)
             return r;
     }
     char fs[PATH_MAX + 8];
-    struct jail_host *jh = sandbox_host_jail(a->sh);
     (void)pathf(b->area, sizeof(b->area), "build-%s", b->id);
-    r = jail_host_area_create(jh, b->area, disk << 20, b->area_path, sizeof(b->area_path), err);
+    r = sandbox_host_area_create(a->sh, b->area, disk << 20, b->area_path, sizeof(b->area_path), err);
     if (r == -EOPNOTSUPP) {
         b->area[0] = '\0'; /* no disk bound: on the state file system */
         err_clear(err);
@@ -773,7 +771,7 @@ start_sandbox(struct template_build *b, struct err *err)
         return err_setx(err, errno, "cannot create '%s'", fs);
     if (disk && a->default_disk_bytes)
         lim.disk_bytes = disk << 20; /* its home too */
-    struct jail_fs jfs = {
+    struct sandbox_fs jfs = {
             .layers = b->lowers, .nlayers = b->n_lowers, .upper = fs, .disk_bytes = disk << 20};
     struct sandbox_spec spec = {.limits = lim, .fs = &jfs};
     b->refs++;
@@ -864,7 +862,7 @@ template_build_new(const struct template_build_host *host, const char *display,
     for (char *p = b->display; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
-    jh_dir = jail_host_state_dir(sandbox_host_jail(host->sh));
+    jh_dir = sandbox_host_state_dir(host->sh);
     (void)pathf(b->tdir, sizeof(b->tdir), "%s/%s", jh_dir, TEMPLATE_LAYERS_DIR);
     b->id[0] = 'b';
     r = rand_id(b->id + 1, 19);

@@ -14,7 +14,7 @@
  * templates/<name>/current points at it. A failed or abandoned build
  * leaves nothing.
  *
- * Where the host bounds sandboxes' disks (jail.h), the writable layer is
+ * Where the host bounds sandboxes' disks (sandbox_host_area_create()), the writable layer is
  * not .build-<id>/fs but fs/ in a bounded directory of the sandboxes' disk
  * (build-<id>, as large as the template's disk_mb): what the steps write
  * never reaches the state file system unbounded. Once the sandbox is gone

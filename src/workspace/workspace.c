@@ -579,7 +579,7 @@ meta_done(void *ud)
     }
     x->meta = j->meta;
     free(j);
-    struct jail_limits lim = w->cfg.default_limits;
+    struct sandbox_limits lim = w->cfg.default_limits;
     if (x->meta.memory_bytes)
         lim.memory_bytes = x->meta.memory_bytes;
     if (x->meta.cpu_millis)

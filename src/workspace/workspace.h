@@ -41,7 +41,7 @@ struct workspaces_config {
     uint64_t mirror_window_ms; /* throttled sweep period */
     uint64_t idle_ms;          /* a warm workspace untouched this long is closed; 0 = never */
     const struct sync_ignore *ignore;
-    struct jail_limits default_limits;
+    struct sandbox_limits default_limits;
     uint64_t max_file_bytes; /* largest file written through the API */
     uint64_t floor_bytes;    /* free space the store's file system keeps (store_set_floor) */
     const char *holder;      /* this process's name for the GC lease */

@@ -63,7 +63,7 @@ test('list: state, metadata, template filters, order and pages', async () => {
   const tag = 'run-' + Date.now();
   const boxes = [];
   for (let i = 0; i < 5; i++)
-    boxes.push(await Sandbox.create({ metadata: { tag, n: String(i), 'odd key': 'a b&c=d%' } }));
+    boxes.push(await Sandbox.create({ metadata: { tag, n: String(i), 'odd key': 'a b&c=d%+41' } }));
   const other = await Sandbox.create({ metadata: { tag: 'other' } });
   try {
     const all = await Sandbox.list({ query: { metadata: { tag } } }).nextItems();
@@ -72,8 +72,14 @@ test('list: state, metadata, template filters, order and pages', async () => {
       all.map((s) => s.sandboxId),
       [...boxes].reverse().map((b) => b.sandboxId),
     ); // newest first
-    const odd = await Sandbox.list({ query: { metadata: { 'odd key': 'a b&c=d%', n: '3' } } }).nextItems();
+    const odd = await Sandbox.list({ query: { metadata: { 'odd key': 'a b&c=d%+41', n: '3' } } }).nextItems();
     assert.deepEqual(odd.map((s) => s.sandboxId), [boxes[3].sandboxId]);
+    // Form-encoded once (no encodeURIComponent first): '%+4' is no escape.
+    const form = new URLSearchParams({ 'odd key': 'a b&c=d%+41' }).toString();
+    const plain = await fetch(`${d.url}/v2/sandboxes?metadata=${encodeURIComponent(form)}`, {
+      headers: { 'X-API-KEY': d.key },
+    });
+    assert.equal((await plain.json()).length, 5);
     const pager = Sandbox.list({ query: { metadata: { tag }, state: ['running'] }, limit: 2 });
     const seen = [];
     while (pager.hasNext) seen.push(...(await pager.nextItems()));
