@@ -1,20 +1,19 @@
 /*
- * test-files.c - the routing of workspace file operations (files.h) on a
- * cold workspace, with a SQLite store in a temp dir: no jail, no abxd.
+ * test-files.c - the routing of workspace file operations (files.h) over
+ * the memory Sandbox (sandbox-memory.h) and a SQLite store in a temp dir:
+ * no jail, no abxd.
  *
- * The workspaces run without a sandbox host (NULL): a file operation that
- * tried to wake one would crash here, so every pass also shows that a cold
- * file operation goes to the store and creates no sandbox. The warm half
- * (a warm workspace routes to its sandbox, exec wakes) needs a sandbox
- * without a jail: the memory sandbox of house/sandbox-iface, not in main
- * yet.
- *
- * Covered: put (new, replaced, If-Match by hash, "" = must not exist, the
- * disk bound, an unknown workspace), get and stat (a file is opened, a
- * directory is not), walk (paths, versions, hashes), mkdir (new, again, on
- * a file), rename (the result is the destination), delete (with a stale
- * precondition, then without; a directory is not a file), rmdir (with
- * what is below).
+ * Cold: every operation goes to the store and creates no sandbox - put
+ * (new, replaced, If-Match by hash, "" = must not exist, the disk bound,
+ * an unknown workspace), get and stat (a file is opened, a directory is
+ * not), walk (paths, versions, hashes), mkdir (new, again, on a file),
+ * rename (the result is the destination), delete (a stale precondition, a
+ * directory), rmdir (with what is below). Warm (woken the way exec wakes,
+ * workspaces_ensure()): every operation goes to the live sandbox and the
+ * store lags behind until a close mirrors it; preconditions by the
+ * sandbox's version and by content hash; a request made while the
+ * workspace wakes waits and goes warm; no file operation creates a
+ * sandbox.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "sandbox/sandbox-memory.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
 #include "util/timeutil.h"
@@ -37,8 +37,9 @@
 #include "workspace/workspace.h"
 
 static char top[300];
-static int topfd = -EBADF;
+static int topfd = -EBADF, sbfd = -EBADF;
 static struct loop *loop;
+static struct sandbox_host *host;
 static struct workspaces *ws;
 static struct sync_ignore ignore;
 
@@ -96,6 +97,7 @@ still_cold(const char *id)
     assert_int_equal(workspaces_state(ws, id), WS_COLD);
     assert_null(workspaces_peek(ws, id));
     assert_int_equal(workspaces_warm_count(ws), 0);
+    assert_int_equal(sandbox_memory_created(host), 0);
 }
 
 static void
@@ -326,6 +328,198 @@ cold_delete_rmdir(void **state)
     still_cold("c4");
 }
 
+static void
+on_ready(void *ud, int r, const struct err *err, struct sandbox *sb)
+{
+    struct got *g = ud;
+    (void)err;
+    (void)sb;
+    g->done++;
+    g->r = r;
+}
+
+static void
+on_closed(void *ud, int r, const struct err *err, const struct sync_report *rep)
+{
+    struct got *g = ud;
+    (void)err;
+    (void)rep;
+    g->done++;
+    g->r = r;
+}
+
+/* Wakes the workspace as exec does; its sandbox. */
+static struct sandbox *
+wake(const char *id)
+{
+    struct got g = {0};
+    workspaces_ensure(ws, id, on_ready, &g);
+    run_until(&g.done);
+    assert_int_equal(g.r, 0);
+    struct sandbox *sb = workspaces_peek(ws, id);
+    assert_non_null(sb);
+    return sb;
+}
+
+static void
+sandbox_file_is(struct sandbox *sb, const char *path, const char *want)
+{
+    _cleanup_close_ int fd = openat(sandbox_memory_ws_fd(sb), path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    fd_is(fd, want);
+}
+
+static void
+warm_goes_to_the_sandbox(void **state)
+{
+    (void)state;
+    struct got g = {0};
+    struct store_entry se;
+    struct store *st = workspaces_loop_store(ws);
+    new_workspace("w1", 0);
+    put(&g, &(struct workspace_file_req){.ws = "w1", .rel = "a.txt"}, "stored\n");
+    assert_int_equal(g.r, 0);
+    got_done(&g);
+    still_cold("w1");
+
+    struct sandbox *sb = wake("w1");
+    assert_int_equal(sandbox_memory_created(host), 1);
+
+    /* get: the sandbox's file (restored from the store), its version */
+    call(&g, workspace_file_get, &(struct workspace_file_req){.ws = "w1", .rel = "a.txt"});
+    assert_int_equal(g.r, 0);
+    assert_true(g.res.warm);
+    assert_true(g.res.fd >= 0);
+    assert_int_equal(g.res.st.type, FILES_FILE);
+    assert_int_equal(strlen(g.res.st.version), FILES_VERSION_LEN);
+    fd_is(g.res.fd, "stored\n");
+    got_done(&g);
+
+    /* put: into the sandbox, hashed; the store does not have it yet */
+    put(&g, &(struct workspace_file_req){.ws = "w1", .rel = "b.txt"}, "warm\n");
+    assert_int_equal(g.r, 0);
+    assert_true(g.res.warm);
+    assert_true(g.res.created);
+    assert_int_equal(strlen(g.res.hash), STORE_HASH_LEN);
+    char hash[STORE_HASH_LEN + 1], version[FILES_VERSION_LEN + 1];
+    memcpy(hash, g.res.hash, sizeof(hash));
+    memcpy(version, g.res.st.version, sizeof(version));
+    got_done(&g);
+    sandbox_file_is(sb, "b.txt", "warm\n");
+    assert_int_equal(store_stat(st, "w1", "b.txt", &se, NULL), -ENOENT);
+
+    /* preconditions: stale, by content hash, by the sandbox's version */
+    put(&g, &(struct workspace_file_req){.ws = "w1", .rel = "b.txt", .match = "0123456789abcdef"},
+        "x");
+    assert_int_equal(g.r, -ESTALE);
+    got_done(&g);
+    put(&g, &(struct workspace_file_req){.ws = "w1", .rel = "b.txt", .match = ""}, "x");
+    assert_int_equal(g.r, -ESTALE);
+    got_done(&g);
+    put(&g, &(struct workspace_file_req){.ws = "w1", .rel = "b.txt", .match = hash}, "by hash\n");
+    assert_int_equal(g.r, 0);
+    assert_false(g.res.created);
+    memcpy(version, g.res.st.version, sizeof(version));
+    got_done(&g);
+    put(&g, &(struct workspace_file_req){.ws = "w1", .rel = "b.txt", .match = version},
+        "by version\n");
+    assert_int_equal(g.r, 0);
+    got_done(&g);
+    sandbox_file_is(sb, "b.txt", "by version\n");
+
+    /* what a process writes is there at once, not in the store */
+    _cleanup_close_ int fd = openat(sandbox_memory_ws_fd(sb), "c.txt",
+                                    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "proc\n", 5), 5);
+
+    /* stat of a directory: no fd; mkdir, walk, rename */
+    call(&g, workspace_file_mkdir, &(struct workspace_file_req){.ws = "w1", .rel = "d"});
+    assert_int_equal(g.r, 0);
+    assert_true(g.res.warm);
+    assert_true(g.res.created);
+    got_done(&g);
+    call(&g, workspace_file_stat, &(struct workspace_file_req){.ws = "w1", .rel = "d"});
+    assert_int_equal(g.r, 0);
+    assert_int_equal(g.res.st.type, FILES_DIR);
+    assert_true(g.res.fd < 0);
+    got_done(&g);
+    call(&g, workspace_file_rename,
+         &(struct workspace_file_req){.ws = "w1", .rel = "b.txt", .rel2 = "d/b.txt"});
+    assert_int_equal(g.r, 0);
+    assert_true(g.res.warm);
+    assert_int_equal(g.res.st.size, 11);
+    got_done(&g);
+    call(&g, workspace_file_walk, &(struct workspace_file_req){.ws = "w1", .rel = "."});
+    assert_int_equal(g.r, 0);
+    assert_true(g.res.warm);
+    assert_int_equal(g.res.n_entries, 4);
+    const char *paths[] = {"/a.txt", "/c.txt", "/d", "/d/b.txt"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_string_equal(g.res.entries[i].path, paths[i]);
+        assert_int_equal(strlen(g.res.entries[i].version), FILES_VERSION_LEN);
+        assert_string_equal(g.res.entries[i].hash, "");
+    }
+    got_done(&g);
+    assert_int_equal(store_stat(st, "w1", "d", &se, NULL), -ENOENT);
+
+    /* delete: a stale precondition (on a worker), then without */
+    call(&g, workspace_file_delete,
+         &(struct workspace_file_req){.ws = "w1", .rel = "c.txt", .match = "0123456789abcdef"});
+    assert_int_equal(g.r, -ESTALE);
+    got_done(&g);
+    call(&g, workspace_file_delete, &(struct workspace_file_req){.ws = "w1", .rel = "a.txt"});
+    assert_int_equal(g.r, 0);
+    got_done(&g);
+    assert_int_equal(store_stat(st, "w1", "a.txt", &se, NULL), 0); /* until the mirror */
+
+    /* close mirrors; cold again, the store answers */
+    workspaces_close(ws, "w1", on_closed, &g);
+    run_until(&g.done);
+    assert_int_equal(g.r, 0);
+    got_done(&g);
+    call(&g, workspace_file_get, &(struct workspace_file_req){.ws = "w1", .rel = "d/b.txt"});
+    assert_int_equal(g.r, 0);
+    assert_false(g.res.warm);
+    fd_is(g.res.fd, "by version\n");
+    got_done(&g);
+    call(&g, workspace_file_get, &(struct workspace_file_req){.ws = "w1", .rel = "a.txt"});
+    assert_int_equal(g.r, -ENOENT);
+    got_done(&g);
+    call(&g, workspace_file_rmdir, &(struct workspace_file_req){.ws = "w1", .rel = "d"});
+    assert_int_equal(g.r, 0);
+    assert_false(g.res.warm);
+    got_done(&g);
+    assert_int_equal(sandbox_memory_created(host), 1); /* file calls made none */
+    assert_int_equal(sandbox_memory_live(host), 0);
+}
+
+static void
+waking_then_warm(void **state)
+{
+    (void)state;
+    struct got woke = {0}, g = {0};
+    new_workspace("w2", 0);
+    put(&g, &(struct workspace_file_req){.ws = "w2", .rel = "a.txt"}, "a\n");
+    got_done(&g);
+
+    /* asked while the wake is under way: it waits, then goes warm */
+    workspaces_ensure(ws, "w2", on_ready, &woke);
+    assert_int_equal(workspaces_state(ws, "w2"), WS_WAKING);
+    workspace_file_get(ws, &(struct workspace_file_req){.ws = "w2", .rel = "a.txt"}, on_result, &g);
+    assert_int_equal(g.done, 0);
+    run_until(&g.done);
+    assert_int_equal(woke.done, 1);
+    assert_int_equal(g.r, 0);
+    assert_true(g.res.warm);
+    fd_is(g.res.fd, "a\n");
+    got_done(&g);
+    assert_int_equal(sandbox_memory_created(host), 1);
+    workspaces_close(ws, "w2", on_closed, &g);
+    run_until(&g.done);
+    got_done(&g);
+}
+
 static int
 setup(void **state)
 {
@@ -336,11 +530,16 @@ setup(void **state)
         !mkdtemp(top))
         return -1;
     topfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (topfd < 0 || mkdirat(topfd, "store", 0700) < 0 || mkdirat(topfd, "tmp", 0700) < 0)
+    if (topfd < 0 || mkdirat(topfd, "store", 0700) < 0 || mkdirat(topfd, "tmp", 0700) < 0 ||
+        mkdirat(topfd, "sandboxes", 0700) < 0)
         return -1;
+    sbfd = openat(topfd, "sandboxes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     (void)snprintf(store, sizeof(store), "%s/store", top);
     (void)snprintf(tmp, sizeof(tmp), "%s/tmp", top);
-    if (loop_new(&loop) < 0 || sync_ignore_default(&ignore) < 0)
+    if (sbfd < 0 || loop_new(&loop) < 0 || sync_ignore_default(&ignore) < 0)
+        return -1;
+    struct sandbox_memory_config mc = {.dir_fd = sbfd, .max_file_bytes = 1 << 20};
+    if (sandbox_memory_host_new(loop, &mc, &host) < 0)
         return -1;
     struct workspaces_config c = {
             .store = store,
@@ -348,11 +547,12 @@ setup(void **state)
             .workers = 2,
             .mirror_window_ms = 60000,
             .ignore = &ignore,
+            .default_limits = {.memory_bytes = 64ull << 20, .cpu_millis = 250, .pids = 64},
             .max_file_bytes = 1 << 20,
             .holder = "test-files",
     };
     struct err err = {0};
-    if (workspaces_new(loop, NULL, &c, &ws, &err) < 0) {
+    if (workspaces_new(loop, host, &c, &ws, &err) < 0) {
         fprintf(stderr, "workspaces_new: %s\n", err.msg);
         return -1;
     }
@@ -365,8 +565,10 @@ teardown(void **state)
     (void)state;
     workspaces_free(ws);
     ws = NULL;
+    host = sandbox_host_free(host);
     loop = loop_free(loop);
     sync_ignore_done(&ignore);
+    sbfd = safe_close(sbfd);
     topfd = safe_close(topfd);
     return rm_rf_at(AT_FDCWD, top) == 0 ? 0 : -1;
 }
@@ -376,10 +578,8 @@ main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
-            T(cold_put_get_stat),
-            T(cold_put_bounds),
-            T(cold_walk_mkdir_rename),
-            T(cold_delete_rmdir),
+            T(cold_put_get_stat), T(cold_put_bounds),          T(cold_walk_mkdir_rename),
+            T(cold_delete_rmdir), T(warm_goes_to_the_sandbox), T(waking_then_warm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
