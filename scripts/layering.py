@@ -18,7 +18,8 @@ import sys
 
 # piece -> the pieces it may use directly (closure taken below). The
 # order is DESIGN.md's: util <- http, jail, store <- sandbox, sync <-
-# workspace, tools, template <- api <- abxd; client <- cli.
+# workspace, tools, template <- api <- abxd; client <- cli. template uses
+# sandbox (start/ready commands run in one).
 BELOW = {
     'util': [],
     'http': ['util'],
@@ -32,7 +33,7 @@ BELOW = {
     'workspace': ['sync', 'sandbox', 'store'],
     'tools': ['util', 'abx'],
     'toolkit': ['tools', 'util', 'abx'],
-    'template': ['util'],
+    'template': ['sandbox', 'util'],
     'cluster': ['sandbox', 'store'],
     'api': ['workspace', 'sync', 'sandbox', 'snapshot', 'store', 'http', 'tools',
             'template', 'net', 'image', 'cluster'],
@@ -40,6 +41,8 @@ BELOW = {
     'client': ['util', 'abx'],
     # The CLI validates templates and builds tool bundles offline: it uses
     # those pieces' parsers as a documented exception (docs/architecture.md).
+    # It links template's parser library only (abx-template), never the
+    # part that runs in sandboxes (abx-template-run), so no jail code.
     'cli': ['client', 'template', 'tools', 'toolkit'],
     'abx': [],
 }

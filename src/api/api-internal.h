@@ -84,12 +84,12 @@ struct api {
     unsigned ports_slot; /* e->ext[] of the port proxy (its pinned netns) */
     struct api_metrics m;
     struct ports *ports;     /* the port proxy's state (ports.c), made on first use */
-    struct e2b_snaps *snaps; /* e2b-snapshots.c: its worker and store, made on first use */
-    uint32_t inotify_open;   /* e2b-watch.c: inotify instances its watches hold */
+    struct e2b_snaps *snaps; /* e2b/snapshots.c: its worker and store, made on first use */
+    uint32_t inotify_open;   /* e2b/watch.c: inotify instances its watches hold */
     uint64_t started_wall_ms;
 };
 
-/* templates.c: e is ready: runs its template's start_cmd in the background
+/* core/create.c: e is ready: runs its template's start_cmd in the background
  * and, with a ready_cmd, polls it; then answers req (may be NULL) 201 with
  * answer (stolen), or 504 not_ready and kills e when ready_cmd never
  * succeeds. Takes over the caller's reference on req. */
@@ -103,22 +103,8 @@ struct out_owner {
 };
 void api_stream_attached(struct api *a, const struct out_owner *o, bool attached);
 
-/* wire-sandboxes.c: a duration in seconds at key (optional; 0 to 7 days,
- * fractions allowed) into *ret_ms. 1 when present, 0 when absent, -EINVAL. */
-int api_decode_seconds(json_t *j, const char *key, uint64_t *ret_ms, struct err *err);
-/* An exec request decoded once; freed by the caller after api_exec_run(). */
-struct exec_req;
-int api_exec_decode(struct api *a, const char *body, size_t len, struct exec_req **ret,
-                    struct err *err);
-void api_exec_req_free(struct exec_req *q);
-/* An exec request made from C values (custom commands, code): argv, env and
- * stdin are copied; timeout_ms 0 = the default exec deadline. */
-int api_exec_req_new(struct api *a, const char *const *argv, const char *const *env,
-                     const char *cwd, uint64_t timeout_ms, const void *stdin_data, size_t stdin_len,
-                     struct exec_req **ret);
-/* Starts q in sb and answers req (NDJSON stream, or 201 when background). */
-void api_exec_run(struct api *a, struct http_req *req, struct sandbox *sb,
-                  const struct out_owner *owner, const struct exec_req *q);
+/* core/exec.h: exec requests and output streams (api_exec_*). */
+#include "api/core/exec.h"
 
 /* core/create.c: the file system of a sandbox of t (its layers, disk_mb), in
  * storage buf; NULL for the default one. */

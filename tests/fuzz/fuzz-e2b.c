@@ -3,7 +3,7 @@
  * send, one target for four of them: the first byte picks which (low two
  * bits) and a buffer size (the rest), the remaining bytes are the input.
  *
- *   0 ports_match_host() (api/ports.c): the Host header, then after a NUL
+ *   0 ports_match_host() (api/ports/ports.c): the Host header, then after a NUL
  *     the domain (default "abx.test"). Agrees with a matcher written here
  *     from the rule "<port>-<id>.<domain>[.][:digits]", port 1..65535 in at
  *     most 5 digits, id [a-z0-9]+ any case, shorter than the id buffer; a

@@ -3,20 +3,20 @@
  * the arguments of a custom-command call. The first byte picks which (low
  * bit); the rest is the body.
  *
- *   0 api_exec_decode() (api/wire-sandboxes.c), POST .../exec: 0, -EINVAL
+ *   0 api_exec_decode() (api/core/exec.c), POST .../exec: 0, -EINVAL
  *     or -EFBIG with a message and *ret untouched; a decoded request has
  *     argv as the body's "argv" (1..API_ARGV_MAX strings, the first not
  *     empty), env as "K=V" of the body's "env" (K not empty, no '=' in
  *     it), cwd within 4096 bytes, stdin within PROC_STDIN_MAX, "user"
  *     root exactly when it said "root", and timeouts within 7 days.
- *   1 api_render_command() (api/templates.c), POST .../commands/{name}:
+ *   1 api_render_command() (api/wire/templates.c), POST .../commands/{name}:
  *     the body is the "args" object for a fixed command; 0, -EINVAL or
  *     -E2BIG with a message; a rendered line holds every string value
  *     single-quoted (command_quote()), and only declared arguments with
  *     string, number or boolean values render.
  *
  * The decoded request is read through its first member, struct
- * sandbox_exec (wire-sandboxes.c keeps it there for api_exec_run()).
+ * sandbox_exec (core/exec.c keeps it there for api_exec_run()).
  */
 #include <errno.h>
 

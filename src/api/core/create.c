@@ -1,7 +1,8 @@
 /*
  * create.c - a create as the surfaces ask for it: the template's env and
  * file system under the request's, limits from the template, then the
- * table; the surface's ready callback answers. Also whose output streams
+ * table; the surface's ready callback answers, after the template's
+ * start_cmd and ready_cmd (api_template_start()). Also whose output streams
  * keep what from counting as idle.
  */
 #include <errno.h>
@@ -12,7 +13,9 @@
 
 #include "api/api-internal.h"
 #include "template/set.h"
+#include "template/start.h"
 #include "util/json.h"
+#include "util/log.h"
 
 static bool
 valid_env_key(const char *k)
@@ -192,4 +195,116 @@ api_stream_attached(struct api *a, const struct out_owner *o, bool attached)
     struct entry *e = table_find(a->table, o->id);
     if (e)
         table_stream_attached(e, attached);
+}
+
+/* --- start_cmd and ready_cmd (template/start.h) --- */
+
+struct ready_op {
+    struct api *api;
+    char id[API_ID_LEN + 1];
+    struct http_req *req; /* referenced; NULL when the client went away */
+    json_t *answer;
+};
+
+/* op's sandbox while it is ready, as api_find() finds it, answering nothing
+ * (this part is the core's: both surfaces call api_template_start()). */
+static struct entry *
+ready_entry(struct ready_op *op)
+{
+    struct entry *e = table_find(op->api->table, op->id);
+    if (!e || e->state != E_READY)
+        return NULL;
+    table_touch(e);
+    return e;
+}
+
+static struct sandbox *
+ready_find(void *ud)
+{
+    struct entry *e = ready_entry(ud);
+    return e ? e->sb : NULL;
+}
+
+static void
+ready_done(void *ud, const struct template_ready *res)
+{
+    struct ready_op *op = ud;
+
+    if (res->r == 0) {
+        if (op->req && !http_req_closed(op->req)) {
+            api_json(op->req, 201, op->answer);
+            op->answer = NULL;
+        }
+    } else {
+        struct entry *e = ready_entry(op);
+        log_warn("sandbox=%s: ready_cmd did not succeed (%s): removing it", op->id, res->why);
+        if (op->req && !http_req_closed(op->req)) {
+            json_t *o = json_object();
+            char msg[512];
+            (void)snprintf(msg, sizeof(msg),
+                           "the template's ready_cmd did not succeed within %.1f s (%s); the "
+                           "sandbox was removed",
+                           res->total_ms / 1000.0, res->why);
+            (void)json_set(o, "error", json_string("not_ready"));
+            (void)json_set(o, "message", json_string(msg));
+            json_t *tail = json_stringn(res->output, res->output_len);
+            (void)json_set(o, "output", tail ? tail : json_string(""));
+            api_json(op->req, 504, o);
+        }
+        if (e)
+            table_kill(e);
+    }
+    json_decref(op->answer);
+    if (op->req)
+        http_req_unref(op->req);
+    free(op);
+}
+
+static const struct template_ready_ops ready_ops = {.find = ready_find, .done = ready_done};
+
+static void
+start_failed(struct sandbox *sb, const char *msg)
+{
+    log_warn("sandbox=%s: start_cmd could not start: %s", sandbox_id(sb), msg);
+}
+
+static const struct template_start_ops start_ops = {.failed = start_failed};
+
+void
+api_template_start(struct api *a, struct entry *e, struct http_req *req, json_t *answer)
+{
+    const struct template *t = e->tmpl;
+    template_start_cmd(e->sb, t, &start_ops);
+    if (!t || !t->ready_cmd) {
+        if (req) {
+            api_json(req, 201, answer);
+            http_req_unref(req);
+        } else {
+            json_decref(answer);
+        }
+        return;
+    }
+    struct ready_op *op = calloc(1, sizeof(*op));
+    if (!op) {
+        if (req) {
+            api_error(req, -ENOMEM, NULL);
+            http_req_unref(req);
+        }
+        json_decref(answer);
+        return;
+    }
+    op->api = a;
+    (void)snprintf(op->id, sizeof(op->id), "%s", e->id);
+    op->req = req;
+    op->answer = answer;
+    if (template_poll_ready(a->loop, t, a->cfg.ready_timeout_ms, &ready_ops, op) < 0) {
+        op->req = NULL;
+        op->answer = NULL;
+        free(op);
+        if (req) {
+            api_error(req, -ENOMEM, NULL);
+            http_req_unref(req);
+        }
+        json_decref(answer);
+    }
 }

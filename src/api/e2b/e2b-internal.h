@@ -93,7 +93,7 @@ struct e2b_stream {
     void (*cut)(struct e2b_stream *s);
 };
 
-/* e2b-snapshots.c: file-system snapshots (sandbox/snapshot.h) stored in
+/* snapshots.c: file-system snapshots (sandbox/snapshot.h) stored in
  * <state_dir>/snapshots/<id>/{info.json,root/}, copied on a worker thread.
  * A sandbox is frozen while it is copied. */
 #define E2B_FORK_MAX 10 /* sandboxes one fork may create */
@@ -281,9 +281,9 @@ void e2b_stream_input(struct http_req *req, const struct e2b_call *c);
 /* files.c: filesystem.Filesystem/<method> and /files. */
 void e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg);
 bool e2b_filesystem_is_stream(const char *method);
-/* e2b-watch.c: filesystem.Filesystem/WatchDir (a server stream). */
+/* watch.c: filesystem.Filesystem/WatchDir (a server stream). */
 void e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg);
-/* e2b-watch.c: CreateWatcher / GetWatcherEvents / RemoveWatcher, envd's
+/* watch.c: CreateWatcher / GetWatcherEvents / RemoveWatcher, envd's
  * polled watchers (unary), kept in the sandbox's stream list. */
 void e2b_watcher(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg);
 /* files.c: an EntryInfo of the vfs entry (also for watch events). */

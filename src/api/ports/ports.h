@@ -9,7 +9,7 @@
 struct api;
 struct http_req;
 
-/* The port proxy (api/ports.c). A request whose Host is <port>-<id>.<domain>
+/* The port proxy (api/ports/ports.c). A request whose Host is <port>-<id>.<domain>
  * (an optional :port after it) goes to the server on that port inside
  * sandbox id, before any other route and without an API key. */
 #define PORTS_ID_MAX 64 /* longest id a Host may name */

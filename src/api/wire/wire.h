@@ -67,11 +67,11 @@ int api_body_path(json_t *j, const char *key, char *out, size_t outsz, struct er
 void wire_files(struct api *a, struct http_req *req, struct entry *e, const char *op,
                 const char *rest);
 
-/* wire-sandboxes.c: seg[0] is "processes"; serves a sandbox or a warm
+/* processes.c: seg[0] is "processes"; serves a sandbox or a warm
  * workspace's sandbox (404 when cold). */
 void api_processes(struct api *a, struct http_req *req, const struct out_owner *o, char **seg,
                    int n);
-/* wire-sandboxes.c */
+/* processes.c */
 void wire_sandboxes(struct api *a, struct http_req *req, char **seg, int nseg);
 
 /* tools.c: GET /v1/tools[/{name}] and /v1/tool-packages (path is the whole path). */

@@ -26,17 +26,10 @@
 
 #include <cmocka.h>
 
-#include "sandbox/sandbox-memory.h"
+#include "fixture.h"
 #include "util/fd.h"
 #include "util/timeutil.h"
 #include "workspace/workspace.h"
-
-static char top[300];
-static int topfd = -EBADF, sbfd = -EBADF;
-static struct loop *loop;
-static struct sandbox_host *host;
-static struct workspaces *ws;
-static struct sync_ignore ignore;
 
 struct result {
     int done, r;
@@ -61,15 +54,6 @@ on_result(void *ud, int r, const struct err *err, const struct sync_report *rep)
     (void)rep;
     res->done++;
     res->r = r;
-}
-
-static void
-run_until(const int *flag)
-{
-    uint64_t end = now_msec() + 10000;
-    while (!*flag && now_msec() < end)
-        assert_true(loop_run_once(loop, 50) >= 0);
-    assert_true(*flag);
 }
 
 static void
@@ -204,63 +188,10 @@ wake_fails(void **state)
     assert_int_equal(res.r, -ENOENT);
 }
 
-static int
-setup(void **state)
-{
-    char store[400], tmp[400];
-    (void)state;
-    const char *t = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    if (snprintf(top, sizeof(top), "%.200s/abx-test-workspace-XXXXXX", t) >= (int)sizeof(top) ||
-        !mkdtemp(top))
-        return -1;
-    topfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (topfd < 0 || mkdirat(topfd, "store", 0700) < 0 || mkdirat(topfd, "tmp", 0700) < 0 ||
-        mkdirat(topfd, "sandboxes", 0700) < 0)
-        return -1;
-    sbfd = openat(topfd, "sandboxes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    (void)snprintf(store, sizeof(store), "%s/store", top);
-    (void)snprintf(tmp, sizeof(tmp), "%s/tmp", top);
-    if (sbfd < 0 || loop_new(&loop) < 0 || sync_ignore_default(&ignore) < 0)
-        return -1;
-    struct sandbox_memory_config mc = {.dir_fd = sbfd, .max_file_bytes = 1 << 20};
-    if (sandbox_memory_host_new(loop, &mc, &host) < 0)
-        return -1;
-    struct workspaces_config c = {
-            .store = store,
-            .tmp_dir = tmp,
-            .workers = 2,
-            .mirror_window_ms = 60000,
-            .ignore = &ignore,
-            .default_limits = {.memory_bytes = 64ull << 20, .cpu_millis = 250, .pids = 64},
-            .max_file_bytes = 1 << 20,
-            .holder = "test-workspace",
-    };
-    struct err err = {0};
-    if (workspaces_new(loop, host, &c, &ws, &err) < 0) {
-        fprintf(stderr, "workspaces_new: %s\n", err.msg);
-        return -1;
-    }
-    return 0;
-}
-
-static int
-teardown(void **state)
-{
-    (void)state;
-    workspaces_free(ws);
-    ws = NULL;
-    host = sandbox_host_free(host);
-    loop = loop_free(loop);
-    sync_ignore_done(&ignore);
-    sbfd = safe_close(sbfd);
-    topfd = safe_close(topfd);
-    return rm_rf_at(AT_FDCWD, top) == 0 ? 0 : -1;
-}
-
 int
 main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, ws_fixture_setup, ws_fixture_teardown)
     const struct CMUnitTest tests[] = {
             T(cold_until_exec_then_warm),
             T(dead_sandbox_is_cold),

@@ -1,5 +1,5 @@
 /*
- * e2b-watch.c - envd's filesystem.Filesystem/WatchDir: inotify from the host.
+ * watch.c - envd's filesystem.Filesystem/WatchDir: inotify from the host.
  *
  * The watched directory lives in the sandbox's mount namespace, so it is
  * opened through vfs inside the sandbox's pinned root and watched through
@@ -33,6 +33,10 @@
  * keeps a failed watcher so too). A watcher nobody asked for events for
  * WATCHER_IDLE_MS (10 minutes) is removed (envd keeps them forever).
  *
+ * The tree watch itself (the wd table, the walk, directories made or moved
+ * in, the mapping of inotify events) is sandbox/watch.c's; this file frames
+ * its events for envd, queues them and answers.
+ *
  * Every stream and watcher holds an inotify instance, and the kernel
  * counts those per user (fs.inotify.max_user_instances, 128 by default)
  * for abxd and every other root process of the host alike. So a sandbox
@@ -40,15 +44,14 @@
  * the kernel's limit: past either a watch answers resource_exhausted, and
  * the host's own services keep theirs.
  */
-#include <dirent.h>
+#include "sandbox/watch.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -65,20 +68,14 @@
 #include "util/rand.h"
 #include "util/timeutil.h"
 
-#define WATCH_DIRS_MAX     8192                  /* inotify watches (directories) of one stream */
 #define WATCH_QUEUE_MAX    (1024 * 1024)         /* bytes of envelopes queued for a slow client */
 #define WATCH_QUEUE_LOW    (WATCH_QUEUE_MAX / 4) /* inotify is not read while more are queued */
-#define WATCH_READ_BUF     (16 * 1024)           /* bytes of inotify events per read() */
-#define WATCH_READS        16                    /* read()s per wakeup; the loop serves others */
 #define WATCH_PROBE_MS     2000   /* longest keepalive interval: finds clients gone (stop()) */
 #define WATCHERS_MAX       64     /* polled watchers of one sandbox (WATCHES_MAX binds first) */
 #define WATCHER_EVENTS_MAX 10000  /* events a polled watcher keeps for GetWatcherEvents */
 #define WATCHER_IDLE_MS    600000 /* a polled watcher without GetWatcherEvents so long goes */
 #define WATCHER_ID_LEN     21     /* "w" and 20 characters of [a-z0-9] */
 #define WATCHES_MAX        16     /* inotify instances (streams and watchers) of one sandbox */
-#define WATCH_MASK                                                                      \
-    (IN_CREATE | IN_MODIFY | IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM | IN_MOVED_TO | \
-     IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR)
 
 /* Network file systems envd refuses without allowNetworkMounts. */
 #define NFS_MAGIC  0x6969UL
@@ -87,21 +84,13 @@
 #define SMB2_MAGIC 0xFE534D42UL
 #define FUSE_MAGIC 0x65735546UL
 
-enum ev_type { EV_CREATE = 1, EV_WRITE, EV_REMOVE, EV_RENAME, EV_CHMOD };
-
 static const char *const ev_names[] = {
-        [EV_CREATE] = "EVENT_TYPE_CREATE", [EV_WRITE] = "EVENT_TYPE_WRITE",
-        [EV_REMOVE] = "EVENT_TYPE_REMOVE", [EV_RENAME] = "EVENT_TYPE_RENAME",
-        [EV_CHMOD] = "EVENT_TYPE_CHMOD",
+        [WATCH_CREATE] = "EVENT_TYPE_CREATE", [WATCH_WRITE] = "EVENT_TYPE_WRITE",
+        [WATCH_REMOVE] = "EVENT_TYPE_REMOVE", [WATCH_RENAME] = "EVENT_TYPE_RENAME",
+        [WATCH_CHMOD] = "EVENT_TYPE_CHMOD",
 };
 
-/* One watched directory. */
-struct wnode {
-    int wd;
-    char *rel; /* relative to the watched directory; "" for itself */
-};
-
-struct watch {
+struct ewatch {
     struct e2b_stream es; /* first: the cut callback gets &w->es */
     /* A polled watcher (CreateWatcher) has no req and stream: */
     bool poll;
@@ -120,98 +109,23 @@ struct watch {
     bool include_entry;
     bool closing;       /* the end-stream frame is queued: nothing comes after */
     bool ended;         /* http_stream_end() or _abort() was called */
-    bool paused;        /* inotify is not read until the queue drains */
     struct fileops *fo; /* file work as the watch's user, until the cut */
-    int dirfd;          /* the watched directory */
-    int ifd;            /* inotify */
-    struct loop_io *io;
-    struct wnode *nodes; /* sorted by wd */
-    size_t n, cap;
+    int dirfd;          /* the watched directory, until the core has it */
+    struct watch *core; /* the tree watch (sandbox/watch.h) */
     uint64_t keepalive_ms;
     struct loop_timer *keepalive;
     struct loop_timer *deadline; /* Connect-Timeout-Ms */
     struct buf q;                /* envelopes not handed to the stream yet */
     struct vfs_entry *ent;       /* scratch for includeEntry */
-    char rel[PATH_MAX_LEN + 1];  /* scratch: a name being reported or walked */
     char abs[PATH_MAX_LEN + 1];  /* scratch: an entry's absolute path */
     char path[PATH_MAX_LEN + 1]; /* the watched directory, absolute */
 };
-
-/* --- the wd table --- */
-
-static size_t
-node_pos(const struct watch *w, int wd)
-{
-    size_t lo = 0, hi = w->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (w->nodes[mid].wd < wd)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static struct wnode *
-node_find(struct watch *w, int wd)
-{
-    size_t i = node_pos(w, wd);
-    return i < w->n && w->nodes[i].wd == wd ? &w->nodes[i] : NULL;
-}
-
-static int
-node_add(struct watch *w, int wd, const char *rel)
-{
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 16;
-        struct wnode *v = realloc(w->nodes, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        w->nodes = v;
-        w->cap = cap;
-    }
-    char *s = strdup(rel);
-    if (!s)
-        return -ENOMEM;
-    size_t i = node_pos(w, wd);
-    memmove(&w->nodes[i + 1], &w->nodes[i], (w->n - i) * sizeof(*w->nodes));
-    w->nodes[i] = (struct wnode){wd, s};
-    w->n++;
-    return 0;
-}
-
-static void
-node_drop(struct watch *w, struct wnode *nd)
-{
-    size_t i = (size_t)(nd - w->nodes);
-    free(nd->rel);
-    memmove(&w->nodes[i], &w->nodes[i + 1], (w->n - i - 1) * sizeof(*w->nodes));
-    w->n--;
-}
-
-/* Stops watching rel and everything below it (a directory moved away:
- * its watches would go on reporting under a name it no longer has). */
-static void
-drop_subtree(struct watch *w, const char *rel)
-{
-    size_t len = strlen(rel);
-    for (size_t i = 0; i < w->n;) {
-        const char *r = w->nodes[i].rel;
-        if (!strncmp(r, rel, len) && (r[len] == '\0' || r[len] == '/')) {
-            (void)inotify_rm_watch(w->ifd, w->nodes[i].wd);
-            node_drop(w, &w->nodes[i]);
-        } else {
-            i++;
-        }
-    }
-}
 
 /* --- the queue --- */
 
 /* Hands what the stream can take to it; ends it after the end frame. */
 static void
-flush(struct watch *w)
+flush(struct ewatch *w)
 {
     if (w->ended || w->poll)
         return;
@@ -225,13 +139,13 @@ flush(struct watch *w)
         }
         return;
     }
-    if (w->paused && w->q.len < WATCH_QUEUE_LOW / 2 && loop_io_set_events(w->io, EPOLLIN) == 0)
-        w->paused = false;
+    if (w->core && watch_paused(w->core) && w->q.len < WATCH_QUEUE_LOW / 2)
+        watch_resume(w->core);
 }
 
 /* Queues one message (stolen) as an envelope. -EFBIG past WATCH_QUEUE_MAX. */
 static int
-enqueue(struct watch *w, json_t *msg)
+enqueue(struct ewatch *w, json_t *msg)
 {
     size_t start = w->q.len;
     uint8_t h[CONNECT_ENV_HEADER];
@@ -252,20 +166,13 @@ enqueue(struct watch *w, json_t *msg)
 }
 
 static void
-stop_watching(struct watch *w)
+stop_watching(struct ewatch *w)
 {
-    loop_io_free(w->io);
-    w->io = NULL;
-    if (w->ifd >= 0)
+    if (w->core)
         w->api->inotify_open--;
-    w->ifd = safe_close(w->ifd);
+    w->core = watch_free(w->core);
     w->dirfd = safe_close(w->dirfd);
     w->fo = fileops_unref(w->fo);
-    for (size_t i = 0; i < w->n; i++)
-        free(w->nodes[i].rel);
-    free(w->nodes);
-    w->nodes = NULL;
-    w->n = w->cap = 0;
     loop_timer_free(w->keepalive);
     w->keepalive = NULL;
     loop_timer_free(w->deadline);
@@ -273,11 +180,11 @@ stop_watching(struct watch *w)
 }
 
 /* Ends the stream after what is queued, with code (NULL = success). */
-static void finish(struct watch *w, const char *code, const char *fmt, ...)
+static void finish(struct ewatch *w, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
 static void
-finish(struct watch *w, const char *code, const char *fmt, ...)
+finish(struct ewatch *w, const char *code, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -308,7 +215,7 @@ finish(struct watch *w, const char *code, const char *fmt, ...)
 }
 
 static void
-fail_errno(struct watch *w, int r)
+fail_errno(struct ewatch *w, int r)
 {
     if (r == -EFBIG && w->poll)
         finish(w, "resource_exhausted",
@@ -335,7 +242,7 @@ fail_errno(struct watch *w, int r)
 }
 
 static void
-arm_keepalive(struct watch *w)
+arm_keepalive(struct ewatch *w)
 {
     if (w->keepalive)
         (void)loop_timer_arm(w->keepalive, now_msec() + w->keepalive_ms);
@@ -344,7 +251,7 @@ arm_keepalive(struct watch *w)
 /* Keeps one FilesystemEvent (stolen) for GetWatcherEvents. -EFBIG past
  * the bounds. */
 static int
-poll_push(struct watch *w, json_t *fe)
+poll_push(struct ewatch *w, json_t *fe)
 {
     size_t sz = json_dumpb(fe, NULL, 0, JSON_COMPACT) + 1;
     if (json_array_size(w->events) >= WATCHER_EVENTS_MAX || w->ev_bytes + sz > WATCH_QUEUE_MAX) {
@@ -359,7 +266,7 @@ poll_push(struct watch *w, json_t *fe)
 
 /* Queues one filesystem event about rel ("" = the watched directory). */
 static int
-emit(struct watch *w, enum ev_type t, const char *rel)
+emit(struct ewatch *w, enum watch_event t, const char *rel)
 {
     json_t *fe = json_object(), *o = json_object();
     /* JSON strings must be valid, file names need not be: U+FFFD for each
@@ -368,7 +275,7 @@ emit(struct watch *w, enum ev_type t, const char *rel)
     (void)json_set(fe, "type", json_string(ev_names[t]));
     /* envd's rule: only what still names the entry carries it, and only
      * when it can be had (it may be gone again). */
-    if (w->include_entry && (t == EV_CREATE || t == EV_WRITE || t == EV_CHMOD)) {
+    if (w->include_entry && (t == WATCH_CREATE || t == WATCH_WRITE || t == WATCH_CHMOD)) {
         int k = !*rel ? snprintf(w->abs, sizeof(w->abs), "%s", w->path)
                       : snprintf(w->abs, sizeof(w->abs), "%s/%s",
                                  strcmp(w->path, "/") ? w->path : "", rel);
@@ -387,215 +294,52 @@ emit(struct watch *w, enum ev_type t, const char *rel)
     return r;
 }
 
-/* Whether fd is on a file system inotify says nothing useful about. */
+/* --- the core's callbacks --- */
+
+static int
+core_event(void *ud, enum watch_event ev, const char *rel)
+{
+    return emit(ud, ev, rel);
+}
+
 static bool
-pseudo_fs(int fd)
+core_full(void *ud)
 {
-    struct statfs s;
-    if (fstatfs(fd, &s) < 0)
-        return true;
-    return s.f_type == PROC_SUPER_MAGIC || s.f_type == SYSFS_MAGIC ||
-           s.f_type == CGROUP_SUPER_MAGIC || s.f_type == CGROUP2_SUPER_MAGIC ||
-           s.f_type == DEBUGFS_MAGIC || s.f_type == SECURITYFS_MAGIC;
-}
-
-/* Watches the directory fd known as w->rel (its first len bytes) and, for
- * a recursive watch, every directory below it; with report, what it finds
- * below is queued as CREATE. A directory already watched (a bind mount
- * seen twice) is not entered again. */
-static int
-add_tree(struct watch *w, int fd, size_t len, unsigned level, bool report)
-{
-    char proc[64];
-    int r = 0;
-
-    w->rel[len] = '\0';
-    (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    int wd = inotify_add_watch(w->ifd, proc, WATCH_MASK);
-    if (wd < 0)
-        return -errno;
-    if (node_find(w, wd))
-        return 0;
-    if (w->n >= WATCH_DIRS_MAX) {
-        (void)inotify_rm_watch(w->ifd, wd);
-        return -E2BIG;
-    }
-    if ((r = node_add(w, wd, w->rel)) < 0) {
-        (void)inotify_rm_watch(w->ifd, wd);
-        return r;
-    }
-    if (!w->recursive)
-        return 0;
-    if (level >= VFS_MAX_DEPTH)
-        return -ELOOP;
-
-    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (dup < 0)
-        return -errno;
-    DIR *d = fdopendir(dup);
-    if (!d) {
-        safe_close(dup);
-        return -ENOMEM;
-    }
-    for (struct dirent *de; r >= 0 && (de = readdir(d));) {
-        const char *nm = de->d_name;
-        if (!strcmp(nm, ".") || !strcmp(nm, ".."))
-            continue;
-        size_t nl = strlen(nm), sep = len ? 1 : 0;
-        if (len + sep + nl > PATH_MAX_LEN - strlen(w->path) - 1) {
-            r = -ENAMETOOLONG;
-            break;
-        }
-        if (sep)
-            w->rel[len] = '/';
-        memcpy(w->rel + len + sep, nm, nl + 1);
-        if (report && (r = emit(w, EV_CREATE, w->rel)) < 0)
-            break;
-        /* what the name is, the helper finds out when it opens it */
-        if (de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)
-            continue;
-        _cleanup_close_ int sub = -EBADF;
-        r = fileops_vopen_below(w->fo, fd, nm, &sub, NULL);
-        if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EACCES) {
-            r = 0; /* gone or swapped meanwhile: its parent reports that */
-            continue;
-        }
-        if (r == 0 && !pseudo_fs(sub))
-            r = add_tree(w, sub, len + sep + nl, level + 1, report);
-        w->rel[len] = '\0';
-    }
-    closedir(d);
-    w->rel[len] = '\0';
-    return r;
-}
-
-/* A directory appeared as rel below the watched one: watch it and what is
- * in it already. */
-static int
-add_new_dir(struct watch *w, const char *rel)
-{
-    _cleanup_close_ int fd = -EBADF;
-    int r = fileops_vopen_below(w->fo, w->dirfd, rel, &fd, NULL);
-    if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EACCES)
-        return 0; /* gone again, or no directory now: events tell */
-    if (r < 0)
-        return r;
-    if (pseudo_fs(fd))
-        return 0;
-    size_t len = strlen(rel);
-    memmove(w->rel, rel, len + 1);
-    unsigned level = 1;
-    for (const char *p = rel; *p; p++)
-        level += *p == '/';
-    r = add_tree(w, fd, len, level, true);
-    /* Gone while we looked: the events say so; the kernel's limits do not
-     * go away by themselves. */
-    return r == -ENOENT || r == -ENOTDIR ? 0 : r;
-}
-
-/* One inotify event; < 0 ends the stream. */
-static int
-handle(struct watch *w, const struct inotify_event *ev)
-{
-    char rel[PATH_MAX_LEN + 1];
-    uint32_t m = ev->mask;
-    int r = 0;
-
-    if (m & IN_Q_OVERFLOW)
-        return -EOVERFLOW;
-    struct wnode *nd = node_find(w, ev->wd);
-    if (!nd)
-        return 0; /* a watch we dropped; its last events may still come */
-    if (m & IN_IGNORED) {
-        node_drop(w, nd); /* deleted, unmounted or removed by us */
-        return 0;
-    }
-    if (m & IN_UNMOUNT)
-        return 0; /* IN_IGNORED follows */
-    bool top = nd->rel[0] == '\0';
-    if (ev->len == 0 || !ev->name[0]) {
-        /* About a watched directory itself: a subdirectory's parent
-         * reports it already, the watched one reports as ".". */
-        if (!top)
-            return 0;
-        if (m & IN_ATTRIB)
-            r = emit(w, EV_CHMOD, "");
-        if (r == 0 && (m & IN_DELETE_SELF))
-            r = emit(w, EV_REMOVE, "");
-        if (r == 0 && (m & IN_MOVE_SELF)) {
-            /* Its name is gone; what is below would report under names
-             * nobody can use (envd's fsnotify drops the watch too). */
-            r = emit(w, EV_RENAME, "");
-            drop_subtree(w, "");
-        }
-        return r;
-    }
-    int k = top ? snprintf(rel, sizeof(rel), "%s", ev->name)
-                : snprintf(rel, sizeof(rel), "%s/%s", nd->rel, ev->name);
-    if (k < 0 || (size_t)k >= sizeof(rel))
-        return -ENAMETOOLONG;
-    /* envd's order when one event has several meanings. */
-    if (m & (IN_CREATE | IN_MOVED_TO))
-        r = emit(w, EV_CREATE, rel);
-    if (r == 0 && (m & IN_MOVED_FROM))
-        r = emit(w, EV_RENAME, rel);
-    if (r == 0 && (m & IN_ATTRIB))
-        r = emit(w, EV_CHMOD, rel);
-    if (r == 0 && (m & IN_MODIFY))
-        r = emit(w, EV_WRITE, rel);
-    if (r == 0 && (m & IN_DELETE))
-        r = emit(w, EV_REMOVE, rel);
-    if (r < 0 || !w->recursive || !(m & IN_ISDIR))
-        return r;
-    if (m & IN_MOVED_FROM)
-        drop_subtree(w, rel);
-    if (m & (IN_CREATE | IN_MOVED_TO))
-        r = add_new_dir(w, rel);
-    return r;
+    struct ewatch *w = ud;
+    return w->q.len >= WATCH_QUEUE_LOW;
 }
 
 static void
-on_inotify(struct loop_io *io, uint32_t revents, void *ud)
+core_flush(void *ud)
 {
-    struct watch *w = ud;
-    _Alignas(struct inotify_event) char buf[WATCH_READ_BUF];
-    (void)io;
-    (void)revents;
-
-    for (int i = 0; i < WATCH_READS && w->io && !w->paused; i++) {
-        ssize_t n = read(w->ifd, buf, sizeof(buf));
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR)
-                break;
-            fail_errno(w, -errno);
-            return;
-        }
-        for (char *p = buf; p < buf + n;) {
-            const struct inotify_event *ev = (const struct inotify_event *)p;
-            int r = handle(w, ev);
-            if (r == -EOVERFLOW) {
-                log_notice("sandbox=%s watch of '%s': the kernel's inotify queue overflowed",
-                           w->owner.id, w->path);
-                finish(w, "resource_exhausted",
-                       "too many file system events at once: the kernel's queue overflowed");
-                return;
-            }
-            if (r < 0) {
-                fail_errno(w, r);
-                return;
-            }
-            p += sizeof(*ev) + ev->len;
-        }
-        if (w->q.len >= WATCH_QUEUE_LOW && loop_io_set_events(w->io, 0) == 0)
-            w->paused = true; /* the kernel queues meanwhile */
-    }
-    flush(w);
+    flush(ud);
 }
+
+static void
+core_failed(void *ud, int r)
+{
+    struct ewatch *w = ud;
+    if (r == -EOVERFLOW) {
+        log_notice("sandbox=%s watch of '%s': the kernel's inotify queue overflowed", w->owner.id,
+                   w->path);
+        finish(w, "resource_exhausted",
+               "too many file system events at once: the kernel's queue overflowed");
+        return;
+    }
+    fail_errno(w, r);
+}
+
+static const struct watch_ops core_ops = {
+        .event = core_event,
+        .full = core_full,
+        .flush = core_flush,
+        .failed = core_failed,
+};
 
 /* --- the stream --- */
 
 static void
-ws_free(struct watch *w)
+ws_free(struct ewatch *w)
 {
     e2b_stream_detach(&w->es);
     stop_watching(w);
@@ -631,7 +375,7 @@ static const struct http_stream_ops ws_ops = {
 static void
 ws_cut(struct e2b_stream *es)
 {
-    struct watch *w = (struct watch *)es;
+    struct ewatch *w = (struct ewatch *)es;
     stop_watching(w);
     if (!w->ended) {
         w->ended = true;
@@ -642,7 +386,7 @@ ws_cut(struct e2b_stream *es)
 static void
 on_keepalive(struct loop_timer *t, void *ud)
 {
-    struct watch *w = ud;
+    struct ewatch *w = ud;
     (void)t;
     if (w->q.len == 0) {
         json_t *o = json_object();
@@ -732,7 +476,7 @@ count_watches(struct entry *e)
 
 /* Opens the directory and sets up every watch; answers req on error. */
 static int
-watch_open(struct http_req *req, struct watch *w, bool allow_network)
+watch_open(struct http_req *req, struct ewatch *w, bool allow_network)
 {
     struct err err = {0};
     struct statfs sf;
@@ -762,11 +506,11 @@ watch_open(struct http_req *req, struct watch *w, bool allow_network)
             w->api->inotify_open);
         return -EMFILE;
     }
-    w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (w->ifd >= 0)
+    r = watch_new(w->api->loop, w->fo, TAKE_FD(w->dirfd), w->recursive,
+                  PATH_MAX_LEN - strlen(w->path) - 1, &core_ops, w, &w->core);
+    if (r == 0)
         w->api->inotify_open++;
-    if (w->ifd < 0) {
-        r = -errno;
+    if (r < 0) {
         if (r == -EMFILE || r == -ENFILE || r == -ENOMEM)
             say(req, w->poll, "resource_exhausted", "no inotify instance left for the watch: %s",
                 strerror(-r));
@@ -774,7 +518,7 @@ watch_open(struct http_req *req, struct watch *w, bool allow_network)
             say(req, w->poll, "internal", "cannot create an inotify instance: %s", strerror(-r));
         return r;
     }
-    r = add_tree(w, w->dirfd, 0, 0, false);
+    r = watch_start(w->core);
     if (r == -E2BIG)
         say(req, w->poll, "resource_exhausted", "more than %d directories to watch below '%s'",
             WATCH_DIRS_MAX, w->path);
@@ -793,7 +537,7 @@ watch_open(struct http_req *req, struct watch *w, bool allow_network)
 
 /* A watch that never started. */
 static void
-discard(struct watch *w)
+discard(struct ewatch *w)
 {
     stop_watching(w);
     buf_done(&w->q);
@@ -805,13 +549,13 @@ discard(struct watch *w)
 /* The shared start of WatchDir and CreateWatcher: reads msg, opens the
  * directory of sandbox e and watches it; answers req and returns NULL on
  * error (as a stream's error, or unary for a polled watcher). */
-static struct watch *
-watch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg, bool poll)
+static struct ewatch *
+ewatch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg, bool poll)
 {
     struct err err = {0};
     const char *path = "";
     bool allow_network = false;
-    struct watch *w;
+    struct ewatch *w;
 
     if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
         return NULL;
@@ -835,7 +579,7 @@ watch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg
     }
     w->poll = poll;
     w->api = c->api;
-    w->dirfd = w->ifd = -EBADF;
+    w->dirfd = -EBADF;
     list_init(&w->es.link);
     buf_init(&w->q, WATCH_QUEUE_MAX + 4096); /* events, then room for the end frame */
     w->owner.kind = OWNER_SANDBOX;
@@ -858,7 +602,7 @@ watch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg
         discard(w);
         return NULL;
     }
-    int r = loop_io_add(c->api->loop, w->ifd, EPOLLIN, on_inotify, w, &w->io);
+    int r = watch_listen(w->core);
     if (r < 0) {
         say(req, poll, "internal", "cannot start the watch: %s", strerror(-r));
         discard(w);
@@ -871,14 +615,14 @@ void
 e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg)
 {
     struct entry *e = e2b_call_entry(c);
-    struct watch *w;
+    struct ewatch *w;
     int r;
 
     if (!e) {
         e2b_stream_error(req, "unavailable", "the sandbox is gone");
         return;
     }
-    if (!(w = watch_new(req, c, e, msg, false)))
+    if (!(w = ewatch_new(req, c, e, msg, false)))
         return;
     w->es.cut = ws_cut;
     if ((c->keepalive_ms &&
@@ -912,7 +656,7 @@ e2b_watch(struct http_req *req, struct e2b_call *c, json_t *msg)
 /* --- polled watchers (CreateWatcher / GetWatcherEvents / RemoveWatcher) --- */
 
 static void
-pw_free(struct watch *w)
+pw_free(struct ewatch *w)
 {
     e2b_stream_detach(&w->es);
     loop_timer_free(w->idle);
@@ -923,13 +667,13 @@ pw_free(struct watch *w)
 static void
 pw_cut(struct e2b_stream *es)
 {
-    pw_free((struct watch *)es);
+    pw_free((struct ewatch *)es);
 }
 
 static void
 on_idle(struct loop_timer *t, void *ud)
 {
-    struct watch *w = ud;
+    struct ewatch *w = ud;
     (void)t;
     log_info("sandbox=%s watcher %s: no GetWatcherEvents for %d s, removed", w->owner.id, w->id,
              WATCHER_IDLE_MS / 1000);
@@ -938,17 +682,17 @@ on_idle(struct loop_timer *t, void *ud)
 
 /* The polled watcher id of sandbox e (its list only); *count = how many
  * it has. */
-static struct watch *
+static struct ewatch *
 pw_find(struct entry *e, const char *id, size_t *count)
 {
-    struct watch *found = NULL;
+    struct ewatch *found = NULL;
     size_t n = 0;
     list_foreach (pos, &e2b_of(e)->streams) {
         struct e2b_stream *s = list_entry(pos, struct e2b_stream, link);
         if (s->cut != pw_cut)
             continue;
         n++;
-        struct watch *w = (struct watch *)s;
+        struct ewatch *w = (struct ewatch *)s;
         if (id && !found && !strcmp(w->id, id))
             found = w;
     }
@@ -961,7 +705,7 @@ static void
 pw_create(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg)
 {
     size_t n = 0;
-    struct watch *w;
+    struct ewatch *w;
     int r;
 
     (void)pw_find(e, NULL, &n);
@@ -971,7 +715,7 @@ pw_create(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *msg
                       WATCHERS_MAX);
         return;
     }
-    if (!(w = watch_new(req, c, e, msg, true)))
+    if (!(w = ewatch_new(req, c, e, msg, true)))
         return;
     w->es.cut = pw_cut;
     w->id[0] = 'w';
@@ -1008,7 +752,7 @@ e2b_watcher(struct http_req *req, struct e2b_call *c, const char *method, json_t
         e2b_rpc_error(req, "invalid_argument", "%s", err.msg);
         return;
     }
-    struct watch *w = pw_find(e, id, NULL);
+    struct ewatch *w = pw_find(e, id, NULL);
     if (!w) {
         e2b_rpc_error(req, "not_found", "watcher with id %.64s not found", id);
         return;

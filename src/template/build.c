@@ -1,35 +1,10 @@
 /*
- * template-build.c - POST /v1/templates: build a template from a tar of its
- * directory, store the result as a layer, and offer the template at once.
- *
- * The body (application/x-tar) is extracted while it arrives into
- * <state>/templates/.build-<id>/template/ by the safe extractor of
- * util/tar.h; then the template is parsed, a build sandbox of its base is
- * made whose /usr, /etc and /opt are overlays with their writable layer in
- * .build-<id>/fs/, and the steps run in it one after the other while their
- * output streams back as NDJSON:
- *
- *   {"step": 1, "start": "run", "line": 3}
- *   {"step": 1, "line": "output line"}
- *   {"done": true, "template": "pydata", "layer": "/var/lib/abx/templates/pydata/layer-..."}
- *   or {"error": "step 2 (line 9): exited with 1", "step": 2}
- *
- * After the last step the sandbox is killed, fs/ gets the ids every sandbox
- * can use (layer.h), the directory becomes templates/<name>/layer-<ms>, the
- * template joins the set, and templates/<name>/current points at it. A
- * failed or abandoned build (the client went away) leaves nothing. Not
- * thread-safe; file work blocks the loop (copy steps, the id shift).
- *
- * Where the host bounds sandboxes' disks (sandbox_host_area_create()), the writable layer is
- * not .build-<id>/fs but fs/ in a bounded directory of the sandboxes' disk
- * (build-<id>, as large as the template's disk_mb): what the steps write
- * never reaches the state file system unbounded. Once the sandbox is gone
- * and the ids are shifted there, `cp -a` (a process watched through its
- * pidfd, so the loop does not wait) copies it to .build-<id>/fs - owners,
- * modes, xattrs (overlay's opaque markers), whiteouts, hard links and holes
- * as they are; a tree nothing else writes any more - if the state file
- * system keeps its floor with it.
+ * build.c - the template build pipeline (see build.h): extraction, the
+ * checks, the build sandbox and its steps, the layer's install and its
+ * copy out of a bounded area. Not the HTTP: progress goes out as events.
  */
+#include "template/build.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -47,15 +22,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "api/api-internal.h"
-#include "api/wire/wire.h"
+#include "sandbox/proc.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/vfs.h"
 #include "template/command.h"
 #include "template/layer.h"
 #include "template/set.h"
+#include "template/template.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
-#include "util/json.h"
 #include "util/log.h"
 #include "util/path.h"
 #include "util/rand.h"
@@ -63,15 +38,14 @@
 #include "util/timeutil.h"
 
 #define BUILD_STEP_TIMEOUT_MS (60 * 60 * 1000) /* one step */
-#define BUILD_QUEUE_MAX       (256 * 1024)     /* NDJSON waiting for the client */
 #define BUILD_LINE_MAX        4096             /* a longer output line is split */
 #define BUILD_ENV_MAX         (TEMPLATE_ENV_MAX * 4 + TEMPLATE_STEPS_MAX)
 #define BUILD_CP_ERR_MAX      400 /* bytes of cp's complaints kept for the error */
 
-struct build {
-    struct api *a;
-    struct http_req *req; /* until it closes */
-    struct http_stream *out;
+struct template_build {
+    struct template_build_host host;
+    const struct template_build_ops *ops;
+    void *ud;
     unsigned refs;
     char id[24];
     char dir[PATH_MAX + 512]; /* <state>/templates/.build-<id>, then the layer's */
@@ -92,9 +66,8 @@ struct build {
     size_t n_env;
     char *workdir;
     struct proc_reader *rd;
-    struct buf q;    /* NDJSON lines for the client */
     struct buf line; /* a partial output line */
-    bool failed, succeeded, installed, ending;
+    bool failed, succeeded, installed;
     bool prepared; /* fs/ is as every sandbox can use it (prepare_fs()) */
     char area[32]; /* build-<id> on the sandboxes' disk holds fs/; "" = none */
     char area_path[PATH_MAX];
@@ -102,8 +75,6 @@ struct build {
     int cp_pidfd, cp_errfd;
     struct loop_io *cp_io;
 };
-
-static void build_unref(struct build *b);
 
 /* snprintf for paths: -ENAMETOOLONG rather than a cut path. */
 static int pathf(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -119,7 +90,7 @@ pathf(char *out, size_t n, const char *fmt, ...)
 }
 
 static void
-build_free(struct build *b)
+build_free(struct template_build *b)
 {
     if (b->cp_pid > 0) {
         (void)kill(b->cp_pid, SIGKILL);
@@ -129,7 +100,7 @@ build_free(struct build *b)
     safe_close(b->cp_pidfd);
     safe_close(b->cp_errfd);
     if (b->area[0])
-        sandbox_host_area_destroy(b->a->sh, b->area);
+        sandbox_host_area_destroy(b->host.sh, b->area);
     proc_reader_free(b->rd);
     tar_extract_free(b->x);
     safe_close(b->tfd);
@@ -139,13 +110,20 @@ build_free(struct build *b)
     for (size_t i = 0; i < b->n_env; i++)
         free(b->env[i]);
     free(b->workdir);
-    buf_done(&b->q);
     buf_done(&b->line);
+    if (b->ops && b->ops->released)
+        b->ops->released(b->ud);
     free(b);
 }
 
-static void
-build_unref(struct build *b)
+void
+template_build_ref(struct template_build *b)
+{
+    b->refs++;
+}
+
+void
+template_build_unref(struct template_build *b)
 {
     if (b && --b->refs == 0)
         build_free(b);
@@ -154,60 +132,33 @@ build_unref(struct build *b)
 /* --- output --- */
 
 static void
-emit(struct build *b, json_t *o)
+emit(struct template_build *b, const struct template_build_event *ev)
 {
-    if (o && b->out) {
-        size_t before = b->q.len;
-        if (json_dump_buf(o, &b->q) < 0 || buf_putc(&b->q, '\n') < 0)
-            b->q.len = before;
-        http_stream_wake(b->out);
-    }
-    json_decref(o);
-}
-
-/* JSON wants UTF-8: invalid bytes of build output become '?'. */
-static json_t *
-text_json(const char *s, size_t n)
-{
-    json_t *j = json_stringn(s, n);
-    if (j)
-        return j;
-    _cleanup_free_ char *c = malloc(n ? n : 1);
-    if (!c)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        c[i] = (unsigned char)s[i] >= 0x80 || s[i] == '\0' ? '?' : s[i];
-    return json_stringn(c, n);
+    b->ops->event(b->ud, ev);
 }
 
 static void
-emit_line(struct build *b, const char *s, size_t n)
+emit_line(struct template_build *b, const char *s, size_t n)
 {
-    json_t *o = json_object();
-    (void)json_set(o, "step", json_integer((json_int_t)b->step));
-    (void)json_set(o, "line", text_json(s, n));
-    emit(b, o);
+    struct template_build_event ev = {
+            .kind = TEMPLATE_BUILD_LINE, .step = b->step, .text = s, .len = n};
+    emit(b, &ev);
 }
 
-/* Ends the stream once the queue is written. */
+/* Ends the output once it is delivered. */
 static void
-end_stream(struct build *b)
+end_stream(struct template_build *b)
 {
-    b->ending = true;
-    if (!b->out)
-        return;
-    if (b->q.len)
-        http_stream_wake(b->out);
-    else
-        http_stream_end(b->out);
+    b->ops->end(b->ud);
 }
 
-static void fail(struct build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(struct template_build *b, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
 
-static void next_step(struct build *b);
+static void next_step(struct template_build *b);
 
 static void
-fail(struct build *b, const char *fmt, ...)
+fail(struct template_build *b, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -218,11 +169,9 @@ fail(struct build *b, const char *fmt, ...)
         return;
     b->failed = true;
     log_warn("template=%s build failed: %s", b->t ? b->t->name : "?", msg);
-    json_t *o = json_object();
-    (void)json_set(o, "error", json_string(msg));
-    if (b->step)
-        (void)json_set(o, "step", json_integer((json_int_t)b->step));
-    emit(b, o);
+    struct template_build_event ev = {
+            .kind = TEMPLATE_BUILD_ERROR, .step = b->step, .text = msg, .len = strlen(msg)};
+    emit(b, &ev);
     end_stream(b);
     if (b->sb)
         sandbox_kill(b->sb);
@@ -231,7 +180,7 @@ fail(struct build *b, const char *fmt, ...)
 /* --- the steps --- */
 
 static void
-flush_line(struct build *b)
+flush_line(struct template_build *b)
 {
     if (b->line.len)
         emit_line(b, b->line.data, b->line.len);
@@ -241,12 +190,12 @@ flush_line(struct build *b)
 /* Reads the running step's output into the queue while there is room;
  * at its end, judges the step and goes on. */
 static void
-pump(struct build *b)
+pump(struct template_build *b)
 {
     struct proc_chunk ch;
     int r;
 
-    while (b->rd && b->q.len < BUILD_QUEUE_MAX) {
+    while (b->rd && b->ops->room(b->ud)) {
         r = proc_reader_peek(b->rd, 65536, &ch);
         if (r == 0)
             return;
@@ -284,60 +233,35 @@ pump(struct build *b)
     }
 }
 
-static void
-out_fill(struct http_stream *s, void *ud)
+void
+template_build_pump(struct template_build *b)
 {
-    struct build *b = ud;
-    while (b->q.len) {
-        size_t k = http_stream_room(s);
-        if (k == 0)
-            return;
-        if (k > b->q.len)
-            k = b->q.len;
-        if (http_stream_write(s, b->q.data, k) < 0)
-            return;
-        buf_consume(&b->q, k);
-    }
-    if (b->ending) {
-        http_stream_end(s);
-        return;
-    }
     pump(b);
-    if (b->q.len && http_stream_room(s))
-        out_fill(s, ud);
 }
-
-static void
-out_closed(struct http_stream *s, void *ud)
-{
-    struct build *b = ud;
-    (void)s;
-    http_stream_release(b->out);
-    b->out = NULL;
-    if (!b->failed && !b->succeeded) {
-        /* the client went away: abandon the build */
-        b->failed = true;
-        log_info("template=%s build abandoned: the client went away", b->t->name);
-        if (b->sb)
-            sandbox_kill(b->sb);
-    }
-    build_unref(b);
-}
-
-static const struct http_stream_ops out_ops = {.fill = out_fill, .closed = out_closed};
 
 static void
 reader_wake(void *ud)
 {
-    struct build *b = ud;
-    if (b->out)
-        http_stream_wake(b->out);
+    struct template_build *b = ud;
+    b->ops->wake(b->ud);
+}
+
+void
+template_build_abandon(struct template_build *b, bool loud)
+{
+    if (!b->failed && !b->succeeded) {
+        b->failed = true;
+        if (loud)
+            log_info("template=%s build abandoned: the client went away", b->t->name);
+        if (b->sb)
+            sandbox_kill(b->sb);
+    }
 }
 
 static void
 exec_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *ud)
 {
-    struct build *b = ud;
+    struct template_build *b = ud;
     (void)sb;
     if (b->failed)
         return;
@@ -355,7 +279,7 @@ exec_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, v
 }
 
 static int
-exec_step(struct build *b, const char *const *argv)
+exec_step(struct template_build *b, const char *const *argv)
 {
     struct err err = {0};
     b->env[b->n_env] = NULL;
@@ -373,7 +297,7 @@ exec_step(struct build *b, const char *const *argv)
 }
 
 static int
-set_env(struct build *b, const char *k, const char *v)
+set_env(struct template_build *b, const char *k, const char *v)
 {
     char *kv = NULL;
     if (asprintf(&kv, "%s=%s", k, v) < 0)
@@ -398,7 +322,7 @@ set_env(struct build *b, const char *k, const char *v)
  * build sandbox's root helper (fileops.h): with exactly the rights its root
  * has there. */
 static int
-copy_step(struct build *b, const struct template_step *st, struct err *err)
+copy_step(struct template_build *b, const struct template_step *st, struct err *err)
 {
     char top[8];
     const char *d = st->b + 1;
@@ -416,20 +340,20 @@ copy_step(struct build *b, const struct template_step *st, struct err *err)
     return fileops_vcopy_in(fo, b->tfd, st->a, st->b, err);
 }
 
-static void succeed(struct build *b);
-static void copy_out(struct build *b);
+static void succeed(struct template_build *b);
+static void copy_out(struct template_build *b);
 
 static void
-next_step(struct build *b)
+next_step(struct template_build *b)
 {
     while (!b->failed && b->step < b->t->n_steps) {
         const struct template_step *st = &b->t->steps[b->step++];
-        json_t *o = json_object();
         static const char *const kinds[] = {"run", "env", "workdir", "copy"};
-        (void)json_set(o, "step", json_integer((json_int_t)b->step));
-        (void)json_set(o, "start", json_string(kinds[st->kind]));
-        (void)json_set(o, "line", json_integer(st->line));
-        emit(b, o);
+        struct template_build_event ev = {.kind = TEMPLATE_BUILD_STEP,
+                                          .step = b->step,
+                                          .start = kinds[st->kind],
+                                          .line = st->line};
+        emit(b, &ev);
         switch (st->kind) {
         case TEMPLATE_STEP_RUN: {
             const char *argv[] = {"/bin/sh", "-c", st->a, NULL};
@@ -476,7 +400,7 @@ next_step(struct build *b)
 /* The writable layer at fs as every sandbox can use it: overlay's work
  * directories gone, usr/ etc/ opt/ there, ids shifted (layer.h). */
 static int
-prepare_fs(struct build *b, const char *fs)
+prepare_fs(struct template_build *b, const char *fs)
 {
     struct err err = {0};
     char p[PATH_MAX + 64];
@@ -497,7 +421,7 @@ prepare_fs(struct build *b, const char *fs)
 }
 
 static int
-install(struct build *b, char *ret_layer, size_t n)
+install(struct template_build *b, char *ret_layer, size_t n)
 {
     char fs[PATH_MAX + 8], ndir[PATH_MAX + 64], layer[PATH_MAX + 96];
     _cleanup_(buf_donep) struct buf lw = {0};
@@ -527,7 +451,7 @@ install(struct build *b, char *ret_layer, size_t n)
 }
 
 static int
-switch_current(struct build *b, const char *name, const char *layer)
+switch_current(struct template_build *b, const char *name, const char *layer)
 {
     char ndir[PATH_MAX + 64], tmp[PATH_MAX + 96], cur[PATH_MAX + 96];
     (void)pathf(ndir, sizeof(ndir), "%s/%s", b->tdir, name);
@@ -544,7 +468,7 @@ switch_current(struct build *b, const char *name, const char *layer)
 }
 
 static void
-succeed(struct build *b)
+succeed(struct template_build *b)
 {
     char layer[PATH_MAX + 96];
     char **stack = NULL;
@@ -568,7 +492,7 @@ succeed(struct build *b)
         free(stack);
     }
     if (r == 0)
-        r = template_set_put(b->a->templates, b->t, &b->err);
+        r = template_set_put(b->host.set, b->t, &b->err);
     if (r < 0) {
         b->succeeded = false;
         fail(b, "cannot install the template: %s", b->err.msg[0] ? b->err.msg : strerror(-r));
@@ -580,11 +504,8 @@ succeed(struct build *b)
     if (switch_current(b, name, layer) < 0)
         log_warn("template=%s: %s; the next start will not find it", name, b->err.msg);
     log_info("template=%s built, layer '%s'", name, layer);
-    json_t *o = json_object();
-    (void)json_set(o, "done", json_true());
-    (void)json_set(o, "template", json_string(name));
-    (void)json_set(o, "layer", json_string(layer));
-    emit(b, o);
+    struct template_build_event ev = {.kind = TEMPLATE_BUILD_DONE, .name = name, .layer = layer};
+    emit(b, &ev);
     end_stream(b);
 }
 
@@ -593,7 +514,7 @@ succeed(struct build *b)
 static void
 copy_done(struct loop_io *io, uint32_t revents, void *ud)
 {
-    struct build *b = ud;
+    struct template_build *b = ud;
     siginfo_t si;
     char msg[BUILD_CP_ERR_MAX + 1];
     (void)io;
@@ -612,7 +533,7 @@ copy_done(struct loop_io *io, uint32_t revents, void *ud)
         if (*c == '\n')
             *c = ' ';
     b->cp_errfd = safe_close(b->cp_errfd);
-    sandbox_host_area_destroy(b->a->sh, b->area);
+    sandbox_host_area_destroy(b->host.sh, b->area);
     b->area[0] = '\0';
     if (si.si_code == CLD_EXITED && si.si_status == 0) {
         succeed(b);
@@ -620,13 +541,13 @@ copy_done(struct loop_io *io, uint32_t revents, void *ud)
         b->succeeded = false;
         fail(b, "cannot copy the layer out of its bounded area: %s", msg[0] ? msg : "cp failed");
     }
-    build_unref(b);
+    template_build_unref(b);
 }
 
 /* Starts `cp -a AREA/fs DIR/fs` once fs/ in the area is prepared, if the
  * state file system keeps its floor with the layer on it. */
 static void
-copy_out(struct build *b)
+copy_out(struct template_build *b)
 {
     char src[PATH_MAX + 8], dst[PATH_MAX + 8];
     struct statvfs sv;
@@ -644,15 +565,15 @@ copy_out(struct build *b)
     _cleanup_close_ int afd = open(b->area_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (afd >= 0)
         (void)syncfs(afd);
-    (void)sandbox_host_area_usage(b->a->sh, b->area, &used);
+    (void)sandbox_host_area_usage(b->host.sh, b->area, &used);
     if (statvfs(b->tdir, &sv) == 0 &&
-        (uint64_t)sv.f_bavail * sv.f_frsize < used + b->a->cfg.disk_floor_bytes) {
+        (uint64_t)sv.f_bavail * sv.f_frsize < used + b->host.disk_floor_bytes) {
         b->succeeded = false;
         fail(b,
              "no room for the layer (%llu MiB) on the state file system, which keeps %llu MiB "
              "free",
              (unsigned long long)(used >> 20),
-             (unsigned long long)(b->a->cfg.disk_floor_bytes >> 20));
+             (unsigned long long)(b->host.disk_floor_bytes >> 20));
         return;
     }
     static const char *const envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
@@ -680,7 +601,7 @@ copy_out(struct build *b)
         r = b->cp_pidfd < 0 ? errno : 0;
     }
     if (r == 0)
-        r = -loop_io_add(b->a->loop, b->cp_pidfd, EPOLLIN, copy_done, b, &b->cp_io);
+        r = -loop_io_add(b->host.loop, b->cp_pidfd, EPOLLIN, copy_done, b, &b->cp_io);
     if (r != 0) {
         b->succeeded = false;
         fail(b, "cannot copy the layer: %s", strerror(r));
@@ -694,7 +615,7 @@ copy_out(struct build *b)
 static void
 sb_gone(struct sandbox *sb, void *ud)
 {
-    struct build *b = ud;
+    struct template_build *b = ud;
     (void)sb;
     proc_reader_free(b->rd);
     b->rd = NULL;
@@ -706,18 +627,18 @@ sb_gone(struct sandbox *sb, void *ud)
         fail(b, "the build sandbox ended on its own");
     sandbox_free(b->sb);
     b->sb = NULL;
-    build_unref(b);
+    template_build_unref(b);
 }
 
 static void
 sb_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
 {
-    struct build *b = ud;
+    struct template_build *b = ud;
     if (r < 0) {
         fail(b, "cannot make the build sandbox: %s", err && err->msg[0] ? err->msg : strerror(-r));
         sandbox_free(sb);
         b->sb = NULL;
-        build_unref(b);
+        template_build_unref(b);
         return;
     }
     sandbox_set_gone_handler(sb, sb_gone, b);
@@ -733,7 +654,7 @@ sb_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
 
 /* Checks what can be checked before anything runs; 400 with the reason. */
 static int
-check_template(struct build *b, struct err *err)
+check_template(struct template_build *b, struct err *err)
 {
     struct template *t = b->t;
     for (size_t c = 0; c < t->n_cmds; c++) {
@@ -747,18 +668,18 @@ check_template(struct build *b, struct err *err)
     if (!strcmp(t->base, TEMPLATE_BASE_HOST)) {
         b->base = NULL;
     } else {
-        b->base = template_set_find(b->a->templates, t->base);
+        b->base = template_set_find(b->host.set, t->base);
         if (!b->base || !strcmp(b->base->name, t->name))
             return err_set(err, EINVAL, "template '%s': its base '%s' is no other template here",
                            t->name, t->base);
-        b->n_lowers = template_layers(b->a->templates, b->base, b->lowers, TEMPLATE_LAYERS_MAX);
+        b->n_lowers = template_layers(b->host.set, b->base, b->lowers, TEMPLATE_LAYERS_MAX);
         if (b->n_lowers >= TEMPLATE_LAYERS_MAX)
             return err_set(err, E2BIG, "template '%s' would stack more than %d layers", t->name,
                            TEMPLATE_LAYERS_MAX);
     }
     for (size_t k = 0; k <= t->n_aliases; k++) {
         const char *n = k == 0 ? t->name : t->aliases[k - 1];
-        const struct template *o = template_set_find(b->a->templates, n);
+        const struct template *o = template_set_find(b->host.set, n);
         if (o && strcmp(o->name, t->name) != 0)
             return err_set(err, EEXIST, "the name '%s' is taken by template '%s'", n, o->name);
     }
@@ -790,19 +711,18 @@ check_template(struct build *b, struct err *err)
 }
 
 static int
-start_sandbox(struct build *b, struct err *err)
+start_sandbox(struct template_build *b, struct err *err)
 {
-    struct api *a = b->a;
+    const struct template_build_host *a = &b->host;
     struct template *t = b->t;
-    struct sandbox_limits lim = {a->cfg.default_memory_bytes, a->cfg.default_cpu_millis,
-                                 a->cfg.default_pids};
+    struct sandbox_limits lim = {a->default_memory_bytes, a->default_cpu_millis, a->default_pids};
     const char *tenv[TEMPLATE_ENV_MAX * 4];
     double cpu = 0;
     uint64_t mem = 0, pids = 0, disk = t->disk_mb;
     int r;
 
     if (b->base)
-        template_effective_resources(a->templates, b->base, &cpu, &mem, &pids);
+        template_effective_resources(a->set, b->base, &cpu, &mem, &pids);
     if (t->cpu > 0)
         cpu = t->cpu;
     if (t->memory_mb)
@@ -810,7 +730,7 @@ start_sandbox(struct build *b, struct err *err)
     if (t->pids)
         pids = t->pids;
     for (const struct template *c = b->base; !disk && c;
-         c = strcmp(c->base, TEMPLATE_BASE_HOST) ? template_set_find(a->templates, c->base) : NULL)
+         c = strcmp(c->base, TEMPLATE_BASE_HOST) ? template_set_find(a->set, c->base) : NULL)
         disk = c->disk_mb;
     if (cpu > 0)
         lim.cpu_millis = (uint32_t)(cpu * 1000.0 + 0.5);
@@ -819,7 +739,7 @@ start_sandbox(struct build *b, struct err *err)
     if (pids)
         lim.pids = (uint32_t)pids;
     /* the env of the base chain, the template's own, then env steps */
-    int nt = b->base ? template_effective_env(a->templates, b->base, tenv, ELEMENTSOF(tenv)) : 0;
+    int nt = b->base ? template_effective_env(a->set, b->base, tenv, ELEMENTSOF(tenv)) : 0;
     if (nt < 0)
         return err_set(err, E2BIG, "too many env entries");
     for (int i = 0; i < nt; i++) {
@@ -850,7 +770,7 @@ start_sandbox(struct build *b, struct err *err)
     (void)pathf(fs, sizeof(fs), "%s/fs", b->area[0] ? b->area_path : b->dir);
     if (mkdir(fs, 0755) < 0)
         return err_setx(err, errno, "cannot create '%s'", fs);
-    if (disk && a->cfg.default_disk_bytes)
+    if (disk && a->default_disk_bytes)
         lim.disk_bytes = disk << 20; /* its home too */
     struct sandbox_fs jfs = {
             .layers = b->lowers, .nlayers = b->n_lowers, .upper = fs, .disk_bytes = disk << 20};
@@ -864,124 +784,86 @@ start_sandbox(struct build *b, struct err *err)
     return r;
 }
 
-/* --- the request --- */
+/* --- the build --- */
 
-static void
-req_closed(struct http_req *req, void *ud)
+const char *
+template_build_name(const struct template_build *b)
 {
-    struct build *b = ud;
-    (void)req;
-    b->req = NULL;
-    build_unref(b);
+    return b->t ? b->t->name : "?";
 }
 
-static int
-body_chunk(struct http_req *req, const char *data, size_t len)
+const char *
+template_build_id(const struct template_build *b)
 {
-    struct build *b = http_req_userdata(req);
+    return b->id;
+}
+
+size_t
+template_build_steps(const struct template_build *b)
+{
+    return b->t ? b->t->n_steps : 0;
+}
+
+int
+template_build_feed(struct template_build *b, const void *data, size_t len, struct err *err)
+{
     int r = tar_extract_feed(b->x, data, len, &b->err);
-    if (r < 0) {
-        api_error_msg(req, r == -EFBIG ? 413 : 400, "invalid_archive", "%s",
-                      b->err.msg[0] ? b->err.msg : strerror(-r));
-        return r;
-    }
+    if (r < 0)
+        return err_set(err, -r, "%s", b->err.msg[0] ? b->err.msg : strerror(-r));
     return 0;
 }
 
-static void
-body_done(struct http_req *req)
+int
+template_build_untar_done(struct template_build *b, struct err *err)
 {
-    struct build *b = http_req_userdata(req);
-    struct api *a = b->a;
-    struct err err = {0};
-    int r;
-
-    r = tar_extract_finish(b->x, &b->err);
-    if (r < 0) {
-        api_error_msg(req, 400, "invalid_archive", "%s", b->err.msg);
-        return;
-    }
-    r = layer_digest(b->tfd, b->digest, &err);
-    if (r < 0) {
-        api_error(req, r, &err);
-        return;
-    }
-    r = template_load(b->tfd, b->display, &b->t, &err);
-    if (r == -ENOENT) {
-        api_error_msg(req, 400, "invalid_template", "the archive has no %s at its top",
-                      TEMPLATE_FILE_NAME);
-        return;
-    }
-    if (r == 0)
-        r = check_template(b, &err);
-    if (r < 0) {
-        api_error_msg(req,
-                      r == -EEXIST  ? 409
-                      : r == -EFBIG ? 413
-                                    : 400,
-                      r == -EEXIST ? "conflict" : "invalid_template", "%s", err.msg);
-        return;
-    }
-    if (table_draining(a->table)) {
-        api_error_msg(req, 503, "draining", "abxd is draining");
-        return;
-    }
-    r = start_sandbox(b, &err);
-    if (r < 0) {
-        api_error(req, r, &err);
-        return;
-    }
-    log_info("template=%s build started (sandbox=%s, %zu steps)", b->t->name, b->id, b->t->n_steps);
-    b->refs++;
-    r = http_stream_start(req, 200, "application/x-ndjson", &out_ops, b, &b->out);
-    if (r < 0) {
-        b->refs--;
-        b->failed = true;
-        sandbox_kill(b->sb);
-    }
+    int r = tar_extract_finish(b->x, &b->err);
+    if (r < 0)
+        return err_set(err, -r, "%s", b->err.msg);
+    return 0;
 }
 
-/* POST /v1/templates. */
-void
-api_template_build(struct api *a, struct http_req *req, const struct api_scope *scope)
+int
+template_build_digest(struct template_build *b, struct err *err)
 {
-    struct build *b = NULL;
+    return layer_digest(b->tfd, b->digest, err);
+}
+
+int
+template_build_load(struct template_build *b, struct err *err)
+{
+    int r = template_load(b->tfd, b->display, &b->t, err);
+    if (r == 0)
+        r = check_template(b, err);
+    return r;
+}
+
+int
+template_build_start(struct template_build *b, struct err *err)
+{
+    return start_sandbox(b, err);
+}
+
+int
+template_build_new(const struct template_build_host *host, const char *display,
+                   const struct template_build_ops *ops, void *ud, struct template_build **ret)
+{
+    struct template_build *b = NULL;
     const char *jh_dir;
     int r;
 
-    if (scope) {
-        api_error_msg(req, 403, "forbidden", "building templates needs the full key");
-        return;
-    }
-    const char *ct = http_req_header(req, "Content-Type");
-    if (!ct || strncasecmp(ct, "application/x-tar", 17) != 0) {
-        api_error_msg(req, 415, "unsupported_media_type",
-                      "the body must be a tar of the template directory (Content-Type: "
-                      "application/x-tar)");
-        return;
-    }
-    if (!sandbox_host_has_layers(a->sh)) {
-        api_error_msg(req, 501, "not_implemented",
-                      "building templates needs the ns isolation mode");
-        return;
-    }
     b = calloc(1, sizeof(*b));
-    if (!b) {
-        api_error(req, -ENOMEM, NULL);
-        return;
-    }
-    b->a = a;
+    if (!b)
+        return -ENOMEM;
+    b->host = *host;
     b->tfd = -EBADF;
     b->cp_pidfd = b->cp_errfd = -EBADF;
-    b->refs = 1; /* the request */
-    buf_init(&b->q, BUF_UNLIMITED);
+    b->refs = 1; /* the caller's */
     buf_init(&b->line, BUILD_LINE_MAX + 1);
-    const char *dq = http_req_query(req, "dir");
-    (void)snprintf(b->display, sizeof(b->display), "%s", dq && *dq ? dq : ".");
+    (void)snprintf(b->display, sizeof(b->display), "%s", display && *display ? display : ".");
     for (char *p = b->display; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
-    jh_dir = sandbox_host_state_dir(a->sh);
+    jh_dir = sandbox_host_state_dir(host->sh);
     (void)pathf(b->tdir, sizeof(b->tdir), "%s/%s", jh_dir, TEMPLATE_LAYERS_DIR);
     b->id[0] = 'b';
     r = rand_id(b->id + 1, 19);
@@ -999,11 +881,11 @@ api_template_build(struct api *a, struct http_req *req, const struct api_scope *
     if (r == 0)
         r = tar_extract_new(b->tfd, TAR_BYTES_MAX, TAR_ENTRIES_MAX, &b->x);
     if (r < 0) {
-        api_error(req, r, NULL);
-        build_free(b);
-        return;
+        build_free(b); /* ops not set yet: nothing is released */
+        return r;
     }
-    b->req = req;
-    http_req_set_userdata(req, b, req_closed);
-    http_req_stream_body(req, body_chunk, body_done);
+    b->ops = ops;
+    b->ud = ud;
+    *ret = b;
+    return 0;
 }

@@ -2,15 +2,14 @@
  * workspaces.c - /v1/workspaces: durable workspaces on the native wire, and
  * the store's administrative routes (/v1/store/check, /v1/store/gc).
  *
- * Each request settles the workspace first (waits out a wake or a sleep in
- * progress), then routes: warm to its sandbox, exactly like the sandbox
- * routes, and cold to the store, on a worker thread. Only exec wakes a
- * workspace. Uploads are staged (and hashed) as they arrive, because where
- * they go is only known once the body is in; a warm upload is then copied
- * into the sandbox, a cold one committed to the store. Writes and deletes
- * may carry If-Match: a version we handed out (warm: the sandbox's 16-hex
- * stamp), or a content hash (64 hex, good in both states), or "" for
- * "must not exist"; a mismatch is 412.
+ * File requests are decoded here and handed to workspace/files.c, which
+ * settles the workspace and routes them (warm to its sandbox, cold to the
+ * store; only exec wakes a workspace); the result is answered here.
+ * Uploads are staged (and hashed) as they arrive, because where they go is
+ * only known once the body is in. Writes and deletes may carry If-Match: a
+ * version we handed out (warm: the sandbox's 16-hex stamp), or a content
+ * hash (64 hex, good in both states), or "" for "must not exist"; a
+ * mismatch is 412.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +27,7 @@
 #include "util/path.h"
 #include "util/rand.h"
 #include "util/timeutil.h"
+#include "workspace/files.h"
 
 #define WS_ID_MAX 64
 
@@ -144,20 +144,12 @@ struct wjob {
     struct api *api;
     struct http_req *req;
     char ws[WS_ID_MAX + 1];
-    char rel[PATH_MAX_LEN + 2], rel2[PATH_MAX_LEN + 2];
-    char match[80];
-    bool has_match, overwrite, created;
     int r;
     struct err err;
     json_t *out; /* the answer (200 or status) */
     unsigned status;
-    int fd; /* a file to stream back */
-    struct store_entry e;
     struct store_ws meta;
     struct store_usage usage;
-    struct store_writer *wr; /* a staged upload */
-    struct fileops *fo;      /* warm: file work as the sandbox's user */
-    bool head;
     void (*run)(struct store *s, struct wjob *j);
 };
 
@@ -169,7 +161,6 @@ wjob_new(struct api *a, struct http_req *req, const char *ws)
         return NULL;
     j->api = a;
     j->req = req;
-    j->fd = -EBADF;
     j->status = 200;
     (void)snprintf(j->ws, sizeof(j->ws), "%s", ws);
     http_req_ref(req);
@@ -179,9 +170,6 @@ wjob_new(struct api *a, struct http_req *req, const char *ws)
 static void
 wjob_free(struct wjob *j)
 {
-    safe_close(j->fd);
-    fileops_unref(j->fo);
-    store_writer_abort(j->wr);
     json_decref(j->out);
     http_req_unref(j->req);
     free(j);
@@ -240,19 +228,17 @@ blob_out_free(void *ud)
 static const struct http_body_check blob_out_check = {blob_out_piece, blob_out_end, blob_out_free};
 
 static void
-respond_blob(struct wjob *j)
+respond_blob(struct http_req *req, const char *ws, int fd, const struct store_entry *e)
 {
     struct blob_out *b = calloc(1, sizeof(*b));
-    int fd = TAKE_FD(j->fd);
-    if (!b || store_verify_begin(&b->v, &j->e) < 0) {
+    if (!b || store_verify_begin(&b->v, e) < 0) {
         free(b);
         safe_close(fd);
-        api_error(j->req, -ENOMEM, NULL);
+        api_error(req, -ENOMEM, NULL);
         return;
     }
-    (void)snprintf(b->ws, sizeof(b->ws), "%s", j->ws);
-    http_respond_fd_checked(j->req, 200, "application/octet-stream", fd, j->e.size, &blob_out_check,
-                            b);
+    (void)snprintf(b->ws, sizeof(b->ws), "%s", ws);
+    http_respond_fd_checked(req, 200, "application/octet-stream", fd, e->size, &blob_out_check, b);
 }
 
 static void
@@ -261,15 +247,6 @@ wjob_done(void *ud)
     struct wjob *j = ud;
     if (j->r < 0) {
         api_error(j->req, j->r, &j->err);
-    } else if (j->fd >= 0) {
-        char etag[80];
-        (void)snprintf(etag, sizeof(etag), "\"%s\"", j->e.hash);
-        http_req_add_header(j->req, "ETag", etag);
-        http_req_add_header(j->req, "X-Abx-Version", j->e.hash);
-        http_req_add_header(j->req, "X-Abx-Hash", j->e.hash);
-        http_req_add_header(j->req, "X-Abx-Type", "file");
-        http_req_add_header(j->req, "X-Abx-State", "cold");
-        respond_blob(j);
     } else if (j->status == 204) {
         api_no_content(j->req);
     } else {
@@ -536,139 +513,221 @@ exec_body(struct http_req *req, const char *body, size_t len)
     workspaces_ensure(q->api->ws, q->id, exec_ready, e);
 }
 
-/* --- warm preconditions (run on a worker: may hash a file) --- */
+/* --- file operations: decoded here, routed by workspace/files.c --- */
 
-static int
-warm_check(struct wjob *j, struct err *err)
+enum fop { FOP_GET, FOP_HEAD, FOP_PUT, FOP_DELETE, FOP_WALK, FOP_MKDIR, FOP_RMDIR, FOP_RENAME };
+
+/* A file request: its arguments (and, for a put, the upload staged as the
+ * body comes in) until its answer. */
+struct fcall {
+    struct api *api;
+    struct http_req *req;
+    enum fop op;
+    char ws[WS_ID_MAX + 1];
+    char rel[PATH_MAX_LEN + 2], rel2[PATH_MAX_LEN + 2];
+    char match[80];
+    bool has_match, overwrite;
+    struct store_writer *wr; /* put: the staged upload */
+    struct err err;
+};
+
+static struct fcall *
+fcall_new(struct api *a, struct http_req *req, const char *ws, enum fop op, const char *rel)
 {
-    struct files_stat st;
-    if (!j->has_match)
-        return 0;
-    int r = fileops_stat(j->fo, j->rel, &st, NULL);
-    if (r == 0 && st.type == FILES_DIR)
-        return err_set(err, EISDIR, "'/%s' is a directory", j->rel);
-    if (!j->match[0])
-        return r == -ENOENT ? 0 : err_set(err, ESTALE, "'/%s' exists (expected none)", j->rel);
-    if (r < 0)
-        return err_set(err, ESTALE, "'/%s' does not exist", j->rel);
-    if (!strcmp(st.version, j->match))
-        return 0;
-    if (strlen(j->match) == STORE_HASH_LEN && st.type == FILES_FILE) {
-        _cleanup_close_ int fd = -EBADF;
-        struct files_stat st2;
-        char hash[STORE_HASH_LEN + 1];
-        if (fileops_open_read(j->fo, j->rel, &fd, &st2, NULL) == 0 &&
-            store_hash_fd(fd, hash, NULL) == 0 && !strcmp(hash, j->match))
-            return 0;
-    }
-    return err_set(err, ESTALE, "'/%s' changed since version '%.64s'", j->rel, j->match);
-}
-
-/* --- uploads --- */
-
-/* A cold write may not take the workspace's files past its disk bound,
- * or its next wake could not restore them into the bounded sandbox. Sizes
- * as the store counts them (file system overhead in the sandbox comes on
- * top); two uploads racing may each pass: the kernel's bound on the wake
- * is the exact one, and its 507 names the file that did not fit. */
-static int
-cold_bound_check(struct store *s, struct wjob *j, const struct store_entry *prev, bool existed)
-{
-    struct store_usage u;
-    uint64_t size = store_writer_size(j->wr);
-    int r = store_ws_get(s, j->ws, &j->meta, &j->err);
-    if (r < 0)
-        return r;
-    uint64_t bound = ws_disk_bound(j->api, &j->meta);
-    if (!bound)
-        return 0;
-    if ((r = store_usage(s, j->ws, &u, &j->err)) < 0)
-        return r;
-    uint64_t other = u.bytes - (existed && prev->type == STORE_FILE ? MIN(prev->size, u.bytes) : 0);
-    if (size <= bound && other <= bound - size)
-        return 0;
-    return err_set(&j->err, EDQUOT,
-                   "'/%s' does not fit: workspace '%s' would hold %llu MiB, more than its disk "
-                   "bound (disk_mb %llu)",
-                   j->rel, j->ws, (unsigned long long)((other + size + (1u << 20) - 1) >> 20),
-                   (unsigned long long)(bound >> 20));
+    struct fcall *f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->api = a;
+    f->req = req;
+    f->op = op;
+    (void)snprintf(f->ws, sizeof(f->ws), "%s", ws);
+    (void)snprintf(f->rel, sizeof(f->rel), "%s", rel);
+    f->has_match = if_match(req, f->match, sizeof(f->match)) != NULL;
+    http_req_ref(req);
+    return f;
 }
 
 static void
-run_put_cold(struct store *s, struct wjob *j)
+fcall_free(struct fcall *f)
 {
-    struct store_entry prev;
-    struct err e = {0};
-    /* Only for the status code (201 new, 200 replaced); the write itself
-     * is atomic whatever happens in between. */
-    bool existed = store_stat(s, j->ws, j->rel, &prev, &e) == 0;
-    j->r = cold_bound_check(s, j, &prev, existed);
-    if (j->r < 0)
-        return;
-    j->r = store_writer_commit(s, j->wr, j->ws, j->rel, 0644, j->has_match ? j->match : NULL, &j->e,
-                               &j->err);
-    j->wr = NULL;
-    if (j->r < 0)
-        return;
-    j->status = existed ? 200 : 201;
-    j->out = store_entry_json(&j->e);
+    store_writer_abort(f->wr);
+    http_req_unref(f->req);
+    free(f);
 }
 
-/* Copies the staged upload into the live sandbox, hashing it. */
-static void
-run_put_warm(struct store *s, struct wjob *j)
+static json_t *
+walk_entry_json(const struct workspace_file_entry *e)
 {
-    char hex[STORE_HASH_LEN + 1];
-    struct files_stat st;
-    (void)s;
-
-    j->r = warm_check(j, &j->err);
-    if (j->r < 0)
-        return;
-    struct sync_sandbox sb = {j->fo};
-    j->r = sync_copy_in(&sb, j->rel, store_writer_fd(j->wr), NULL, hex, NULL, &st, &j->created,
-                        &j->err);
-    if (j->r < 0)
-        return;
-    j->status = j->created ? 201 : 200;
-    j->out = files_stat_json(j->rel, &st, hex);
+    json_t *o = json_object();
+    (void)json_set_name(o, "path", e->path);
+    (void)json_set(o, "type", json_string(files_type_name(e->type)));
+    (void)json_set(o, "size", json_integer((json_int_t)e->size));
+    (void)json_set(o, "mode", json_integer(e->mode));
+    (void)json_set(o, "version", json_string(e->version));
+    if (e->hash[0])
+        (void)json_set(o, "hash", json_string(e->hash));
+    if (e->target)
+        (void)json_set_name(o, "target", e->target);
+    return o;
 }
 
 static void
-put_settled(void *ud, struct sandbox *sb)
+answer_walk(struct fcall *f, const struct workspace_file_result *res)
 {
-    struct wjob *j = ud;
-    if (!sb) {
-        wjob_submit(j, run_put_cold);
-        return;
-    }
-    workspaces_touch(j->api->ws, j->ws);
-    struct err err = {0};
-    int r = sandbox_fileops(sb, false, &j->fo, &err);
-    if (r < 0) {
-        api_error(j->req, r, &err);
-        wjob_free(j);
-        return;
-    }
-    wjob_submit(j, run_put_warm);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < res->n_entries; i++)
+        if (json_array_append_new(arr, walk_entry_json(&res->entries[i])) < 0) {
+            json_decref(arr);
+            api_error(f->req, -ENOMEM, NULL);
+            return;
+        }
+    json_t *o = json_object();
+    (void)json_set(o, "entries", arr);
+    (void)json_set(o, "state", json_string(res->warm ? "warm" : "cold"));
+    api_json(f->req, 200, o);
 }
+
+/* GET and HEAD: the file's bytes, or (HEAD of a directory) its type. */
+static void
+answer_read(struct fcall *f, struct workspace_file_result *res)
+{
+    struct http_req *req = f->req;
+    char etag[80];
+
+    if (res->warm) {
+        if (res->fd < 0) {
+            http_req_add_header(req, "X-Abx-Type", files_type_name(res->st.type));
+            http_req_add_header(req, "X-Abx-Version", res->st.version);
+            http_req_add_header(req, "X-Abx-State", "warm");
+            http_respond(req, 200, NULL, "", 0);
+            return;
+        }
+        (void)snprintf(etag, sizeof(etag), "\"%s\"", res->st.version);
+        http_req_add_header(req, "ETag", etag);
+        http_req_add_header(req, "X-Abx-Version", res->st.version);
+        http_req_add_header(req, "X-Abx-Type", "file");
+        http_req_add_header(req, "X-Abx-State", "warm");
+        http_respond_fd(req, 200, "application/octet-stream", TAKE_FD(res->fd), res->st.size);
+        return;
+    }
+    if (res->fd < 0) {
+        http_req_add_header(req, "X-Abx-Type", "dir");
+        http_req_add_header(req, "X-Abx-State", "cold");
+        http_respond(req, 200, NULL, "", 0);
+        return;
+    }
+    (void)snprintf(etag, sizeof(etag), "\"%s\"", res->e.hash);
+    http_req_add_header(req, "ETag", etag);
+    http_req_add_header(req, "X-Abx-Version", res->e.hash);
+    http_req_add_header(req, "X-Abx-Hash", res->e.hash);
+    http_req_add_header(req, "X-Abx-Type", "file");
+    http_req_add_header(req, "X-Abx-State", "cold");
+    respond_blob(req, f->ws, TAKE_FD(res->fd), &res->e);
+}
+
+static void
+fop_answered(void *ud, struct workspace_file_result *res)
+{
+    struct fcall *f = ud;
+    struct http_req *req = f->req;
+
+    if (res->r < 0) {
+        api_error(req, res->r, &res->err);
+        fcall_free(f);
+        return;
+    }
+    switch (f->op) {
+    case FOP_GET:
+    case FOP_HEAD:
+        answer_read(f, res);
+        break;
+    case FOP_PUT:
+        api_json(req, res->created ? 201 : 200,
+                 res->warm ? files_stat_json(f->rel, &res->st, res->hash)
+                           : store_entry_json(&res->e));
+        break;
+    case FOP_DELETE:
+    case FOP_RMDIR:
+        api_no_content(req);
+        break;
+    case FOP_WALK:
+        answer_walk(f, res);
+        break;
+    case FOP_MKDIR: {
+        json_t *o = json_object();
+        char p[4100];
+        slash_path(f->rel, p, sizeof(p));
+        (void)json_set_name(o, "path", p);
+        (void)json_set(o, "created", json_boolean(res->created));
+        api_json(req, res->created ? 201 : 200, o);
+        break;
+    }
+    case FOP_RENAME:
+        api_json(req, 200,
+                 res->warm ? files_stat_json(f->rel2, &res->st, NULL) : store_entry_json(&res->e));
+        break;
+    }
+    fcall_free(f);
+}
+
+/* Hands the request to workspace/files.c, which settles and routes it. */
+static void
+fop_route(struct fcall *f)
+{
+    static void (*const call[])(struct workspaces *, const struct workspace_file_req *,
+                                workspace_file_fn, void *) = {
+            [FOP_GET] = workspace_file_get,       [FOP_HEAD] = workspace_file_stat,
+            [FOP_DELETE] = workspace_file_delete, [FOP_WALK] = workspace_file_walk,
+            [FOP_MKDIR] = workspace_file_mkdir,   [FOP_RMDIR] = workspace_file_rmdir,
+            [FOP_RENAME] = workspace_file_rename,
+    };
+    struct workspace_file_req q = {
+            .ws = f->ws,
+            .rel = f->rel,
+            .rel2 = f->rel2,
+            .match = f->has_match ? f->match : NULL,
+            .overwrite = f->overwrite,
+            .default_disk_bytes = f->api->cfg.default_disk_bytes,
+    };
+    if (f->op == FOP_PUT)
+        workspace_file_put(f->api->ws, &q, TAKE_PTR(f->wr), fop_answered, f);
+    else
+        call[f->op](f->api->ws, &q, fop_answered, f);
+}
+
+static void
+fop_start(struct api *a, struct http_req *req, const char *ws, enum fop op, const char *rel,
+          const char *rel2, bool overwrite)
+{
+    struct fcall *f = fcall_new(a, req, ws, op, rel);
+    if (!f) {
+        api_error(req, -ENOMEM, NULL);
+        return;
+    }
+    if (rel2)
+        (void)snprintf(f->rel2, sizeof(f->rel2), "%s", rel2);
+    f->overwrite = overwrite;
+    fop_route(f);
+}
+
+/* --- uploads: staged (and hashed) as they arrive, routed once in --- */
 
 static void
 put_close(struct http_req *req, void *ud)
 {
     (void)req;
-    struct wjob *j = ud;
-    if (j)
-        wjob_free(j); /* the request ended before the body did */
+    struct fcall *f = ud;
+    if (f)
+        fcall_free(f); /* the request ended before the body did */
 }
 
 static int
 put_chunk(struct http_req *req, const char *data, size_t len)
 {
-    struct wjob *j = http_req_userdata(req);
-    int r = store_writer_write(j->wr, data, len, &j->err);
+    struct fcall *f = http_req_userdata(req);
+    int r = store_writer_write(f->wr, data, len, &f->err);
     if (r < 0) {
-        api_error(req, r, &j->err);
+        api_error(req, r, &f->err);
         return r;
     }
     return 0;
@@ -677,10 +736,10 @@ put_chunk(struct http_req *req, const char *data, size_t len)
 static void
 put_done(struct http_req *req)
 {
-    struct wjob *j = http_req_userdata(req);
-    /* The job now owns itself (and its reference to req). */
+    struct fcall *f = http_req_userdata(req);
+    /* The call now owns itself (and its reference to req). */
     http_req_set_userdata(req, NULL, NULL);
-    workspaces_settle(j->api->ws, j->ws, put_settled, j);
+    fop_route(f);
 }
 
 static void
@@ -698,70 +757,24 @@ put_begin(struct api *a, struct http_req *req, const char *ws, const char *rel)
         api_error_msg(req, 409, "is_a_directory", "'/' is the workspace directory");
         return;
     }
-    struct wjob *j = wjob_new(a, req, ws);
-    if (!j) {
+    struct fcall *f = fcall_new(a, req, ws, FOP_PUT, rel);
+    if (!f) {
         api_error(req, -ENOMEM, NULL);
         return;
     }
-    (void)snprintf(j->rel, sizeof(j->rel), "%s", rel);
-    j->has_match = if_match(req, j->match, sizeof(j->match)) != NULL;
-    int r = store_writer_begin(workspaces_loop_store(a->ws), a->cfg.max_file_bytes, &j->wr, &err);
+    int r = store_writer_begin(workspaces_loop_store(a->ws), a->cfg.max_file_bytes, &f->wr, &err);
     if (r == 0 && cl && parse_u64(cl, &len) == 0)
-        r = store_writer_expect(j->wr, len, &err); /* refused before the body, not after */
+        r = store_writer_expect(f->wr, len, &err); /* refused before the body, not after */
     if (r < 0) {
-        wjob_free(j);
+        fcall_free(f);
         api_error(req, r, &err);
         return;
     }
-    http_req_set_userdata(req, j, put_close);
+    http_req_set_userdata(req, f, put_close);
     http_req_stream_body(req, put_chunk, put_done);
 }
 
-/* --- downloads and stat --- */
-
-static void
-run_get_cold(struct store *s, struct wjob *j)
-{
-    if (j->head) {
-        j->r = store_stat(s, j->ws, j->rel, &j->e, &j->err);
-        if (j->r == 0 && j->e.type == STORE_FILE)
-            j->r = store_read(s, j->ws, j->rel, &j->fd, &j->e, &j->err);
-        return;
-    }
-    j->r = store_read(s, j->ws, j->rel, &j->fd, &j->e, &j->err);
-}
-
-static void
-get_cold_done(void *ud)
-{
-    struct wjob *j = ud;
-    if (j->r == 0 && j->head && j->e.type == STORE_DIR) {
-        http_req_add_header(j->req, "X-Abx-Type", "dir");
-        http_req_add_header(j->req, "X-Abx-State", "cold");
-        http_respond(j->req, 200, NULL, "", 0);
-        wjob_free(j);
-        return;
-    }
-    wjob_done(j);
-}
-
-/* The cold file routes that are one store call each. */
-static void
-run_delete_cold(struct store *s, struct wjob *j)
-{
-    j->r = store_delete(s, j->ws, j->rel, j->has_match ? j->match : NULL, &j->err);
-    j->status = 204;
-}
-
-static void
-run_warm_delete(struct store *s, struct wjob *j)
-{
-    (void)s;
-    j->r = warm_check(j, &j->err);
-    if (j->r == 0)
-        j->r = fileops_delete(j->fo, j->rel, &j->err);
-    j->status = 204;
-}
+/* --- the manifest: the store's view, whatever the state --- */
 
 struct walk_acc {
     json_t *arr;
@@ -775,16 +788,6 @@ walk_store_one(const struct store_entry *e, void *ud)
 }
 
 static void
-run_walk_cold(struct store *s, struct wjob *j)
-{
-    struct walk_acc w = {json_array()};
-    j->r = store_walk(s, j->ws, j->rel, walk_store_one, &w, &j->err);
-    j->out = json_object();
-    (void)json_set(j->out, "entries", w.arr);
-    (void)json_set(j->out, "state", json_string("cold"));
-}
-
-static void
 run_manifest(struct store *s, struct wjob *j)
 {
     struct walk_acc w = {json_array()};
@@ -793,215 +796,6 @@ run_manifest(struct store *s, struct wjob *j)
         j->r = store_walk(s, j->ws, ".", walk_store_one, &w, &j->err);
     j->out = json_object();
     (void)json_set(j->out, "entries", w.arr);
-}
-
-static void
-run_mkdir_cold(struct store *s, struct wjob *j)
-{
-    bool created = false;
-    struct store_entry e;
-    struct err e2 = {0};
-    j->r = store_mkdir(s, j->ws, j->rel, &created, &j->err);
-    /* As in a sandbox: a file at the path itself is a conflict; a file
-     * among its ancestors is not_a_directory. */
-    if (j->r == -ENOTDIR && store_stat(s, j->ws, j->rel, &e, &e2) == 0 && e.type == STORE_FILE) {
-        err_clear(&j->err);
-        j->r = err_set(&j->err, EEXIST, "'/%s' exists and is a file", j->rel);
-    }
-    j->status = created ? 201 : 200;
-    j->out = json_object();
-    char p[4100];
-    slash_path(j->rel, p, sizeof(p));
-    (void)json_set_name(j->out, "path", p);
-    (void)json_set(j->out, "created", json_boolean(created));
-}
-
-static void
-run_rmdir_cold(struct store *s, struct wjob *j)
-{
-    j->r = store_rmdir(s, j->ws, j->rel, &j->err);
-    j->status = 204;
-}
-
-static void
-run_rename_cold(struct store *s, struct wjob *j)
-{
-    j->r = store_rename(s, j->ws, j->rel, j->rel2, j->overwrite, &j->err);
-    if (j->r == 0)
-        j->r = store_stat(s, j->ws, j->rel2, &j->e, &j->err);
-    if (j->r == 0)
-        j->out = store_entry_json(&j->e);
-}
-
-/* Every file route: settled first, then warm inline or cold on a worker. */
-enum fop { FOP_GET, FOP_HEAD, FOP_DELETE, FOP_WALK, FOP_MKDIR, FOP_RMDIR, FOP_RENAME };
-
-struct fop_req {
-    struct wjob *j;
-    enum fop op;
-};
-
-static void walk_warm_collect(struct wjob *j, struct sandbox *sb);
-
-static int
-warm_walk_one(const struct files_entry *fe, void *ud)
-{
-    struct walk_acc *w = ud;
-    json_t *o = json_object();
-    (void)json_set_name(o, "path", fe->path);
-    (void)json_set(o, "type", json_string(files_type_name(fe->st.type)));
-    (void)json_set(o, "size", json_integer((json_int_t)fe->st.size));
-    (void)json_set(o, "mode", json_integer(fe->st.mode));
-    (void)json_set(o, "version", json_string(fe->st.version));
-    if (fe->target)
-        (void)json_set_name(o, "target", fe->target);
-    return json_array_append_new(w->arr, o) < 0 ? -ENOMEM : 0;
-}
-
-static void
-walk_warm_collect(struct wjob *j, struct sandbox *sb)
-{
-    struct walk_acc w = {json_array()};
-    struct err err = {0};
-    int r = sandbox_walk(sb, j->rel, warm_walk_one, &w, &err);
-    if (r < 0) {
-        json_decref(w.arr);
-        api_error(j->req, r, &err);
-        return;
-    }
-    json_t *o = json_object();
-    (void)json_set(o, "entries", w.arr);
-    (void)json_set(o, "state", json_string("warm"));
-    api_json(j->req, 200, o);
-}
-
-static void
-fop_settled(void *ud, struct sandbox *sb)
-{
-    struct fop_req *f = ud;
-    struct wjob *j = f->j;
-    enum fop op = f->op;
-    struct err err = {0};
-    int r = 0;
-
-    free(f);
-    if (!sb) {
-        static void (*const cold[])(struct store *, struct wjob *) = {
-                [FOP_GET] = run_get_cold,       [FOP_HEAD] = run_get_cold,
-                [FOP_DELETE] = run_delete_cold, [FOP_WALK] = run_walk_cold,
-                [FOP_MKDIR] = run_mkdir_cold,   [FOP_RMDIR] = run_rmdir_cold,
-                [FOP_RENAME] = run_rename_cold,
-        };
-        j->head = op == FOP_HEAD;
-        j->run = cold[op];
-        if (workspaces_run(j->api->ws, wjob_run,
-                           op == FOP_GET || op == FOP_HEAD ? get_cold_done : wjob_done, j) < 0) {
-            api_error(j->req, -ENOMEM, NULL);
-            wjob_free(j);
-        }
-        return;
-    }
-
-    workspaces_touch(j->api->ws, j->ws);
-    switch (op) {
-    case FOP_GET:
-    case FOP_HEAD: {
-        struct files_stat st;
-        int fd;
-        if (op == FOP_HEAD) {
-            r = sandbox_file_stat(sb, j->rel, &st, &err);
-            if (r == 0 && st.type != FILES_FILE) {
-                http_req_add_header(j->req, "X-Abx-Type", files_type_name(st.type));
-                http_req_add_header(j->req, "X-Abx-Version", st.version);
-                http_req_add_header(j->req, "X-Abx-State", "warm");
-                http_respond(j->req, 200, NULL, "", 0);
-                break;
-            }
-        }
-        if (r == 0)
-            r = sandbox_file_open_read(sb, j->rel, &fd, &st, &err);
-        if (r < 0)
-            break;
-        char etag[40];
-        (void)snprintf(etag, sizeof(etag), "\"%s\"", st.version);
-        http_req_add_header(j->req, "ETag", etag);
-        http_req_add_header(j->req, "X-Abx-Version", st.version);
-        http_req_add_header(j->req, "X-Abx-Type", "file");
-        http_req_add_header(j->req, "X-Abx-State", "warm");
-        http_respond_fd(j->req, 200, "application/octet-stream", fd, st.size);
-        break;
-    }
-    case FOP_DELETE:
-        if (j->has_match) {
-            /* A precondition may need hashing: do it off the loop. */
-            j->run = run_warm_delete;
-            if (sandbox_fileops(sb, false, &j->fo, NULL) == 0 &&
-                workspaces_run(j->api->ws, wjob_run, wjob_done, j) == 0)
-                return;
-            r = -ENOMEM;
-            break;
-        }
-        r = sandbox_file_delete(sb, j->rel, &err);
-        if (r == 0)
-            api_no_content(j->req);
-        break;
-    case FOP_WALK:
-        walk_warm_collect(j, sb);
-        break;
-    case FOP_MKDIR: {
-        bool created;
-        r = sandbox_mkdir(sb, j->rel, &created, &err);
-        if (r == 0) {
-            json_t *o = json_object();
-            char p[4100];
-            slash_path(j->rel, p, sizeof(p));
-            (void)json_set_name(o, "path", p);
-            (void)json_set(o, "created", json_boolean(created));
-            api_json(j->req, created ? 201 : 200, o);
-        }
-        break;
-    }
-    case FOP_RMDIR:
-        r = sandbox_rmdir(sb, j->rel, &err);
-        if (r == 0)
-            api_no_content(j->req);
-        break;
-    case FOP_RENAME: {
-        struct files_stat st;
-        r = sandbox_rename(sb, j->rel, j->rel2, j->overwrite, &err);
-        if (r == 0)
-            r = sandbox_file_stat(sb, j->rel2, &st, &err);
-        if (r == 0)
-            api_json(j->req, 200, files_stat_json(j->rel2, &st, NULL));
-        break;
-    }
-    }
-    if (r < 0)
-        api_error(j->req, r, &err);
-    wjob_free(j);
-}
-
-static void
-fop_start(struct api *a, struct http_req *req, const char *ws, enum fop op, const char *rel,
-          const char *rel2, bool overwrite)
-{
-    struct wjob *j = wjob_new(a, req, ws);
-    struct fop_req *f = calloc(1, sizeof(*f));
-    if (!j || !f) {
-        free(f);
-        if (j)
-            wjob_free(j);
-        api_error(req, -ENOMEM, NULL);
-        return;
-    }
-    (void)snprintf(j->rel, sizeof(j->rel), "%s", rel);
-    if (rel2)
-        (void)snprintf(j->rel2, sizeof(j->rel2), "%s", rel2);
-    j->overwrite = overwrite;
-    j->has_match = if_match(req, j->match, sizeof(j->match)) != NULL;
-    f->j = j;
-    f->op = op;
-    workspaces_settle(a->ws, ws, fop_settled, f);
 }
 
 static int
