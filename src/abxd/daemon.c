@@ -50,27 +50,6 @@
 #define FDS_PER_CONN      2    /* its socket and what it may hold: a file, inotify, upstream */
 #define FD_RESERVE        128  /* past what is open at start: store, uploads' dirs, accept */
 
-struct daemon {
-    struct config cfg;
-    struct loop *loop;
-    struct jail_host *jh;
-    struct sandbox_host *sh;
-    struct api *api;
-    struct workspaces *ws;
-    struct sync_ignore ignore;
-    struct tools_registry *tools;
-    struct template_set *templates;
-    char tools_real[PATH_MAX];
-    char holder[STORE_HOLDER_MAX + 1];
-    struct http_server *http;
-    struct loop_io *sig_io;
-    int sig_fd;
-    struct loop_timer *sweep;
-    struct loop_timer *shutdown_timer;
-    bool stopping;
-    int statefd; /* borrowed from main() */
-};
-
 /* An early return from main() once the jail host exists must still
  * unmount the sandboxes' disk (jail_host_free() does), or its mount and
  * loop device outlive us. */
@@ -508,240 +487,325 @@ load_tools(struct daemon *d, struct jail_bind *binds, size_t *ret_n, const char 
     return 0;
 }
 
-int
-daemon_main(int argc, char **argv)
+void
+daemon_init(struct daemon *d)
 {
-    struct daemon d = {0};
-    struct err err = {0};
-    int r, statefd = -1;
-    struct buf missing;
-
     log_init("abxd");
-    buf_init(&missing, 2048);
-    d.sig_fd = -1;
-    r = config_load(&d.cfg, argc, argv, &err);
+    *d = (struct daemon){0};
+    buf_init(&d->missing, 2048);
+    d->sig_fd = -1;
+    d->statefd = -1;
+}
+
+int
+daemon_setup_config(struct daemon *d, int argc, char **argv)
+{
+    struct err err = {0};
+    int r = config_load(&d->cfg, argc, argv, &err);
     if (r < 0) {
         log_err("%s", err.msg);
-        return 2;
+        return r;
     }
-    if (d.cfg.show_help) {
+    if (d->cfg.show_help) {
         config_usage(argv[0]);
-        return 0;
+        return 1;
     }
-    if (d.cfg.show_version) {
+    if (d->cfg.show_version) {
         printf("abxd %s\n", ABX_VERSION);
-        return 0;
+        return 1;
     }
-    uint32_t nofile = raise_nofile();
+    return 0;
+}
+
+int
+daemon_setup_process(struct daemon *d)
+{
+    d->nofile = raise_nofile();
     signal(SIGPIPE, SIG_IGN);
     /* Block the signals we read from a signalfd before any thread exists,
      * so no thread can take them with their default action. */
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGTERM);
-    sigaddset(&mask, SIGINT);
-    sigprocmask(SIG_BLOCK, &mask, NULL);
-    if (lock_state(&d.cfg, &statefd) < 0)
-        return 1;
-    /* Before anything else writes: on a full disk the room goes first. */
-    d.statefd = statefd;
-    check_reserve(&d, true);
-    if (load_api_key(&d.cfg, statefd) < 0)
-        return 1;
+    sigemptyset(&d->sigmask);
+    sigaddset(&d->sigmask, SIGTERM);
+    sigaddset(&d->sigmask, SIGINT);
+    sigprocmask(SIG_BLOCK, &d->sigmask, NULL);
+    return 0;
+}
 
-    if (loop_new(&d.loop) < 0 || loop_timer_new(d.loop, on_sweep, &d, &d.sweep) < 0 ||
-        loop_timer_new(d.loop, on_shutdown_timeout, &d, &d.shutdown_timer) < 0)
-        return log_err("out of memory"), 1;
-    struct jail_bind binds[2];
-    const char *path_prefix = NULL;
-    size_t nbinds = 0;
-    if (load_tools(&d, binds, &nbinds, &path_prefix) < 0)
-        return 1;
-    r = template_set_load(d.cfg.templates_dir[0] ? d.cfg.templates_dir : NULL, d.cfg.state_dir,
-                          &d.templates, &err);
+int
+daemon_setup_state(struct daemon *d)
+{
+    int r = lock_state(&d->cfg, &d->statefd);
+    if (r < 0)
+        return r;
+    /* Before anything else writes: on a full disk the room goes first. */
+    check_reserve(d, true);
+    return load_api_key(&d->cfg, d->statefd);
+}
+
+int
+daemon_setup_loop(struct daemon *d)
+{
+    if (loop_new(&d->loop) < 0 || loop_timer_new(d->loop, on_sweep, d, &d->sweep) < 0 ||
+        loop_timer_new(d->loop, on_shutdown_timeout, d, &d->shutdown_timer) < 0)
+        return log_err("out of memory"), -ENOMEM;
+    return 0;
+}
+
+int
+daemon_setup_tools(struct daemon *d)
+{
+    return load_tools(d, d->binds, &d->nbinds, &d->path_prefix);
+}
+
+int
+daemon_setup_templates(struct daemon *d)
+{
+    struct err err = {0};
+    int r = template_set_load(d->cfg.templates_dir[0] ? d->cfg.templates_dir : NULL,
+                              d->cfg.state_dir, &d->templates, &err);
     if (r < 0) {
         log_err("%s", err.msg[0] ? err.msg : strerror(-r));
-        return 1;
+        return r;
     }
-    if (d.cfg.templates_dir[0])
-        log_info("templates: %zu from '%s' besides 'base'", template_set_count(d.templates) - 1,
-                 d.cfg.templates_dir);
+    if (d->cfg.templates_dir[0])
+        log_info("templates: %zu from '%s' besides 'base'", template_set_count(d->templates) - 1,
+                 d->cfg.templates_dir);
+    return 0;
+}
+
+int
+daemon_setup_jail_host(struct daemon *d)
+{
+    struct err err = {0};
     struct jail_host_config jc = {
-            .binds = binds,
-            .nbinds = nbinds,
-            .loop = d.loop,
-            .mode = d.cfg.isolation,
-            .state_dir = d.cfg.state_dir,
-            .cgroup = d.cfg.cgroup,
-            .uid_lockfile = d.cfg.uid_lock,
-            .uid_base = d.cfg.uid_base,
-            .uid_slots = d.cfg.uid_slots,
-            .root_bytes = d.cfg.root_bytes,
-            .tmp_bytes = d.cfg.tmp_bytes,
-            .shm_bytes = d.cfg.shm_bytes,
-            .disk_bytes = d.cfg.isolation == JAIL_NONE ? 0 : d.cfg.disk_bytes,
-            .disk_pool_bytes = d.cfg.disk_pool_bytes,
-            .disk_floor_bytes = d.cfg.disk_floor_bytes,
+            .binds = d->binds,
+            .nbinds = d->nbinds,
+            .loop = d->loop,
+            .mode = d->cfg.isolation,
+            .state_dir = d->cfg.state_dir,
+            .cgroup = d->cfg.cgroup,
+            .uid_lockfile = d->cfg.uid_lock,
+            .uid_base = d->cfg.uid_base,
+            .uid_slots = d->cfg.uid_slots,
+            .root_bytes = d->cfg.root_bytes,
+            .tmp_bytes = d->cfg.tmp_bytes,
+            .shm_bytes = d->cfg.shm_bytes,
+            .disk_bytes = d->cfg.isolation == JAIL_NONE ? 0 : d->cfg.disk_bytes,
+            .disk_pool_bytes = d->cfg.disk_pool_bytes,
+            .disk_floor_bytes = d->cfg.disk_floor_bytes,
     };
-    r = jail_host_new(&jc, &d.jh, &err);
+    int r = jail_host_new(&jc, &d->jh, &err);
     if (r < 0) {
         log_err("cannot set up sandboxing: %s", err.msg);
-        return 1;
+        return r;
     }
-    exit_jail_host = d.jh;
+    exit_jail_host = d->jh;
     (void)atexit(free_jail_host_at_exit);
-    r = jail_host_reclaim(d.jh, &err);
+    r = jail_host_reclaim(d->jh, &err);
     if (r < 0)
         log_warn("reclaiming sandboxes of an earlier run failed: %s", err.msg);
     else if (r > 0)
         log_notice("reclaimed %d sandbox(es) left by an earlier run", r);
-    (void)jail_host_missing(d.jh, &missing);
-    if (d.cfg.isolation != JAIL_NONE && !jail_host_oom_protect(d.jh))
+    (void)jail_host_missing(d->jh, &d->missing);
+    if (d->cfg.isolation != JAIL_NONE && !jail_host_oom_protect(d->jh))
         log_info("cannot lower oom_score_adj (no CAP_SYS_RESOURCE): sandbox inits are shielded "
                  "from the OOM killer only by their processes' higher score");
-    if (d.cfg.isolation != JAIL_NS)
+    if (d->cfg.isolation != JAIL_NS)
         log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns'",
-                 jail_mode_name(d.cfg.isolation));
-    if (jail_host_disk(d.jh))
+                 jail_mode_name(d->cfg.isolation));
+    if (jail_host_disk(d->jh))
         log_info("disk: %s; a sandbox may write %llu MiB unless it asks for another bound",
-                 jail_host_disk(d.jh), (unsigned long long)(d.cfg.disk_bytes >> 20));
-    else if (d.cfg.isolation != JAIL_NONE && !d.cfg.disk_bytes)
+                 jail_host_disk(d->jh), (unsigned long long)(d->cfg.disk_bytes >> 20));
+    else if (d->cfg.isolation != JAIL_NONE && !d->cfg.disk_bytes)
         log_warn("--disk-mb 0 was asked for: sandboxes' writable space is not bounded and is "
                  "on the state file system");
-    if (d.cfg.isolation == JAIL_NONE)
-        d.cfg.disk_bytes = 0;
+    if (d->cfg.isolation == JAIL_NONE)
+        d->cfg.disk_bytes = 0;
+    return 0;
+}
 
+int
+daemon_setup_sandboxes(struct daemon *d)
+{
+    struct err err = {0};
     struct sandbox_host_config shc = {
-            .pool_size = missing.len ? 0 : d.cfg.pool,
-            .pool_limits = {d.cfg.memory_bytes, d.cfg.cpu_millis, d.cfg.pids, d.cfg.disk_bytes},
-            .max_file_bytes = d.cfg.max_file_bytes,
-            .path_prefix = path_prefix,
+            .pool_size = d->missing.len ? 0 : d->cfg.pool,
+            .pool_limits = {d->cfg.memory_bytes, d->cfg.cpu_millis, d->cfg.pids, d->cfg.disk_bytes},
+            .max_file_bytes = d->cfg.max_file_bytes,
+            .path_prefix = d->path_prefix,
     };
     /* The pool starts after the self-test, so the test measures a cold create. */
     shc.pool_size = 0;
-    if (sandbox_host_new(d.loop, d.jh, &shc, &d.sh) < 0)
-        return log_err("out of memory"), 1;
+    if (sandbox_host_new(d->loop, d->jh, &shc, &d->sh) < 0)
+        return log_err("out of memory"), -ENOMEM;
 
-    if (!missing.len) {
-        err_clear(&err);
-        r = self_test(&d, &err);
+    if (!d->missing.len) {
+        int r = self_test(d, &err);
         if (r < 0) {
-            (void)buf_printf(&missing, "working sandboxes (self-test: %s)", err.msg);
+            (void)buf_printf(&d->missing, "working sandboxes (self-test: %s)", err.msg);
         } else {
             log_debug("self-test passed");
         }
     }
-    if (missing.len)
+    if (d->missing.len)
         log_err("isolation '%s' is not available; /readyz will fail and creates are refused. "
                 "Missing: %s",
-                jail_mode_name(d.cfg.isolation), missing.data);
-    sandbox_host_free(d.sh);
-    shc.pool_size = missing.len ? 0 : d.cfg.pool;
-    if (sandbox_host_new(d.loop, d.jh, &shc, &d.sh) < 0)
-        return log_err("out of memory"), 1;
+                jail_mode_name(d->cfg.isolation), d->missing.data);
+    sandbox_host_free(d->sh);
+    shc.pool_size = d->missing.len ? 0 : d->cfg.pool;
+    if (sandbox_host_new(d->loop, d->jh, &shc, &d->sh) < 0)
+        return log_err("out of memory"), -ENOMEM;
+    return 0;
+}
 
+int
+daemon_setup_api(struct daemon *d)
+{
     struct sysinfo si;
     (void)sysinfo(&si);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     /* Names this process of this boot of this host, so that after a crash
      * the next abxd here may take the GC lease over at once. */
-    r = store_holder_name("abxd", d.holder, sizeof(d.holder));
+    int r = store_holder_name("abxd", d->holder, sizeof(d->holder));
     if (r < 0) {
         log_warn_errno(r, "cannot name this process for the GC lease; a restart waits for the "
                           "lease to expire");
-        (void)snprintf(d.holder, sizeof(d.holder), "abxd-%.64s-%d", hostname_or(""), (int)getpid());
+        (void)snprintf(d->holder, sizeof(d->holder), "abxd-%.64s-%d", hostname_or(""),
+                       (int)getpid());
     }
     struct api_config ac = {
-            .gc_holder = d.holder,
+            .gc_holder = d->holder,
             .gc_lease_ms = GC_LEASE_MS,
-            .api_key = d.cfg.api_key,
-            .isolation = jail_mode_name(d.cfg.isolation),
-            .cgroup = jail_host_cgroup_name(d.jh),
-            .default_memory_bytes = d.cfg.memory_bytes,
-            .default_cpu_millis = d.cfg.cpu_millis,
-            .default_pids = d.cfg.pids,
-            .default_disk_bytes = d.cfg.disk_bytes,
-            .disk_floor_bytes = d.cfg.disk_floor_bytes,
-            .default_timeout_s = d.cfg.timeout_s,
-            .max_timeout_s = d.cfg.max_timeout_s,
-            .idle_timeout_s = d.cfg.idle_timeout_s,
-            .exec_timeout_ms = d.cfg.exec_timeout_s * 1000u,
-            .ready_timeout_ms = d.cfg.ready_timeout_s * 1000u,
-            .max_sandboxes = d.cfg.max_sandboxes,
+            .api_key = d->cfg.api_key,
+            .isolation = jail_mode_name(d->cfg.isolation),
+            .cgroup = jail_host_cgroup_name(d->jh),
+            .default_memory_bytes = d->cfg.memory_bytes,
+            .default_cpu_millis = d->cfg.cpu_millis,
+            .default_pids = d->cfg.pids,
+            .default_disk_bytes = d->cfg.disk_bytes,
+            .disk_floor_bytes = d->cfg.disk_floor_bytes,
+            .default_timeout_s = d->cfg.timeout_s,
+            .max_timeout_s = d->cfg.max_timeout_s,
+            .idle_timeout_s = d->cfg.idle_timeout_s,
+            .exec_timeout_ms = d->cfg.exec_timeout_s * 1000u,
+            .ready_timeout_ms = d->cfg.ready_timeout_s * 1000u,
+            .max_sandboxes = d->cfg.max_sandboxes,
             .host_cpus = ncpu > 0 ? (unsigned)ncpu : 1,
             .host_memory_bytes = (uint64_t)si.totalram * si.mem_unit,
-            .max_file_bytes = d.cfg.max_file_bytes,
-            .e2b_domain = d.cfg.domain[0] ? d.cfg.domain : NULL,
-            .state_dir = d.cfg.state_dir,
+            .max_file_bytes = d->cfg.max_file_bytes,
+            .e2b_domain = d->cfg.domain[0] ? d->cfg.domain : NULL,
+            .state_dir = d->cfg.state_dir,
     };
-    if (api_new(d.loop, d.sh, &ac, &d.api) < 0)
-        return log_err("out of memory"), 1;
-    api_set_missing(d.api, missing.data);
-    if (start_workspaces(&d, statefd) < 0)
-        return 1;
-    api_set_workspaces(d.api, d.ws);
-    api_set_templates(d.api, d.templates);
-    if (d.cfg.keys_file[0]) {
-        err_clear(&err);
-        r = api_load_keys(d.api, d.cfg.keys_file, &err);
+    if (api_new(d->loop, d->sh, &ac, &d->api) < 0)
+        return log_err("out of memory"), -ENOMEM;
+    api_set_missing(d->api, d->missing.data);
+    return 0;
+}
+
+int
+daemon_setup_store(struct daemon *d)
+{
+    int r = start_workspaces(d, d->statefd);
+    if (r < 0)
+        return r;
+    api_set_workspaces(d->api, d->ws);
+    return 0;
+}
+
+int
+daemon_setup_attach(struct daemon *d)
+{
+    struct err err = {0};
+    api_set_templates(d->api, d->templates);
+    if (d->cfg.keys_file[0]) {
+        int r = api_load_keys(d->api, d->cfg.keys_file, &err);
         if (r < 0) {
             log_err("%s", err.msg[0] ? err.msg : strerror(-r));
-            return 1;
+            return r;
         }
-        log_info("%d scoped key(s) from '%s'", r, d.cfg.keys_file);
+        log_info("%d scoped key(s) from '%s'", r, d->cfg.keys_file);
     }
-    api_set_tools(d.api, d.tools, d.cfg.isolation == JAIL_NS ? TOOLS_MOUNT : d.tools_real);
+    api_set_tools(d->api, d->tools, d->cfg.isolation == JAIL_NS ? TOOLS_MOUNT : d->tools_real);
+    return 0;
+}
 
+int
+daemon_setup_http(struct daemon *d)
+{
+    struct err err = {0};
     struct http_server_config hc = {
-            .host = d.cfg.listen_host,
-            .port = d.cfg.listen_port,
+            .host = d->cfg.listen_host,
+            .port = d->cfg.listen_port,
             /* what the configuration asks, within what the descriptors allow;
              * one client never gets all of it */
-            .max_connections = MIN(d.cfg.http_max_conns, fd_connections(nofile)),
+            .max_connections = MIN(d->cfg.http_max_conns, fd_connections(d->nofile)),
             .max_per_client =
-                    MIN(d.cfg.http_max_per_client,
-                        MAX(1u, MIN(d.cfg.http_max_conns, fd_connections(nofile)) * 3 / 4)),
+                    MIN(d->cfg.http_max_per_client,
+                        MAX(1u, MIN(d->cfg.http_max_conns, fd_connections(d->nofile)) * 3 / 4)),
             .conn_timeout_s = 300,
             .conn_memory = 128 * 1024,
-            .header_timeout_s = d.cfg.http_header_timeout_s,
-            .body_timeout_s = d.cfg.http_body_timeout_s,
-            .body_min_rate = d.cfg.http_body_min_rate,
+            .header_timeout_s = d->cfg.http_header_timeout_s,
+            .body_timeout_s = d->cfg.http_body_timeout_s,
+            .body_min_rate = d->cfg.http_body_min_rate,
             .begin = api_begin,
-            .ud = d.api,
+            .ud = d->api,
     };
-    err_clear(&err);
-    r = http_server_new(d.loop, &hc, &d.http, &err);
+    d->http_connections = hc.max_connections;
+    int r = http_server_new(d->loop, &hc, &d->http, &err);
     if (r < 0) {
         log_err("%s", err.msg);
-        return 1;
+        return r;
     }
+    return 0;
+}
 
-    d.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (d.sig_fd < 0 || loop_io_add(d.loop, d.sig_fd, EPOLLIN, on_signal, &d, &d.sig_io) < 0)
-        return log_err("cannot watch signals"), 1;
-    (void)loop_timer_arm(d.sweep, now_msec() + sweep_interval(&d.cfg));
-    set_fd_budget(&d, nofile, hc.max_connections);
+int
+daemon_setup_signals(struct daemon *d)
+{
+    d->sig_fd = signalfd(-1, &d->sigmask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (d->sig_fd < 0 || loop_io_add(d->loop, d->sig_fd, EPOLLIN, on_signal, d, &d->sig_io) < 0)
+        return log_err("cannot watch signals"), -EIO;
+    return 0;
+}
 
-    log_notice("listening on http://%s:%u (isolation %s, cgroup %s, state %s)%s", d.cfg.listen_host,
-               http_server_port(d.http), jail_mode_name(d.cfg.isolation),
-               jail_host_cgroup_name(d.jh), d.cfg.state_dir, missing.len ? " - NOT READY" : "");
-    r = loop_run(d.loop);
+int
+daemon_setup_sweeps(struct daemon *d)
+{
+    (void)loop_timer_arm(d->sweep, now_msec() + sweep_interval(&d->cfg));
+    set_fd_budget(d, d->nofile, d->http_connections);
+    return 0;
+}
 
-    loop_io_free(d.sig_io);
-    safe_close(d.sig_fd);
-    http_server_free(d.http);
-    jail_host_flush(d.jh); /* deliver pending teardowns before their owners go */
-    api_free(d.api);
-    workspaces_free(d.ws);
-    sync_ignore_done(&d.ignore);
-    tools_registry_free(d.tools);
-    template_set_free(d.templates);
-    sandbox_host_free(d.sh);
-    d.jh = exit_jail_host = jail_host_free(d.jh);
-    loop_timer_free(d.sweep);
-    loop_timer_free(d.shutdown_timer);
-    loop_free(d.loop);
-    buf_done(&missing);
-    safe_close(statefd);
-    return r < 0 ? 1 : 0;
+int
+daemon_run(struct daemon *d)
+{
+    log_notice("listening on http://%s:%u (isolation %s, cgroup %s, state %s)%s",
+               d->cfg.listen_host, http_server_port(d->http), jail_mode_name(d->cfg.isolation),
+               jail_host_cgroup_name(d->jh), d->cfg.state_dir,
+               d->missing.len ? " - NOT READY" : "");
+    return loop_run(d->loop);
+}
+
+/* Not quite the reverse of set-up, and kept so: the api goes before the
+ * workspaces it was given, and the jail host delivers pending teardowns
+ * before either. */
+void
+daemon_teardown(struct daemon *d)
+{
+    loop_io_free(d->sig_io);
+    safe_close(d->sig_fd);
+    http_server_free(d->http);
+    jail_host_flush(d->jh); /* deliver pending teardowns before their owners go */
+    api_free(d->api);
+    workspaces_free(d->ws);
+    sync_ignore_done(&d->ignore);
+    tools_registry_free(d->tools);
+    template_set_free(d->templates);
+    sandbox_host_free(d->sh);
+    d->jh = exit_jail_host = jail_host_free(d->jh);
+    loop_timer_free(d->sweep);
+    loop_timer_free(d->shutdown_timer);
+    loop_free(d->loop);
+    buf_done(&d->missing);
+    safe_close(d->statefd);
 }
