@@ -1,0 +1,811 @@
+/*
+ * daemon.c - abxd's assembly root: configuration, state directory, API key,
+ * the jail host, warm pool, api and HTTP server wired onto one loop;
+ * a start-up self-test that decides readiness; signals and sweeps.
+ *
+ * SIGTERM/SIGINT drain: no new sandboxes, every sandbox killed, then exit.
+ * If abxd dies instead, every sandbox's init dies with it (parent-death
+ * signal and control-socket hang-up), and the next start reclaims what was
+ * left on disk and in cgroupfs.
+ */
+#include "abxd/daemon.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include "abxd/config.h"
+#include "api/api.h"
+#include "http/server.h"
+#include "jail/jail.h"
+#include "sandbox/sandbox-local.h"
+#include "sync/sync.h"
+#include "template/set.h"
+#include "tools/registry.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/log.h"
+#include "util/rand.h"
+#include "util/reserve.h"
+#include "util/timeutil.h"
+#include "workspace/workspace.h"
+
+#define SWEEP_MS_MAX      10000 /* idle sweeps run at most this far apart */
+#define SHUTDOWN_GRACE_MS 15000
+#define PROBE_TIMEOUT_MS  15000
+#define GC_LEASE_MS       (10 * 60 * 1000)
+#define HTTP_CONNS_MAX    4096 /* HTTP connections, and at most 1/8 of RLIMIT_NOFILE */
+#define FDS_PER_CONN      2    /* its socket and what it may hold: a file, inotify, upstream */
+#define FD_RESERVE        128  /* past what is open at start: store, uploads' dirs, accept */
+
+/* An early return from main() once the jail host exists must still
+ * unmount the sandboxes' disk (jail_host_free() does), or its mount and
+ * loop device outlive us. */
+static struct jail_host *exit_jail_host;
+
+static void
+free_jail_host_at_exit(void)
+{
+    exit_jail_host = jail_host_free(exit_jail_host);
+}
+
+/* Raises RLIMIT_NOFILE to its hard limit; returns the limit now in force. */
+static uint32_t
+raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit up = {rl.rlim_max, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl = up;
+    }
+    return rl.rlim_cur > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)rl.rlim_cur;
+}
+
+static uint32_t
+count_open_fds(void)
+{
+    uint32_t n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 0;
+    for (struct dirent *de; (de = readdir(d));)
+        if (de->d_name[0] != '.')
+            n++;
+    (void)closedir(d);
+    return n > 0 ? n - 1 : 0; /* not the one reading it */
+}
+
+/* abxd's descriptors, RLIMIT_NOFILE, are split three ways: HTTP
+ * connections (MHD accepts no more) with what each may hold besides its
+ * socket, jails and their processes' pipes (sandbox.h: exec and create
+ * answer "unavailable" past the budget), and a reserve for what is open
+ * when we start serving plus FD_RESERVE (the store, accept() itself). So
+ * no number of sandboxes or processes can take the descriptors that health
+ * checks, other sandboxes' requests and the store need. */
+static uint32_t
+fd_connections(uint32_t nofile)
+{
+    return MAX(16u, MIN((uint32_t)HTTP_CONNS_MAX, nofile / 8));
+}
+
+static void
+set_fd_budget(struct daemon *d, uint32_t nofile, uint32_t connections)
+{
+    uint32_t open_now = count_open_fds();
+    uint32_t keep = open_now + connections * FDS_PER_CONN + FD_RESERVE;
+    uint32_t budget = nofile > keep + 64 ? nofile - keep : 64;
+    sandbox_host_set_fd_budget(d->sh, budget);
+    if (nofile <= keep + 64)
+        log_warn("RLIMIT_NOFILE is %u: too low for %u connections and sandboxes; "
+                 "sandboxes get only %u descriptors",
+                 nofile, connections, budget);
+    log_info("descriptors: %u (RLIMIT_NOFILE), %u open, %u for HTTP connections, %u for sandboxes "
+             "and processes (%u per sandbox), %u reserve",
+             nofile, open_now, connections, budget, sandbox_fd_limit(d->sh), FD_RESERVE);
+}
+
+/* Reads or creates <state>/api-key (0600). */
+static int
+load_api_key(struct config *c, int statefd)
+{
+    struct buf b;
+    int r;
+
+    if (c->api_key[0]) {
+        log_info("API key from ABX_API_KEY");
+        return 0;
+    }
+    buf_init(&b, 512);
+    r = read_file_at(statefd, "api-key", 512, &b);
+    if (r == 0) {
+        while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
+            b.data[--b.len] = '\0';
+        if (b.len < 16 || b.len >= sizeof(c->api_key)) {
+            buf_done(&b);
+            return log_err_errno(-EINVAL, "API key in '%s/api-key' must be 16-255 characters",
+                                 c->state_dir);
+        }
+        memcpy(c->api_key, b.data, b.len + 1);
+        buf_done(&b);
+        log_info("API key read from %s/api-key", c->state_dir);
+        return 0;
+    }
+    buf_done(&b);
+    if (r != -ENOENT)
+        return log_err_errno(r, "cannot read '%s/api-key'", c->state_dir);
+    char hex[41];
+    r = rand_hex(hex, 20);
+    if (r < 0)
+        return log_err_errno(r, "cannot generate an API key");
+    /* E2B's shape (e2b_ + 40 hex): older E2B SDKs check it before sending,
+     * and the same key must work for the native and the E2B surfaces. */
+    (void)snprintf(c->api_key, sizeof(c->api_key), "e2b_%s", hex);
+    _cleanup_close_ int fd =
+            openat(statefd, "api-key", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return log_err_errno(-errno, "cannot create '%s/api-key'", c->state_dir);
+    char line[300];
+    int n = snprintf(line, sizeof(line), "%s\n", c->api_key);
+    r = write_full(fd, line, (size_t)n);
+    if (r < 0 || fsync(fd) < 0)
+        return log_err_errno(r < 0 ? r : -errno, "cannot write the API key");
+    log_notice("generated an API key and stored it in %s/api-key (mode 0600)", c->state_dir);
+    return 0;
+}
+
+/* --- start-up self-test: one real sandbox, one real process --- */
+
+struct probe {
+    struct sandbox *sb;
+    bool done;
+    int r;
+    struct err err;
+};
+
+static void
+probe_started(struct sandbox *sb, struct proc *p, int r, const struct err *err, void *ud)
+{
+    struct probe *pr = ud;
+    (void)sb;
+    (void)p;
+    if (r < 0) {
+        pr->r = r;
+        if (err)
+            pr->err = *err;
+        pr->done = true;
+    }
+}
+
+static void
+probe_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
+{
+    struct probe *pr = ud;
+    if (r < 0) {
+        pr->r = r;
+        if (err)
+            pr->err = *err;
+        pr->done = true;
+        return;
+    }
+    static const char *const argv[] = {"/bin/sh", "-c", "test -d /proc/self && exit 0", NULL};
+    struct sandbox_exec x = {.argv = argv, .timeout_ms = 10000};
+    r = sandbox_exec(sb, &x, probe_started, pr, &pr->err);
+    if (r < 0) {
+        pr->r = r;
+        pr->done = true;
+    }
+}
+
+static int
+self_test(struct daemon *d, struct err *err)
+{
+    struct probe pr = {0};
+    struct sandbox_spec spec = {.limits = {64ull << 20, 500, 64}};
+    char id[21];
+    int r = rand_id(id, 20);
+    if (r < 0)
+        return r;
+    r = sandbox_create(d->sh, id, &spec, probe_ready, &pr, &pr.sb, err);
+    if (r < 0)
+        return r;
+    uint64_t until = now_msec() + PROBE_TIMEOUT_MS;
+    struct proc *p = NULL;
+    while (!pr.done && now_msec() < until) {
+        (void)loop_run_once(d->loop, 100);
+        p = pr.sb && sandbox_is_ready(pr.sb) ? sandbox_proc_next(pr.sb, NULL) : NULL;
+        if (p && proc_get_state(p) == PROC_EXITED)
+            pr.done = true;
+    }
+    if (pr.r == 0 && !pr.done)
+        pr.r = err_set(&pr.err, ETIMEDOUT, "self-test sandbox did not finish in time");
+    if (pr.r == 0 && p) {
+        const struct proc_result *res = proc_get_result(p);
+        if (!res || res->exit_code != 0)
+            pr.r = err_set(&pr.err, EIO, "self-test process exited with %d",
+                           res ? res->exit_code : -1);
+    }
+    /* Freeing kills and reaps synchronously: fine before we serve. */
+    sandbox_free(pr.sb);
+    if (pr.r < 0) {
+        *err = pr.err;
+        return pr.r;
+    }
+    return 0;
+}
+
+/* --- signals, sweeps, shutdown --- */
+
+static void
+all_gone(void *ud)
+{
+    struct daemon *d = ud;
+    log_info("all sandboxes are gone; exiting");
+    loop_quit(d->loop, 0);
+}
+
+static void
+on_shutdown_timeout(struct loop_timer *t, void *ud)
+{
+    struct daemon *d = ud;
+    (void)t;
+    log_warn("sandboxes did not all end within %d ms; exiting anyway", SHUTDOWN_GRACE_MS);
+    loop_quit(d->loop, 0);
+}
+
+static void
+workspaces_drained(void *ud)
+{
+    struct daemon *d = ud;
+    log_info("warm workspaces are mirrored and closed; killing %u sandboxes",
+             api_sandbox_count(d->api));
+    api_kill_all(d->api, all_gone, d);
+}
+
+static void
+begin_shutdown(struct daemon *d, const char *why)
+{
+    if (d->stopping)
+        return;
+    d->stopping = true;
+    log_info("%s: draining (%u warm workspaces, %u sandboxes)", why,
+             d->ws ? workspaces_warm_count(d->ws) : 0, api_sandbox_count(d->api));
+    api_drain(d->api);
+    (void)loop_timer_arm(d->shutdown_timer, now_msec() + SHUTDOWN_GRACE_MS);
+    if (d->ws)
+        workspaces_drain(d->ws, workspaces_drained, d);
+    else
+        api_kill_all(d->api, all_gone, d);
+}
+
+static void
+on_signal(struct loop_io *io, uint32_t ev, void *ud)
+{
+    struct daemon *d = ud;
+    struct signalfd_siginfo si;
+    (void)io;
+    (void)ev;
+    while (read(d->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGTERM)
+            begin_shutdown(d, "SIGTERM");
+        else if (si.ssi_signo == SIGINT)
+            begin_shutdown(d, "SIGINT");
+    }
+}
+
+static uint64_t
+sweep_interval(const struct config *c)
+{
+    uint64_t ms = c->idle_timeout_s * 1000u / 2;
+    /* Mirrors are due every window; sweep often enough to keep it. */
+    uint64_t w = c->mirror_window_s * 1000u / 4;
+    if (w < ms)
+        ms = w;
+    if (c->ws_idle_s && c->ws_idle_s * 1000u / 2 < ms)
+        ms = c->ws_idle_s * 1000u / 2;
+    return ms < 500 ? 500 : ms > SWEEP_MS_MAX ? SWEEP_MS_MAX : ms;
+}
+
+#define MiB_OF(b) ((unsigned long long)((b) >> 20))
+
+/* Keeps, gives up or re-creates the reserve in the state directory (see
+ * util/reserve.h) and says so whenever that changes. */
+static void
+check_reserve(struct daemon *d, bool at_start)
+{
+    struct reserve_state st;
+    struct err err = {0};
+    uint64_t size = d->cfg.reserve_bytes;
+    int r = reserve_check(d->statefd, size, &st, &err);
+    if (r < 0) {
+        log_warn("reserve in '%s': %s, ignoring", d->cfg.state_dir, err.msg);
+    } else if (r == RESERVE_RELEASED && size) {
+        log_warn("the state file system of '%s' is full (%llu MiB free, below %llu MiB): "
+                 "released the %llu MiB reserve '%s/" RESERVE_NAME "' so that deleting "
+                 "workspaces, store GC and the store's journal can proceed; it is re-created "
+                 "once %llu MiB are free",
+                 d->cfg.state_dir, MiB_OF(st.free_bytes), MiB_OF(st.low_bytes), MiB_OF(size),
+                 d->cfg.state_dir, MiB_OF(st.high_bytes));
+    } else if (r == RESERVE_RELEASED) {
+        log_info("removed '%s/" RESERVE_NAME "': the reserve is off", d->cfg.state_dir);
+    } else if (r == RESERVE_CREATED) {
+        log_notice("%s the %llu MiB reserve '%s/" RESERVE_NAME "' (%llu MiB were free)",
+                   at_start ? "created" : "free space is back: re-created", MiB_OF(size),
+                   d->cfg.state_dir, MiB_OF(st.free_bytes));
+    } else if (at_start && size && !st.present) {
+        log_warn("no room for the %llu MiB reserve in '%s' (%llu MiB free): it is created "
+                 "once %llu MiB are free",
+                 MiB_OF(size), d->cfg.state_dir, MiB_OF(st.free_bytes), MiB_OF(st.high_bytes));
+    }
+}
+
+static void
+on_sweep(struct loop_timer *t, void *ud)
+{
+    struct daemon *d = ud;
+    check_reserve(d, false);
+    (void)api_sweep_idle(d->api);
+    if (d->ws && !d->stopping)
+        workspaces_sweep(d->ws);
+    (void)loop_timer_arm(t, now_msec() + sweep_interval(&d->cfg));
+}
+
+static const char *
+hostname_or(const char *dflt)
+{
+    static char name[65];
+    if (gethostname(name, sizeof(name) - 1) < 0 || !name[0])
+        return dflt;
+    return name;
+}
+
+/* Opens the store (SQLite under the state directory unless ABX_STORE
+ * names another place) and the workspace lifecycle on top of it. */
+static int
+start_workspaces(struct daemon *d, int statefd)
+{
+    struct err err = {0};
+    char store[4096 + 16], tmp[4096 + 16];
+    int r;
+
+    if (mkdirat(statefd, "tmp", 0700) < 0 && errno != EEXIST)
+        return log_err_errno(-errno, "cannot create %s/tmp", d->cfg.state_dir);
+    (void)snprintf(tmp, sizeof(tmp), "%s/tmp", d->cfg.state_dir);
+    if (d->cfg.store[0])
+        (void)snprintf(store, sizeof(store), "%s", d->cfg.store);
+    else
+        (void)snprintf(store, sizeof(store), "%s/store", d->cfg.state_dir);
+    if ((r = sync_ignore_default(&d->ignore)) < 0)
+        return log_err("out of memory"), r;
+    d->ignore.max_file_bytes = d->cfg.sync_max_file_bytes;
+    if (d->cfg.sync_ignore_set && (r = sync_ignore_parse(&d->ignore, d->cfg.sync_ignore, &err)) < 0)
+        return log_err("ABX_SYNC_IGNORE: %s", err.msg), r;
+    struct workspaces_config wc = {
+            .store = store,
+            .tmp_dir = tmp,
+            .workers = d->cfg.store_workers,
+            .mirror_window_ms = d->cfg.mirror_window_s * 1000u,
+            .idle_ms = d->cfg.ws_idle_s * 1000u,
+            .ignore = &d->ignore,
+            .default_limits = {d->cfg.memory_bytes, d->cfg.cpu_millis, d->cfg.pids,
+                               d->cfg.disk_bytes},
+            .max_file_bytes = d->cfg.max_file_bytes,
+            .floor_bytes = d->cfg.disk_floor_bytes,
+            .holder = d->holder,
+    };
+    r = workspaces_new(d->loop, d->sh, &wc, &d->ws, &err);
+    if (r < 0)
+        return log_err("cannot open the workspace store: %s", err.msg), r;
+    log_info("workspace store: %s (%s)", strncmp(store, "postgres", 8) ? store : "postgres://...",
+             workspaces_store_kind(d->ws));
+    return 0;
+}
+
+static int
+lock_state(struct config *c, int *ret_statefd)
+{
+    int r = mkdir_p(c->state_dir, 0700);
+    if (r < 0)
+        return log_err_errno(r, "cannot create state directory '%s'", c->state_dir);
+    char real[PATH_MAX];
+    if (!realpath(c->state_dir, real))
+        return log_err_errno(-errno, "cannot resolve '%s'", c->state_dir);
+    if (strlen(real) >= sizeof(c->state_dir))
+        return log_err_errno(-ENAMETOOLONG, "state directory path is too long");
+    strcpy(c->state_dir, real);
+    int fd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return log_err_errno(-errno, "cannot open '%s'", c->state_dir);
+    (void)fchmod(fd, 0700);
+    int lk = openat(fd, "abxd.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0) {
+        r = -errno;
+        close(fd);
+        if (lk >= 0)
+            close(lk);
+        return log_err_errno(r, "state directory '%s' is in use by another abxd", c->state_dir);
+    }
+    /* lk stays open (and locked) for the life of the process. */
+    *ret_statefd = fd;
+    return 0;
+}
+
+/* Loads the tool bundles (strictly: a bad bundle stops abxd) and says how
+ * sandboxes see them: the directory read-only at /.tools and, with a carrier
+ * bundle, its python/pip shims at /.toolbin, first on PATH. */
+static int
+load_tools(struct daemon *d, struct jail_bind *binds, size_t *ret_n, const char **ret_prefix)
+{
+    struct err err = {0};
+    static char shims[PATH_MAX + 16];
+    int r;
+
+    memset(binds, 0, 2 * sizeof(*binds));
+    *ret_n = 0;
+    *ret_prefix = NULL;
+    if (!d->cfg.tools_dir[0])
+        return 0;
+    if (!realpath(d->cfg.tools_dir, d->tools_real))
+        return log_err_errno(-errno, "tools directory '%s'", d->cfg.tools_dir);
+    r = tools_registry_load(d->tools_real, &d->tools, &err);
+    if (r < 0) {
+        log_err("%s", err.msg);
+        return r;
+    }
+    const bool ns = d->cfg.isolation == JAIL_NS;
+    (void)snprintf(shims, sizeof(shims), "%s/toolbin", d->cfg.state_dir);
+    r = tools_write_shims(d->tools, shims, ns ? TOOLS_MOUNT : d->tools_real, &err);
+    if (r < 0) {
+        log_err("%s", err.msg);
+        return r;
+    }
+    binds[0] = (struct jail_bind){.src = d->tools_real, .dst = TOOLS_MOUNT, .ro = true};
+    *ret_n = 1;
+    if (r == 1 && ns) {
+        binds[1] = (struct jail_bind){.src = shims, .dst = TOOLS_SHIM_MOUNT, .ro = true};
+        *ret_n = 2;
+        *ret_prefix = TOOLS_SHIM_MOUNT;
+    }
+    const struct tools_package *carrier = tools_registry_carrier(d->tools);
+    log_info("tools: %zu bundle(s), %zu command(s) from '%s'%s%s%s", tools_registry_count(d->tools),
+             tools_registry_commands(d->tools), d->tools_real, carrier ? "; carrier '" : "",
+             carrier ? carrier->name : "", carrier ? "' gives sandboxes python and pip" : "");
+    return 0;
+}
+
+void
+daemon_init(struct daemon *d)
+{
+    log_init("abxd");
+    *d = (struct daemon){0};
+    buf_init(&d->missing, 2048);
+    d->sig_fd = -1;
+    d->statefd = -1;
+}
+
+int
+daemon_setup_config(struct daemon *d, int argc, char **argv)
+{
+    struct err err = {0};
+    int r = config_load(&d->cfg, argc, argv, &err);
+    if (r < 0) {
+        log_err("%s", err.msg);
+        return r;
+    }
+    if (d->cfg.show_help) {
+        config_usage(argv[0]);
+        return 1;
+    }
+    if (d->cfg.show_version) {
+        printf("abxd %s\n", ABX_VERSION);
+        return 1;
+    }
+    return 0;
+}
+
+int
+daemon_setup_process(struct daemon *d)
+{
+    d->nofile = raise_nofile();
+    signal(SIGPIPE, SIG_IGN);
+    /* Block the signals we read from a signalfd before any thread exists,
+     * so no thread can take them with their default action. */
+    sigemptyset(&d->sigmask);
+    sigaddset(&d->sigmask, SIGTERM);
+    sigaddset(&d->sigmask, SIGINT);
+    sigprocmask(SIG_BLOCK, &d->sigmask, NULL);
+    return 0;
+}
+
+int
+daemon_setup_state(struct daemon *d)
+{
+    int r = lock_state(&d->cfg, &d->statefd);
+    if (r < 0)
+        return r;
+    /* Before anything else writes: on a full disk the room goes first. */
+    check_reserve(d, true);
+    return load_api_key(&d->cfg, d->statefd);
+}
+
+int
+daemon_setup_loop(struct daemon *d)
+{
+    if (loop_new(&d->loop) < 0 || loop_timer_new(d->loop, on_sweep, d, &d->sweep) < 0 ||
+        loop_timer_new(d->loop, on_shutdown_timeout, d, &d->shutdown_timer) < 0)
+        return log_err("out of memory"), -ENOMEM;
+    return 0;
+}
+
+int
+daemon_setup_tools(struct daemon *d)
+{
+    return load_tools(d, d->binds, &d->nbinds, &d->path_prefix);
+}
+
+int
+daemon_setup_templates(struct daemon *d)
+{
+    struct err err = {0};
+    int r = template_set_load(d->cfg.templates_dir[0] ? d->cfg.templates_dir : NULL,
+                              d->cfg.state_dir, &d->templates, &err);
+    if (r < 0) {
+        log_err("%s", err.msg[0] ? err.msg : strerror(-r));
+        return r;
+    }
+    if (d->cfg.templates_dir[0])
+        log_info("templates: %zu from '%s' besides 'base'", template_set_count(d->templates) - 1,
+                 d->cfg.templates_dir);
+    return 0;
+}
+
+int
+daemon_setup_jail_host(struct daemon *d)
+{
+    struct err err = {0};
+    struct jail_host_config jc = {
+            .binds = d->binds,
+            .nbinds = d->nbinds,
+            .loop = d->loop,
+            .mode = d->cfg.isolation,
+            .state_dir = d->cfg.state_dir,
+            .cgroup = d->cfg.cgroup,
+            .uid_lockfile = d->cfg.uid_lock,
+            .uid_base = d->cfg.uid_base,
+            .uid_slots = d->cfg.uid_slots,
+            .root_bytes = d->cfg.root_bytes,
+            .tmp_bytes = d->cfg.tmp_bytes,
+            .shm_bytes = d->cfg.shm_bytes,
+            .disk_bytes = d->cfg.isolation == JAIL_NONE ? 0 : d->cfg.disk_bytes,
+            .disk_pool_bytes = d->cfg.disk_pool_bytes,
+            .disk_floor_bytes = d->cfg.disk_floor_bytes,
+    };
+    int r = jail_host_new(&jc, &d->jh, &err);
+    if (r < 0) {
+        log_err("cannot set up sandboxing: %s", err.msg);
+        return r;
+    }
+    exit_jail_host = d->jh;
+    (void)atexit(free_jail_host_at_exit);
+    r = jail_host_reclaim(d->jh, &err);
+    if (r < 0)
+        log_warn("reclaiming sandboxes of an earlier run failed: %s", err.msg);
+    else if (r > 0)
+        log_notice("reclaimed %d sandbox(es) left by an earlier run", r);
+    (void)jail_host_missing(d->jh, &d->missing);
+    if (d->cfg.isolation != JAIL_NONE && !jail_host_oom_protect(d->jh))
+        log_info("cannot lower oom_score_adj (no CAP_SYS_RESOURCE): sandbox inits are shielded "
+                 "from the OOM killer only by their processes' higher score");
+    if (d->cfg.isolation != JAIL_NS)
+        log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns'",
+                 jail_mode_name(d->cfg.isolation));
+    if (jail_host_disk(d->jh))
+        log_info("disk: %s; a sandbox may write %llu MiB unless it asks for another bound",
+                 jail_host_disk(d->jh), (unsigned long long)(d->cfg.disk_bytes >> 20));
+    else if (d->cfg.isolation != JAIL_NONE && !d->cfg.disk_bytes)
+        log_warn("--disk-mb 0 was asked for: sandboxes' writable space is not bounded and is "
+                 "on the state file system");
+    if (d->cfg.isolation == JAIL_NONE)
+        d->cfg.disk_bytes = 0;
+    return 0;
+}
+
+int
+daemon_setup_sandboxes(struct daemon *d)
+{
+    struct err err = {0};
+    struct sandbox_host_config shc = {
+            .pool_size = d->missing.len ? 0 : d->cfg.pool,
+            .pool_limits = {d->cfg.memory_bytes, d->cfg.cpu_millis, d->cfg.pids, d->cfg.disk_bytes},
+            .max_file_bytes = d->cfg.max_file_bytes,
+            .path_prefix = d->path_prefix,
+    };
+    /* The pool starts after the self-test, so the test measures a cold create. */
+    shc.pool_size = 0;
+    if (sandbox_host_new(d->loop, d->jh, &shc, &d->sh) < 0)
+        return log_err("out of memory"), -ENOMEM;
+
+    if (!d->missing.len) {
+        int r = self_test(d, &err);
+        if (r < 0) {
+            (void)buf_printf(&d->missing, "working sandboxes (self-test: %s)", err.msg);
+        } else {
+            log_debug("self-test passed");
+        }
+    }
+    if (d->missing.len)
+        log_err("isolation '%s' is not available; /readyz will fail and creates are refused. "
+                "Missing: %s",
+                jail_mode_name(d->cfg.isolation), d->missing.data);
+    sandbox_host_free(d->sh);
+    shc.pool_size = d->missing.len ? 0 : d->cfg.pool;
+    if (sandbox_host_new(d->loop, d->jh, &shc, &d->sh) < 0)
+        return log_err("out of memory"), -ENOMEM;
+    return 0;
+}
+
+int
+daemon_setup_api(struct daemon *d)
+{
+    struct sysinfo si;
+    (void)sysinfo(&si);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    /* Names this process of this boot of this host, so that after a crash
+     * the next abxd here may take the GC lease over at once. */
+    int r = store_holder_name("abxd", d->holder, sizeof(d->holder));
+    if (r < 0) {
+        log_warn_errno(r, "cannot name this process for the GC lease; a restart waits for the "
+                          "lease to expire");
+        (void)snprintf(d->holder, sizeof(d->holder), "abxd-%.64s-%d", hostname_or(""),
+                       (int)getpid());
+    }
+    struct api_config ac = {
+            .gc_holder = d->holder,
+            .gc_lease_ms = GC_LEASE_MS,
+            .api_key = d->cfg.api_key,
+            .isolation = jail_mode_name(d->cfg.isolation),
+            .cgroup = jail_host_cgroup_name(d->jh),
+            .default_memory_bytes = d->cfg.memory_bytes,
+            .default_cpu_millis = d->cfg.cpu_millis,
+            .default_pids = d->cfg.pids,
+            .default_disk_bytes = d->cfg.disk_bytes,
+            .disk_floor_bytes = d->cfg.disk_floor_bytes,
+            .default_timeout_s = d->cfg.timeout_s,
+            .max_timeout_s = d->cfg.max_timeout_s,
+            .idle_timeout_s = d->cfg.idle_timeout_s,
+            .exec_timeout_ms = d->cfg.exec_timeout_s * 1000u,
+            .ready_timeout_ms = d->cfg.ready_timeout_s * 1000u,
+            .max_sandboxes = d->cfg.max_sandboxes,
+            .host_cpus = ncpu > 0 ? (unsigned)ncpu : 1,
+            .host_memory_bytes = (uint64_t)si.totalram * si.mem_unit,
+            .max_file_bytes = d->cfg.max_file_bytes,
+            .e2b_domain = d->cfg.domain[0] ? d->cfg.domain : NULL,
+            .state_dir = d->cfg.state_dir,
+    };
+    if (api_new(d->loop, d->sh, &ac, &d->api) < 0)
+        return log_err("out of memory"), -ENOMEM;
+    api_set_missing(d->api, d->missing.data);
+    return 0;
+}
+
+int
+daemon_setup_store(struct daemon *d)
+{
+    int r = start_workspaces(d, d->statefd);
+    if (r < 0)
+        return r;
+    api_set_workspaces(d->api, d->ws);
+    return 0;
+}
+
+int
+daemon_setup_attach(struct daemon *d)
+{
+    struct err err = {0};
+    api_set_templates(d->api, d->templates);
+    if (d->cfg.keys_file[0]) {
+        int r = api_load_keys(d->api, d->cfg.keys_file, &err);
+        if (r < 0) {
+            log_err("%s", err.msg[0] ? err.msg : strerror(-r));
+            return r;
+        }
+        log_info("%d scoped key(s) from '%s'", r, d->cfg.keys_file);
+    }
+    api_set_tools(d->api, d->tools, d->cfg.isolation == JAIL_NS ? TOOLS_MOUNT : d->tools_real);
+    return 0;
+}
+
+int
+daemon_setup_http(struct daemon *d)
+{
+    struct err err = {0};
+    struct http_server_config hc = {
+            .host = d->cfg.listen_host,
+            .port = d->cfg.listen_port,
+            /* what the configuration asks, within what the descriptors allow;
+             * one client never gets all of it */
+            .max_connections = MIN(d->cfg.http_max_conns, fd_connections(d->nofile)),
+            .max_per_client =
+                    MIN(d->cfg.http_max_per_client,
+                        MAX(1u, MIN(d->cfg.http_max_conns, fd_connections(d->nofile)) * 3 / 4)),
+            .conn_timeout_s = 300,
+            .conn_memory = 128 * 1024,
+            .header_timeout_s = d->cfg.http_header_timeout_s,
+            .body_timeout_s = d->cfg.http_body_timeout_s,
+            .body_min_rate = d->cfg.http_body_min_rate,
+            .begin = api_begin,
+            .ud = d->api,
+    };
+    d->http_connections = hc.max_connections;
+    int r = http_server_new(d->loop, &hc, &d->http, &err);
+    if (r < 0) {
+        log_err("%s", err.msg);
+        return r;
+    }
+    return 0;
+}
+
+int
+daemon_setup_signals(struct daemon *d)
+{
+    d->sig_fd = signalfd(-1, &d->sigmask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (d->sig_fd < 0 || loop_io_add(d->loop, d->sig_fd, EPOLLIN, on_signal, d, &d->sig_io) < 0)
+        return log_err("cannot watch signals"), -EIO;
+    return 0;
+}
+
+int
+daemon_setup_sweeps(struct daemon *d)
+{
+    (void)loop_timer_arm(d->sweep, now_msec() + sweep_interval(&d->cfg));
+    set_fd_budget(d, d->nofile, d->http_connections);
+    return 0;
+}
+
+int
+daemon_run(struct daemon *d)
+{
+    log_notice("listening on http://%s:%u (isolation %s, cgroup %s, state %s)%s",
+               d->cfg.listen_host, http_server_port(d->http), jail_mode_name(d->cfg.isolation),
+               jail_host_cgroup_name(d->jh), d->cfg.state_dir,
+               d->missing.len ? " - NOT READY" : "");
+    return loop_run(d->loop);
+}
+
+/* Not quite the reverse of set-up, and kept so: the api goes before the
+ * workspaces it was given, and the jail host delivers pending teardowns
+ * before either. */
+void
+daemon_teardown(struct daemon *d)
+{
+    loop_io_free(d->sig_io);
+    safe_close(d->sig_fd);
+    http_server_free(d->http);
+    jail_host_flush(d->jh); /* deliver pending teardowns before their owners go */
+    api_free(d->api);
+    workspaces_free(d->ws);
+    sync_ignore_done(&d->ignore);
+    tools_registry_free(d->tools);
+    template_set_free(d->templates);
+    sandbox_host_free(d->sh);
+    d->jh = exit_jail_host = jail_host_free(d->jh);
+    loop_timer_free(d->sweep);
+    loop_timer_free(d->shutdown_timer);
+    loop_free(d->loop);
+    buf_done(&d->missing);
+    safe_close(d->statefd);
+}
