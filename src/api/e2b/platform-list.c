@@ -24,15 +24,6 @@
 
 /* --- which rows --- */
 
-static int
-hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)(c | 0x20);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* One percent-decoding pass in place ('+' as a space when form is set):
  * '%' and exactly two hex digits (not "%00"), else the bytes stay. */
 static void
@@ -40,7 +31,7 @@ pct_decode(char *s, bool form)
 {
     char *w = s;
     for (char *p = s; *p; p++) {
-        int hi = *p == '%' ? hex_digit(p[1]) : -1, lo = hi >= 0 ? hex_digit(p[2]) : -1;
+        int hi = *p == '%' ? parse_hex_digit(p[1]) : -1, lo = hi >= 0 ? parse_hex_digit(p[2]) : -1;
         if (lo >= 0 && hi * 16 + lo > 0) {
             *w++ = (char)(hi * 16 + lo);
             p += 2;
