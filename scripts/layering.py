@@ -10,10 +10,19 @@ pieces of a piece (src/P/<sub>/...) may not include each other in a
 circle, and where SUB_BELOW orders them (api: core <- wire, e2b, ports
 <- router), a sub-piece includes only those below it. Prints every violation as file:line and exits 1 if there is one.
 
+With --calls BUILD it also reads the static libraries of a build (nm)
+and checks the calls: which file calls a function another file defines.
+No files may call each other in a circle (CALL_CYCLE_MAX files are
+allowed in one, and never across folders): a file that both dispatches to
+others and serves them helpers is the usual cause; move the helpers below
+it.
+
 Run from the top of the checkout (make check and make test do).
 """
+import glob
 import os
 import re
+import subprocess
 import sys
 
 # piece -> the pieces it may use directly (closure taken below). The
@@ -109,7 +118,76 @@ def closure(below=BELOW):
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
+CALL_CYCLE_MAX = 1  # files in one circle of calls: none (there are none)
+
+
+def lib_cycles(lib):
+    """The circles of calls between the objects of one static library."""
+    defs, uses = {}, {}
+    out = subprocess.run(['nm', '-A', lib], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if not f or f[0].count(':') < 2:
+            continue
+        # meson names an object <dirs joined by _>_<file>.c.o
+        obj = os.path.basename(f[0].split(':')[1])
+        if len(f) >= 3 and f[-2] in 'TDBR':
+            defs[f[-1]] = obj
+        elif len(f) >= 2 and f[-2] == 'U':
+            uses.setdefault(obj, set()).add(f[-1])
+    graph = {k: {defs[x] for x in v if x in defs and defs[x] != k} for k, v in uses.items()}
+    index, low, stack, on, comps = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(c[:-len('.c.o')] if c.endswith('.c.o') else c for c in comp))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+def call_cycles(build):
+    """Violations of the call rule in the static libraries under build/src."""
+    libs = sorted(glob.glob(os.path.join(build, 'src', '**', 'libabx*.a'), recursive=True))
+    if not libs:
+        return [f'{build}: no libraries to read (build first)']
+    sys.setrecursionlimit(10000)
+    bad = []
+    for lib in libs:
+        for names in lib_cycles(lib):
+            folders = {n.rsplit('_', 1)[0] if '_' in n else '' for n in names}
+            if len(names) > CALL_CYCLE_MAX or len(folders) > 1:
+                bad.append(f'{lib}: {len(names)} files call each other in a circle: '
+                           f'{", ".join(names)}')
+    return bad
+
+
 def main():
+    calls = None
+    if len(sys.argv) == 3 and sys.argv[1] == '--calls':
+        calls = sys.argv[2]
+    elif len(sys.argv) != 1:
+        print('usage: layering.py [--calls BUILD]', file=sys.stderr)
+        return 2
     allowed = closure()
     sub_allowed = {p: closure(SUB_BELOW[p]) for p in SUB_BELOW}
     bad = []
@@ -160,6 +238,8 @@ def main():
             if sub in subedges.get((piece, o), set()):
                 if sub < o:
                     bad.append(f'src/{piece}: sub-pieces {sub} and {o} include each other')
+    if calls:
+        bad += call_cycles(calls)
     for b in bad:
         print(b)
     if bad:

@@ -156,6 +156,9 @@ void store_range_below(const char *dir, char *lo, char *hi);
 /* Wall-clock milliseconds (mtimes, created_ms). */
 uint64_t store_now_ms(void);
 
+/* The n bytes of d as lowercase hex, NUL-terminated, into out (2n + 1). */
+void store_to_hex(const unsigned char *d, unsigned n, char *out);
+
 /* The staged data in fd (size bytes, hashed to hash; borrowed, an
  * O_TMPFILE in the staging directory) becomes the file path (tree.c). */
 int store_commit(struct store *s, const char *ws, const char *path, uint32_t mode,

@@ -137,10 +137,12 @@ pqclearp(PGresult **res)
 }
 #define _cleanup_res_ _cleanup_(pqclearp)
 
-/* --- store-pg.c --- */
+/* --- store-pg-run.c --- */
 
 /* Whether the last failure was a deadlock or serialization failure. */
 bool store_pg_retryable(const struct pg *q);
+/* Opens q->conn to url and sets the session up (store-pg-run.c). */
+int store_pg_connect(struct pg *q, const char *url, struct err *err);
 /* Runs one statement (again on a fresh connection if it found the
  * connection dead outside a transaction). *ret (when ret is not NULL) gets
  * the result, which the caller clears. */
@@ -148,6 +150,8 @@ int store_pg_run(struct pg *q, const char *what, const char *sql, const struct p
                  PGresult **ret, struct err *err);
 /* Rows affected by the statement that produced res. */
 uint64_t store_pg_affected(PGresult *res);
+/* Records why a statement failed (res may be NULL) and returns -errno. */
+int store_pg_fail(struct pg *q, const PGresult *res, const char *what, struct err *err);
 
 /* --- store-pg-tree.c --- */
 

@@ -147,9 +147,7 @@ cold_bound_check(struct store *s, struct wf_job *j, const struct store_entry *pr
     int r = store_ws_get(s, j->ws, &meta, err);
     if (r < 0)
         return r;
-    uint64_t bound = !j->default_disk_bytes ? 0
-                     : meta.disk_bytes      ? meta.disk_bytes
-                                            : j->default_disk_bytes;
+    uint64_t bound = workspace_disk_bound(&meta, j->default_disk_bytes);
     if (!bound)
         return 0;
     if ((r = store_usage(s, j->ws, &u, err)) < 0)

@@ -87,3 +87,14 @@ void workspace_file_rmdir(struct workspaces *w, const struct workspace_file_req 
 /* Renames rel to rel2; the result's entry (e or st) is rel2's. */
 void workspace_file_rename(struct workspaces *w, const struct workspace_file_req *q,
                            workspace_file_fn cb, void *ud);
+
+/* What bounds a workspace (its sandboxes' writable space and its files in
+ * the store): its record's disk_bytes, else the host's default; 0 =
+ * nothing, the host runs without disk bounds. */
+static inline uint64_t
+workspace_disk_bound(const struct store_ws *m, uint64_t default_bytes)
+{
+    if (!default_bytes)
+        return 0;
+    return m->disk_bytes ? m->disk_bytes : default_bytes;
+}

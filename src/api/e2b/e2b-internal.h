@@ -45,7 +45,9 @@ e2b_of(const struct entry *e)
 {
     return e->ext[e2b_slot(e)];
 }
-/* Cuts e's envd streams (also when it is paused); when e is dying, it is
+/* sandbox-json.c: the template e runs, by name ("base" for none). */
+const char *e2b_template_id(const struct entry *e);
+/* sandboxes.c: cuts e's envd streams (also when it is paused); when e is dying, it is
  * no longer frozen (the kill thaws it). */
 void e2b_entry_dying(struct entry *e);
 /* api_create_req.ready of every E2B create: answers req with the Sandbox
@@ -53,6 +55,7 @@ void e2b_entry_dying(struct entry *e);
  * when the create attached one; 500 when the create failed. */
 void e2b_create_ready(struct api *a, struct entry *e, int r, const struct err *err,
                       struct http_req *req);
+/* sandbox-json.c: the Sandbox object create, connect and fork answer with. */
 json_t *e2b_create_answer(struct api *a, struct entry *e);
 
 /* A sandbox paused without memory ({"memory": false}): its files are a
@@ -186,6 +189,7 @@ void e2b_page_token(const struct e2b_item *last, char *buf, size_t n);
 
 /* platform.c: the platform REST API (X-API-KEY). */
 void e2b_platform(struct api *a, struct http_req *req, const char *path);
+/* The rest of this block is sandboxes.c's. */
 #define E2B_DEFAULT_TIMEOUT_S 300
 #define E2B_V1_TIMEOUT_S      15
 /* A platform request waiting for its body. */
@@ -218,6 +222,7 @@ void e2b_cold_drop(struct api *a, struct e2b_cold *c);
 /* envd.c: envd requests for the sandbox named by E2b-Sandbox-Id, and
  * signed /files URLs. */
 void e2b_envd(struct api *a, struct http_req *req, const char *path);
+/* sandboxes.c: e's streams cut when it goes. */
 void e2b_stream_attach(struct entry *e, struct e2b_stream *s);
 void e2b_stream_detach(struct e2b_stream *s);
 
@@ -254,8 +259,8 @@ struct e2b_user {
     const char *home; /* "/home/user" or "/root" */
 };
 
-/* The user called name ("user" or "root"; NULL or "" = "user"): -ENOENT
- * for any other. */
+/* sandboxes.c: the user called name ("user" or "root"; NULL or "" =
+ * "user"): -ENOENT for any other. */
 int e2b_user_named(const char *name, struct e2b_user *ret);
 
 /* The context of one envd RPC: its sandbox and user. */
@@ -267,7 +272,7 @@ struct e2b_call {
     uint64_t keepalive_ms; /* Keepalive-Ping-Interval, 0 = none */
 };
 
-/* The live entry of call c (NULL when it is gone). */
+/* sandboxes.c: the live entry of call c (NULL when it is gone). */
 struct entry *e2b_call_entry(const struct e2b_call *c);
 
 /* process.c: process.Process/<method>. body is the request message
@@ -278,7 +283,8 @@ bool e2b_process_is_stream(const char *method);
  * {process}, then data {input} and keepalive messages) read as it comes. */
 void e2b_stream_input(struct http_req *req, const struct e2b_call *c);
 
-/* files.c: filesystem.Filesystem/<method> and /files. */
+/* files.c: filesystem.Filesystem/<method> (envd.c sends WatchDir and the
+ * watchers to watch.c) and /files. */
 void e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, json_t *msg);
 bool e2b_filesystem_is_stream(const char *method);
 /* watch.c: filesystem.Filesystem/WatchDir (a server stream). */

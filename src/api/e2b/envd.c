@@ -34,29 +34,6 @@ unauthorized(struct http_req *req, const char *msg)
     e2b_error(req, 401, "%s", msg);
 }
 
-/* --- the call --- */
-
-struct entry *
-e2b_call_entry(const struct e2b_call *c)
-{
-    struct entry *e = table_find(c->api->table, c->id);
-    if (!e || e->state != E_READY || !e2b_of(e) || e->paused)
-        return NULL;
-    return e;
-}
-
-int
-e2b_user_named(const char *name, struct e2b_user *ret)
-{
-    if (!name || !*name || !strcmp(name, "user"))
-        *ret = (struct e2b_user){false, "user", "/home/user"};
-    else if (!strcmp(name, "root"))
-        *ret = (struct e2b_user){true, "root", "/root"};
-    else
-        return -ENOENT;
-    return 0;
-}
-
 /* The user of an RPC: Basic base64("<name>:"), default "user". */
 static int
 rpc_user(struct http_req *req, struct e2b_user *u)
@@ -113,10 +90,16 @@ rpc_close(struct http_req *req, void *ud)
 static void
 rpc_dispatch(struct http_req *req, struct rpc *q, json_t *msg)
 {
+    const char *m = q->method;
     if (q->process)
-        e2b_process(req, &q->call, q->method, msg);
+        e2b_process(req, &q->call, m, msg);
+    else if (!strcmp(m, "WatchDir"))
+        e2b_watch(req, &q->call, msg);
+    else if (!strcmp(m, "CreateWatcher") || !strcmp(m, "GetWatcherEvents") ||
+             !strcmp(m, "RemoveWatcher"))
+        e2b_watcher(req, &q->call, m, msg);
     else
-        e2b_filesystem(req, &q->call, q->method, msg);
+        e2b_filesystem(req, &q->call, m, msg);
 }
 
 static void

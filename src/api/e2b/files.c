@@ -263,15 +263,6 @@ e2b_filesystem(struct http_req *req, struct e2b_call *c, const char *method, jso
 {
     struct fsctx f;
 
-    if (!strcmp(method, "WatchDir")) {
-        e2b_watch(req, c, msg);
-        return;
-    }
-    if (!strcmp(method, "CreateWatcher") || !strcmp(method, "GetWatcherEvents") ||
-        !strcmp(method, "RemoveWatcher")) {
-        e2b_watcher(req, c, method, msg);
-        return;
-    }
     if (fs_open(req, c, &f) < 0)
         return;
     fs_call(req, c, &f, method, msg);

@@ -54,101 +54,6 @@ e2b_begin(struct api *a, struct http_req *req, const char *path)
         e2b_platform(a, req, path);
 }
 
-/* --- the table --- */
-
-void
-e2b_entry_dying(struct entry *e)
-{
-    struct e2b_sb *x = e2b_of(e);
-    if (!x)
-        return;
-    if (e->state == E_DYING) {
-        /* The kill thaws a frozen sandbox (sandbox.h). */
-        e->paused = false;
-        x->snapshotting = false;
-    }
-    /* Cut every stream without an end frame: the SDK's health probe then
-     * sees 502 and reports the sandbox's end. */
-    while (!list_empty(&x->streams)) {
-        struct e2b_stream *s = list_entry(x->streams.next, struct e2b_stream, link);
-        list_remove(&s->link);
-        list_init(&s->link);
-        s->cut(s);
-    }
-}
-
-/* table hooks: the table kills e, or e goes */
-static void
-entry_dying(struct entry *e, unsigned slot)
-{
-    (void)slot;
-    e2b_entry_dying(e);
-}
-
-static void
-entry_free(struct entry *e, unsigned slot)
-{
-    struct e2b_sb *x = e->ext[slot];
-    if (!x)
-        return;
-    e2b_entry_dying(e);
-    e2b_snapshots_entry_gone(e);
-    struct e2b_cold *c = x->cold;
-    if (c && c->live == e) {
-        /* The last sandbox that ran as it: the E2B sandbox ends. */
-        list_remove(&c->link);
-        json_decref(c->meta);
-        free(c);
-    }
-    free(x);
-    e->ext[slot] = NULL;
-}
-
-int
-e2b_init(struct api *a)
-{
-    static const struct table_hooks hooks = {.dying = entry_dying, .free = entry_free};
-    return table_add_hooks(a->table, &hooks, &a->e2b_slot);
-}
-
-void
-e2b_stream_attach(struct entry *e, struct e2b_stream *s)
-{
-    list_add_tail(&e2b_of(e)->streams, &s->link);
-}
-
-void
-e2b_stream_detach(struct e2b_stream *s)
-{
-    list_remove(&s->link);
-    list_init(&s->link);
-}
-
-static const char *
-template_id(const struct entry *e)
-{
-    return e->tmpl ? e->tmpl->name : "base";
-}
-
-static json_t *
-sandbox_json(struct api *a, struct entry *e)
-{
-    json_t *o = json_object();
-    (void)json_set(o, "sandboxID", json_string(e2b_public_id(e)));
-    (void)json_set(o, "templateID", json_string(template_id(e)));
-    if (e2b_of(e) && e2b_of(e)->alias[0])
-        (void)json_set(o, "alias", json_string(e2b_of(e)->alias));
-    (void)json_set(o, "clientID", json_string("abx"));
-    (void)json_set(o, "envdVersion", json_string(E2B_ENVD_VERSION));
-    if (e2b_of(e))
-        (void)json_set(o, "envdAccessToken", json_string(e2b_of(e)->token));
-    (void)json_set(o, "trafficAccessToken", json_null());
-    (void)json_set(o, "domain",
-                   a->cfg.e2b_domain && *a->cfg.e2b_domain ? json_string(a->cfg.e2b_domain)
-                                                           : json_null());
-    return o;
-}
-
 static json_t *
 detail_json(struct api *a, struct entry *e, bool detail)
 {
@@ -159,7 +64,7 @@ detail_json(struct api *a, struct entry *e, bool detail)
     uint64_t disk = l->disk_bytes ? l->disk_bytes >> 20 : e->tmpl ? e->tmpl->disk_mb : 0;
     json_t *o = json_object();
     (void)json_set(o, "sandboxID", json_string(e2b_public_id(e)));
-    (void)json_set(o, "templateID", json_string(template_id(e)));
+    (void)json_set(o, "templateID", json_string(e2b_template_id(e)));
     if (e2b_of(e) && e2b_of(e)->alias[0])
         (void)json_set(o, "alias", json_string(e2b_of(e)->alias));
     (void)json_set(o, "clientID", json_string("abx"));
@@ -186,20 +91,6 @@ detail_json(struct api *a, struct entry *e, bool detail)
     return o;
 }
 
-/* The entry the caller may see: live, and created with its key when that
- * is a scoped key (the full key sees every sandbox). */
-struct entry *
-e2b_find(struct api *a, struct http_req *req, const char *id, const struct api_scope *scope)
-{
-    struct entry *e = e2b_lookup(a, id);
-    if (!e || e->state != E_READY || (scope && e->scope != scope)) {
-        if (req)
-            e2b_error(req, 404, "sandbox '%.64s' not found", id);
-        return NULL;
-    }
-    return e;
-}
-
 /* --- create --- */
 
 static void
@@ -207,45 +98,6 @@ preq_close(struct http_req *req, void *ud)
 {
     (void)req;
     free(ud);
-}
-
-int
-e2b_read_timeout(json_t *j, uint64_t max_s, uint64_t *ret, struct err *err)
-{
-    json_t *v = json_object_get(j, "timeout");
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return err_set(err, EINVAL, "'timeout' must be a non-negative integer of seconds");
-    if (max_s && (uint64_t)json_integer_value(v) > max_s)
-        return err_set(err, EINVAL, "'timeout' may be at most %llu seconds",
-                       (unsigned long long)max_s);
-    *ret = (uint64_t)json_integer_value(v);
-    return 1;
-}
-
-json_t *
-e2b_create_answer(struct api *a, struct entry *e)
-{
-    return sandbox_json(a, e);
-}
-
-void
-e2b_create_ready(struct api *a, struct entry *e, int r, const struct err *err, struct http_req *req)
-{
-    if (r < 0) {
-        if (req) {
-            e2b_error(req, 500, "%s", err && err->msg[0] ? err->msg : "cannot create");
-            http_req_unref(req);
-        }
-        return;
-    }
-    struct e2b_sb *x = e2b_of(e);
-    if (x && x->restore) {
-        e2b_restore_ready(a, e, req); /* takes over req */
-        return;
-    }
-    api_template_start(a, e, req, req ? e2b_create_answer(a, e) : NULL);
 }
 
 static int
@@ -343,20 +195,6 @@ out:
 }
 
 /* --- list --- */
-
-/* The cold record id names while paused (NULL when none or running). */
-struct e2b_cold *
-e2b_find_cold(struct api *a, const char *id, const struct api_scope *scope)
-{
-    if (!a->snaps || e2b_snaps_closing(a))
-        return NULL;
-    list_foreach (l, e2b_cold_list(a)) {
-        struct e2b_cold *c = list_entry(l, struct e2b_cold, link);
-        if (!strcmp(c->id, id) && !c->live && (!scope || c->scope == scope))
-            return c;
-    }
-    return NULL;
-}
 
 static json_t *
 cold_json(struct api *a, const struct e2b_cold *c, bool detail)

@@ -195,7 +195,7 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
         j->froze = true;
         e2b_of(e)->snapshotting = true;
     }
-    spec.template_id = e->tmpl ? e->tmpl->name : "base";
+    spec.template_id = e2b_template_id(e);
     spec.alias = e2b_of(e)->alias;
     if ((r = snapstore_take(s->store, fo, &spec, snap_done, j, j->id)) < 0) {
         if (j->froze) {

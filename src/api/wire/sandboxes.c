@@ -1,7 +1,8 @@
 /*
  * sandboxes.c - the native wire's sandboxes: create, list, info, update
- * (limits and timeout) and delete, and the per-request state of the
- * native routes.
+ * (limits and timeout) and delete, the per-request state of the native
+ * routes, and the lookups and descriptions the other native files share
+ * (a ready sandbox by id, capabilities by name).
  */
 #include <errno.h>
 #include <math.h>
@@ -35,6 +36,20 @@ api_rq(struct api *a, struct http_req *req, const char *id)
         (void)snprintf(q->id, sizeof(q->id), "%s", id);
     http_req_set_userdata(req, q, rq_close);
     return q;
+}
+
+/* The capabilities in caps (a template's or a sandbox's), by name. */
+static const unsigned all_caps[] = {TEMPLATE_CAP_SHELL, TEMPLATE_CAP_FILES, TEMPLATE_CAP_CODE,
+                                    TEMPLATE_CAP_TERMINAL, TEMPLATE_CAP_PORTS};
+
+json_t *
+api_caps_json(unsigned caps)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < ELEMENTSOF(all_caps); i++)
+        if (caps & all_caps[i])
+            (void)json_array_append_new(arr, json_string(template_cap_name(all_caps[i])));
+    return arr;
 }
 
 struct entry *

@@ -1,6 +1,6 @@
 /*
- * templates.c - templates on the native wire: discovery, capabilities, and
- * the custom commands a template declares.
+ * templates.c - templates on the native wire: discovery and the custom
+ * commands a template declares.
  *
  *   GET  /v1/templates, GET /v1/templates/{name}
  *   GET  /v1/sandboxes/{id}/commands
@@ -23,19 +23,6 @@
 #include "util/json.h"
 
 #define CODE_MAX PROC_STDIN_MAX /* bytes of a code snippet (it goes in on stdin) */
-
-static const unsigned all_caps[] = {TEMPLATE_CAP_SHELL, TEMPLATE_CAP_FILES, TEMPLATE_CAP_CODE,
-                                    TEMPLATE_CAP_TERMINAL, TEMPLATE_CAP_PORTS};
-
-json_t *
-api_caps_json(unsigned caps)
-{
-    json_t *arr = json_array();
-    for (size_t i = 0; i < ELEMENTSOF(all_caps); i++)
-        if (caps & all_caps[i])
-            (void)json_array_append_new(arr, json_string(template_cap_name(all_caps[i])));
-    return arr;
-}
 
 /* --- discovery --- */
 

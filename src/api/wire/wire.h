@@ -95,7 +95,7 @@ struct template_command;
 int api_render_command(const struct template_command *c, json_t *args, char **ret, struct err *err);
 /* templates.c: a command's arguments as a JSON Schema. */
 json_t *api_command_schema(const struct template_command *c);
-/* templates.c: the template's capabilities as a JSON array of names. */
+/* sandboxes.c: capabilities (a template's or a sandbox's) as a JSON array of names. */
 json_t *api_caps_json(unsigned caps);
 
 /* workspaces.c: path is what follows "/v1/workspaces" ("" or "/..."). */

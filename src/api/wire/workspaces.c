@@ -268,16 +268,6 @@ wjob_submit(struct wjob *j, void (*run)(struct store *, struct wjob *))
 
 /* --- create, list, info, delete --- */
 
-/* What bounds a workspace: its sandbox's writable space and its files in
- * the store (0 = nothing: the host runs without disk bounds). */
-static uint64_t
-ws_disk_bound(const struct api *a, const struct store_ws *m)
-{
-    if (!a->cfg.default_disk_bytes)
-        return 0;
-    return m->disk_bytes ? m->disk_bytes : a->cfg.default_disk_bytes;
-}
-
 /* A workspace's record with the resources its sandboxes get (the host's
  * defaults where the record names none). */
 static json_t *
@@ -294,7 +284,7 @@ ws_json(struct api *a, const struct store_ws *m, enum ws_state st)
     (void)json_set(o, "cpu", json_real(cpu / 1000.0));
     (void)json_set(o, "memory_mb", json_integer((json_int_t)(mem >> 20)));
     (void)json_set(o, "pids", json_integer(m->pids ? m->pids : c->default_pids));
-    uint64_t disk = ws_disk_bound(a, m);
+    uint64_t disk = workspace_disk_bound(m, a->cfg.default_disk_bytes);
     (void)json_set(o, "disk_mb", disk ? json_integer((json_int_t)(disk >> 20)) : json_null());
     return o;
 }
