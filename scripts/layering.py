@@ -24,6 +24,7 @@ BELOW = {
     'util': [],
     'http': ['util'],
     'jail': ['util'],
+    'priv': ['jail', 'util'],
     'store': ['util'],
     'net': ['util'],
     'image': ['util'],
