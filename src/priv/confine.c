@@ -75,9 +75,6 @@ struct ll_ruleset_attr {
     uint64_t scoped;
 };
 
-/* Paths per list: far more than any config names. */
-#define CONFINE_PATHS_MAX 64
-
 /* Namespace-creating clone flags (CLONE_NEWTIME is clone3/unshare only). */
 #define NS_FLAGS                                                                           \
     ((uint64_t)(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | \

@@ -33,6 +33,9 @@ struct err;
 #define CONFINE_LANDLOCK_ABI_IOCTL_DEV 5 /* ioctl on device files */
 #define CONFINE_LANDLOCK_ABI_SCOPE     6 /* abstract unix sockets, signals */
 
+/* Paths per list (read-write, read-only): far more than a config names. */
+#define CONFINE_PATHS_MAX 64
+
 struct confine_config {
     uid_t uid; /* must not be 0 */
     gid_t gid; /* must not be 0 */

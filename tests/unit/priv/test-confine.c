@@ -492,7 +492,21 @@ child_missing_path(void)
     c.uid = 0;
     if (confine_self(&c, &err) != -EINVAL)
         return 3;
-    return 0;
+    /* CONFINE_PATHS_MAX per list */
+    static const char *many[CONFINE_PATHS_MAX + 2];
+    for (int i = 0; i <= CONFINE_PATHS_MAX; i++)
+        many[i] = "/";
+    c = config();
+    c.ro_paths = many;
+    err_clear(&err);
+    if (confine_self(&c, &err) != -E2BIG || getuid() != 0)
+        return 4;
+    many[CONFINE_PATHS_MAX] = NULL;
+    c.rw_paths = NULL;
+    c.ro_paths = many; /* exactly the limit: accepted (and confines) */
+    if (confine_self(&c, &err) < 0)
+        return 5;
+    return getuid() == TEST_UID ? 0 : 6;
 }
 
 static int
