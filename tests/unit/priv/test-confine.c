@@ -45,6 +45,9 @@ static char base[64], rw_dir[96], ro_dir[96], out_dir[96];
 static const char *rw_paths[2];
 static const char *ro_paths[3];
 static int landlock_abi;
+/* An abstract socket name of our own: tests may run side by side. */
+static char abstract_name[48];
+static socklen_t abstract_len;
 
 static struct confine_config
 config(void)
@@ -422,12 +425,11 @@ child_landlock(void)
     if (landlock_abi >= CONFINE_LANDLOCK_ABI_SCOPE) {
         /* the parent's abstract socket is outside our domain */
         struct sockaddr_un a = {.sun_family = AF_UNIX};
-        memcpy(a.sun_path + 1, "abx-test-confine", 16);
+        memcpy(a.sun_path + 1, abstract_name, strlen(abstract_name));
         int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (s < 0)
             return 6;
-        if (connect(s, (struct sockaddr *)&a, offsetof(struct sockaddr_un, sun_path) + 17) == 0 ||
-            errno != EPERM)
+        if (connect(s, (struct sockaddr *)&a, abstract_len) == 0 || errno != EPERM)
             return 7;
         if (kill(getppid(), 0) == 0 || errno != EPERM)
             return 8;
@@ -443,10 +445,9 @@ test_landlock(void **state)
         skip();
     int ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    memcpy(a.sun_path + 1, "abx-test-confine", 16);
+    memcpy(a.sun_path + 1, abstract_name, strlen(abstract_name));
     assert_true(ls >= 0);
-    assert_int_equal(bind(ls, (struct sockaddr *)&a, offsetof(struct sockaddr_un, sun_path) + 17),
-                     0);
+    assert_int_equal(bind(ls, (struct sockaddr *)&a, abstract_len), 0);
     assert_int_equal(listen(ls, 1), 0);
     assert_exit0(run(child_landlock), "landlock");
     close(ls);
@@ -567,6 +568,8 @@ setup(void **state)
     ro_paths[0] = ro_dir;
     ro_paths[1] = "/proc/self";
     landlock_abi = confine_landlock_abi();
+    (void)snprintf(abstract_name, sizeof(abstract_name), "abx-test-confine-%d", (int)getpid());
+    abstract_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(abstract_name));
     return 0;
 }
 
