@@ -33,6 +33,7 @@ BELOW = {
     'util': [],
     'http': ['util'],
     'jail': ['util'],
+    'priv': ['jail', 'util'],
     'store': ['util'],
     'net': ['util'],
     'image': ['util'],

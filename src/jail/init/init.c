@@ -35,7 +35,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -49,6 +48,7 @@
 #include "jail/init/init-internal.h"
 #include "jail/init/sudo-server.h"
 #include "jail/proto.h"
+#include "util/lockdown.h"
 
 #define CTL_FD       3
 #define MAX_TRACKED  4096 /* processes abxd started and has not seen exit */
@@ -126,38 +126,16 @@ wait_mapped(void)
     }
 }
 
-static int
-last_cap(void)
-{
-    char b[16];
-    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, b, sizeof(b) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return 63;
-    b[n] = '\0';
-    int v = 0;
-    for (char *p = b; *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (*p - '0');
-    return v > 0 && v <= 63 ? v : 63;
-}
-
 static void
 drop_bounding_caps(void)
 {
-    int last = last_cap();
-    for (int cap = 0; cap <= last; cap++) {
-        bool keep = false;
-        for (size_t i = 0; i < sizeof(jail_keep_caps) / sizeof(jail_keep_caps[0]); i++)
-            if (jail_keep_caps[i] == cap)
-                keep = true;
-        if (keep)
-            continue;
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            init_fail("drop capability", errno);
-    }
-    (void)prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    const char *step = NULL;
+    uint64_t keep = 0;
+    for (size_t i = 0; i < sizeof(jail_keep_caps) / sizeof(jail_keep_caps[0]); i++)
+        keep |= UINT64_C(1) << jail_keep_caps[i];
+    int r = lockdown_bound_caps(keep, &step);
+    if (r < 0)
+        init_fail(step, -r);
 }
 
 static void
@@ -195,10 +173,10 @@ setup(const struct proto_config *c)
     /* Credential changes clear the parent-death signal; set it again. */
     CHECK(prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "pdeathsig");
     if (mode != PROTO_MODE_NONE) {
-        struct rlimit core = {0, 0};
-        CHECK(setrlimit(RLIMIT_CORE, &core), "rlimit core");
-        CHECK(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable");
-        CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
+        const char *step = NULL;
+        int r = lockdown_self(&step);
+        if (r < 0)
+            init_fail(step, -r);
         if (c->bpf_len) {
             if (c->bpf_len % sizeof(struct sock_filter) != 0)
                 init_fail("seccomp program", EINVAL);

@@ -40,7 +40,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,6 +48,7 @@
 #include "sandbox/fileops-proto.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
+#include "util/lockdown.h"
 
 #define CTL_FD    3
 #define WS_FD     4
@@ -508,13 +508,7 @@ caps_now(bool effective)
 static void
 bound(uint64_t keep)
 {
-    for (int cap = 0; cap < 64; cap++) {
-        if (keep & (1ull << cap))
-            continue;
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            die(4);
-    }
-    check(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == 0);
+    check(lockdown_bound_caps(keep, NULL) == 0);
 }
 
 static void
@@ -548,10 +542,7 @@ become(void)
     /* What we hold is what sandbox root holds, or nothing. */
     uint64_t want = hello.mode == FOP_MODE_NS && root ? hello.caps : 0;
     check((caps_now(true) & ~want) == 0 && (caps_now(false) & ~want) == 0);
-    check(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
-    check(prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0);
-    struct rlimit core = {0, 0};
-    check(setrlimit(RLIMIT_CORE, &core) == 0);
+    check(lockdown_self(NULL) == 0);
     if (hello.bpf_len) {
         struct sock_fprog prog = {
                 .len = (unsigned short)(hello.bpf_len / sizeof(struct sock_filter)),
