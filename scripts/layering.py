@@ -27,6 +27,9 @@ BELOW = {
     'store': ['util'],
     'net': ['util'],
     'image': ['util'],
+    # The privileged parent and its client (privilege separation): on jail
+    # only; nothing uses it yet.
+    'priv': ['jail', 'util'],
     'sandbox': ['jail', 'util'],
     'snapshot': ['sandbox'],
     'sync': ['sandbox', 'store'],
@@ -52,7 +55,7 @@ BELOW = {
 # type - except abxd, the composition root, which makes the jail host and
 # hands it to sandbox_host_new() (sandbox/sandbox-local.h).
 ONLY = {
-    'jail/': {'jail', 'sandbox', 'abxd'},
+    'jail/': {'jail', 'priv', 'sandbox', 'abxd'},
     'sandbox/sandbox-local.h': {'sandbox', 'abxd'},
 }
 
@@ -72,6 +75,14 @@ SUB_BELOW = {
     },
 }
 TOP = {'api': 'router'}
+
+# Headers a piece may not include although they lie below it: the
+# privileged parent runs as host root and parses no client bytes, so
+# priv/ names no JSON or tar code of util (and nothing of http or template,
+# which BELOW already keeps out).
+FORBID = {
+    'priv': ['util/json.h', 'util/tar.h'],
+}
 BASE = {'api': 'core'}
 
 
@@ -136,6 +147,8 @@ def main():
                     continue
                 if q != piece and q not in allowed.get(piece, set()):
                     bad.append(f'{where}: "{inc}": {piece} may not use {q} (not below it)')
+                if inc in FORBID.get(piece, []):
+                    bad.append(f'{where}: "{inc}": {piece} may not use it (no parser there)')
                 for prefix, who in ONLY.items():
                     if inc.startswith(prefix) and piece not in who:
                         bad.append(f'{where}: "{inc}": only {", ".join(sorted(who))} may '
