@@ -57,6 +57,7 @@ max_len() {
     b64 | command | resolve | e2b) echo 1024 ;;
     connect | sudo-msg | tool-manifest | keys | tool-select) echo 2048 ;;
     path | tar | fileops) echo 8192 ;;
+    priv) echo 17408 ;;
     *) echo 4096 ;;
     esac
 }

@@ -33,10 +33,12 @@ BELOW = {
     'util': [],
     'http': ['util'],
     'jail': ['util'],
-    'priv': ['jail', 'util'],
     'store': ['util'],
     'net': ['util'],
     'image': ['util'],
+    # Privilege separation: the parent and its client, the network
+    # process's confinement; on jail only (nothing uses it yet).
+    'priv': ['jail', 'util'],
     'sandbox': ['jail', 'util'],
     'snapshot': ['sandbox'],
     'sync': ['sandbox', 'store'],
@@ -62,7 +64,7 @@ BELOW = {
 # type - except abxd, the composition root, which makes the jail host and
 # hands it to sandbox_host_new() (sandbox/sandbox-local.h).
 ONLY = {
-    'jail/': {'jail', 'sandbox', 'abxd'},
+    'jail/': {'jail', 'priv', 'sandbox', 'abxd'},
     'sandbox/sandbox-local.h': {'sandbox', 'abxd'},
 }
 
@@ -82,6 +84,14 @@ SUB_BELOW = {
     },
 }
 TOP = {'api': 'router'}
+
+# Headers a piece may not include although they lie below it: the
+# privileged parent runs as host root and parses no client bytes, so
+# priv/ names no JSON or tar code of util (and nothing of http or template,
+# which BELOW already keeps out).
+FORBID = {
+    'priv': ['util/json.h', 'util/tar.h'],
+}
 BASE = {'api': 'core'}
 
 
@@ -215,6 +225,8 @@ def main():
                     continue
                 if q != piece and q not in allowed.get(piece, set()):
                     bad.append(f'{where}: "{inc}": {piece} may not use {q} (not below it)')
+                if inc in FORBID.get(piece, []):
+                    bad.append(f'{where}: "{inc}": {piece} may not use it (no parser there)')
                 for prefix, who in ONLY.items():
                     if inc.startswith(prefix) and piece not in who:
                         bad.append(f'{where}: "{inc}": only {", ".join(sorted(who))} may '

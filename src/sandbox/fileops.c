@@ -31,6 +31,7 @@
 #include "sandbox/fileops-proto.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
+#include "util/fdpass.h"
 #include "util/timeutil.h"
 
 #define HELLO_TIMEOUT_MS 10000
@@ -332,30 +333,7 @@ failed(struct fileops *f, struct helper *h, int r, struct err *err, const char *
 static int
 send_packet(int sock, void *buf, size_t n, int fd)
 {
-    struct iovec iov = {.iov_base = buf, .iov_len = n};
-    union {
-        char b[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (fd >= 0) {
-        memset(&u, 0, sizeof(u));
-        m.msg_control = u.b;
-        m.msg_controllen = sizeof(u.b);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    for (;;) {
-        ssize_t k = sendmsg(sock, &m, MSG_NOSIGNAL);
-        if (k == (ssize_t)n)
-            return 0;
-        if (k < 0 && errno == EINTR)
-            continue;
-        return k < 0 ? -errno : -EIO;
-    }
+    return fdpass_send(sock, buf, n, &fd, fd >= 0 ? 1 : 0, 0);
 }
 
 /* Receives one packet into tls_rx within timeout_ms; the first descriptor
@@ -383,39 +361,9 @@ recv_packet(int sock, int timeout_ms, const atomic_bool *cancel, int *ret_fd, un
             return -ETIMEDOUT;
         break;
     }
-    struct iovec iov = {.iov_base = tls_rx, .iov_len = FOP_MSG_MAX};
-    union {
-        char b[CMSG_SPACE(sizeof(int) * 8)];
-        struct cmsghdr align;
-    } u;
-    struct msghdr m = {
-            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)};
-    ssize_t n;
-    do
-        n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
-    if (n < 0)
-        return -errno;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-            continue;
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (*ret_nfds == 0)
-                *ret_fd = fd;
-            else
-                (void)close(fd);
-            (*ret_nfds)++;
-        }
-    }
+    ssize_t n = fdpass_recv(sock, tls_rx, FOP_MSG_MAX, MSG_DONTWAIT, ret_fd, 1, ret_nfds);
     if (n == 0)
         return -ECONNRESET; /* the helper ended */
-    if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-        *ret_fd = safe_close(*ret_fd);
-        return -EBADMSG;
-    }
     return n;
 }
 

@@ -1,0 +1,109 @@
+/*
+ * client.h - the unprivileged side's handle on the privileged parent
+ * (parent.h): jail.h's calls, spoken over proto.h.
+ *
+ * Shaped like jail.h so that sandbox-local.c can switch from jail_* to
+ * priv_* with little change: a create answers at once and its ready
+ * callback fires later, a spawn's outcome and its exit come as callbacks,
+ * a kill ends with gone. The other calls are synchronous: the parent
+ * answers every request at once (it makes no blocking call for one), so
+ * they wait at most PRIV_CALL_TIMEOUT_MS; events that arrive meanwhile
+ * are delivered afterwards, from the loop, in order. Nothing names a host
+ * path: layers and areas are names, files come back as descriptors.
+ *
+ * What the parent sends is decoded strictly; anything malformed, a reply
+ * out of order or a timeout ends the connection: every jail not yet gone
+ * then reports ready (with -ECONNRESET, if still creating) or gone, and
+ * every later call fails with -ENOTCONN. On the caller's loop; not
+ * thread-safe. Functions return 0 or -errno.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "jail/cgroup.h"
+#include "jail/jail.h"
+#include "priv/proto.h"
+#include "util/err.h"
+#include "util/loop.h"
+
+#define PRIV_CALL_TIMEOUT_MS 10000
+#define PRIV_EVQ_MAX         1024 /* events held while a call waits */
+
+struct priv_client;
+struct priv_jail;
+
+/* What HELLO told of the host (see struct priv_hello). */
+struct priv_host_facts {
+    enum jail_mode mode;
+    uint32_t uid_slots;
+    bool has_disk, oom_protect;
+    uint64_t root_caps;
+    char missing[PRIV_MISS_MAX + 1];
+};
+
+struct priv_jail_callbacks {
+    void (*ready)(struct priv_jail *j, int r, const struct err *err, void *userdata);
+    void (*spawned)(struct priv_jail *j, uint64_t token, pid_t pid, int r, const char *step,
+                    void *userdata);
+    void (*exited)(struct priv_jail *j, pid_t pid, int status, void *userdata);
+    void (*gone)(struct priv_jail *j, void *userdata);
+};
+
+/* A sandbox's file system by name (jail_fs with names instead of paths). */
+struct priv_fs {
+    const char *const *layers; /* layer names, top first */
+    size_t nlayers;            /* at most JAIL_MAX_LAYERS */
+    const char *upper;         /* an area's name, NULL = a private tmpfs */
+    uint64_t disk_bytes;
+};
+
+/* Takes the connected socket sock (also on error) and says HELLO. */
+int priv_client_new(struct loop *loop, int sock, struct priv_client **ret, struct err *err);
+/* Jails must be freed first. NULL is ok. */
+struct priv_client *priv_client_free(struct priv_client *c);
+const struct priv_host_facts *priv_client_host(const struct priv_client *c);
+bool priv_client_connected(const struct priv_client *c);
+
+int priv_jail_create(struct priv_client *c, const char *id, const struct jail_limits *limits,
+                     const struct priv_fs *fs, const struct priv_jail_callbacks *cb, void *userdata,
+                     struct priv_jail **ret, struct err *err);
+void priv_jail_set_callbacks(struct priv_jail *j, const struct priv_jail_callbacks *cb,
+                             void *userdata);
+/* sp->fds are borrowed (sent, then still the caller's). */
+int priv_jail_spawn(struct priv_jail *j, uint64_t token, const struct jail_spawn *sp,
+                    struct err *err);
+int priv_jail_signal(struct priv_jail *j, pid_t pid, int sig, bool group);
+int priv_jail_set_limits(struct priv_jail *j, const struct jail_limits *l, struct err *err);
+int priv_jail_freeze(struct priv_jail *j, bool frozen, struct err *err);
+int priv_jail_stats(struct priv_jail *j, struct cgroup_stats *ret);
+int priv_jail_disk_usage(struct priv_jail *j, uint64_t *ret_bytes);
+/* gone (or a failed ready) fires when done. Idempotent. */
+void priv_jail_kill(struct priv_jail *j);
+/* Frees a jail; one not yet gone is killed and forgotten. NULL is ok. */
+void priv_jail_free(struct priv_jail *j);
+
+const char *priv_jail_id(const struct priv_jail *j);
+bool priv_jail_is_ready(const struct priv_jail *j);
+const struct jail_timings *priv_jail_timings(const struct priv_jail *j);
+uid_t priv_jail_user_uid(const struct priv_jail *j);
+gid_t priv_jail_user_gid(const struct priv_jail *j);
+uid_t priv_jail_root_uid(const struct priv_jail *j);
+pid_t priv_jail_init_pid(const struct priv_jail *j);
+const char *priv_jail_home(const struct priv_jail *j, bool root);
+
+/* Descriptors from the parent, O_CLOEXEC, the caller's. */
+int priv_jail_open_helper(struct priv_jail *j, bool as_root, int *ret_sock, int *ret_pidfd,
+                          struct err *err);
+int priv_jail_open_pty(struct priv_jail *j, bool as_root, unsigned rows, unsigned cols,
+                       int *ret_master, int *ret_tty, struct err *err);
+int priv_jail_netns_socket(struct priv_jail *j, int family, int type, int *ret_fd, struct err *err);
+/* dirfd (borrowed): a directory of the caller's own storage. */
+int priv_jail_idmap(struct priv_jail *j, int dirfd, int *ret_fd, struct err *err);
+
+int priv_area_create(struct priv_client *c, const char *name, uint64_t limit_bytes,
+                     struct err *err);
+int priv_area_usage(struct priv_client *c, const char *name, uint64_t *ret_bytes);
+int priv_area_destroy(struct priv_client *c, const char *name, struct err *err);

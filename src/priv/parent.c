@@ -1,0 +1,1098 @@
+/*
+ * parent.c - the privileged parent's server: connections, the sandboxes
+ * they created, one handler per verb.
+ *
+ * A request is handled to the end before the next is read: every jail.h
+ * call it makes returns at once, so a reply is always the next answer
+ * with that seq, and "in flight" is one request per connection. What is
+ * asynchronous (a create, a spawn, an exit, a kill) comes back as events.
+ * Answers go out at once unless the peer's socket is full; then they
+ * queue, up to PRIV_SENDQ_MAX, and past that the connection ends rather
+ * than grow. Received descriptors are closed on every path.
+ */
+#include "priv/parent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "priv/proto.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/fdpass.h"
+#include "util/parse.h"
+
+struct qmsg {
+    struct qmsg *next;
+    size_t len;
+    int fds[PRIV_FDS_MAX];
+    unsigned nfds;
+    char data[];
+};
+
+struct conn {
+    struct priv_parent *p;
+    int fd;
+    struct loop_io *io;
+    bool hello, dead;
+    struct qmsg *head, *tail;
+    unsigned qn;
+};
+
+struct helper {
+    struct sandbox *sb;
+    int pidfd;
+    struct loop_io *io;
+};
+
+enum sb_state { SB_CREATING, SB_READY, SB_DYING };
+
+struct sandbox {
+    struct priv_parent *p;
+    struct conn *owner; /* NULL once its connection ended */
+    char id[PRIV_ID_MAX + 1];
+    struct jail *j;
+    enum sb_state state;
+    int view_fd;
+    int upper_area; /* index in p->areas, -1 */
+    struct helper helpers[PRIV_HELPERS_MAX];
+};
+
+struct area {
+    struct conn *owner;
+    bool used;
+    char name[PRIV_NAME_MAX + 1];
+    char path[PATH_MAX];
+};
+
+struct priv_parent {
+    struct priv_parent_config cfg;
+    char layers_dir[PATH_MAX];
+    struct conn *conns[PRIV_CONNS_MAX];
+    struct sandbox **sbs; /* cfg.max_sandboxes slots */
+    unsigned nsbs;
+    struct area areas[PRIV_AREAS_MAX];
+    char tx[PRIV_MSG_MAX];
+    char rx[PRIV_MSG_MAX];
+    struct priv_msg m; /* the request being handled (large: argv/env) */
+};
+
+static const struct jail_callbacks jail_cb;
+
+/* --- sending --- */
+
+static void conn_end(struct conn *c);
+
+static void
+queue_free(struct conn *c)
+{
+    while (c->head) {
+        struct qmsg *q = c->head;
+        c->head = q->next;
+        fdpass_close(q->fds, q->nfds);
+        free(q);
+    }
+    c->tail = NULL;
+    c->qn = 0;
+}
+
+/* Sends what is queued; false when the connection ended. */
+static bool
+flush(struct conn *c)
+{
+    while (c->head) {
+        struct qmsg *q = c->head;
+        int r = fdpass_send(c->fd, q->data, q->len, q->fds, q->nfds, MSG_DONTWAIT);
+        if (r == -EAGAIN)
+            return loop_io_set_events(c->io, EPOLLIN | EPOLLOUT) == 0 || (conn_end(c), false);
+        if (r < 0) {
+            conn_end(c);
+            return false;
+        }
+        c->head = q->next;
+        if (!c->head)
+            c->tail = NULL;
+        c->qn--;
+        fdpass_close(q->fds, q->nfds);
+        free(q);
+    }
+    (void)loop_io_set_events(c->io, EPOLLIN);
+    return true;
+}
+
+/* Encodes m and sends it with fds (taken, closed once sent). */
+static void
+send_msg(struct conn *c, const struct priv_msg *m, int *fds, unsigned nfds)
+{
+    if (!c || c->dead) {
+        fdpass_close(fds, nfds);
+        return;
+    }
+    long n = priv_encode(c->p->tx, sizeof(c->p->tx), m);
+    if (n < 0 || c->qn >= PRIV_SENDQ_MAX) {
+        /* Our own answer does not encode (a bug), or the peer is not reading. */
+        fdpass_close(fds, nfds);
+        conn_end(c);
+        return;
+    }
+    struct qmsg *q = malloc(sizeof(*q) + (size_t)n);
+    if (!q) {
+        fdpass_close(fds, nfds);
+        conn_end(c);
+        return;
+    }
+    q->next = NULL;
+    q->len = (size_t)n;
+    q->nfds = nfds;
+    for (unsigned i = 0; i < nfds; i++)
+        q->fds[i] = fds[i];
+    memcpy(q->data, c->p->tx, (size_t)n);
+    if (c->tail)
+        c->tail->next = q;
+    else
+        c->head = q;
+    c->tail = q;
+    c->qn++;
+    if (c->qn == 1)
+        (void)flush(c);
+}
+
+static void reply_err(struct conn *c, uint32_t seq, int r, const struct err *err, const char *fmt,
+                      ...) _printf_(5, 6);
+
+static void
+reply_err(struct conn *c, uint32_t seq, int r, const struct err *err, const char *fmt, ...)
+{
+    char text[PRIV_TEXT_MAX + 1] = "";
+    int e = r < 0 ? -r : r;
+    if (e <= 0 || e > PRIV_ERRNO_MAX)
+        e = EIO;
+    if (err_isset(err)) {
+        (void)snprintf(text, sizeof(text), "%s", err->msg);
+    } else {
+        va_list ap;
+        va_start(ap, fmt);
+        (void)vsnprintf(text, sizeof(text), fmt, ap);
+        va_end(ap);
+    }
+    for (char *s = text; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            *s = '?';
+    struct priv_msg m = {.type = PRIV_R_ERR, .seq = seq, .errnum = e, .text = text};
+    send_msg(c, &m, NULL, 0);
+}
+
+static void
+reply(struct conn *c, uint32_t seq, enum priv_type t)
+{
+    struct priv_msg m = {.type = t, .seq = seq};
+    send_msg(c, &m, NULL, 0);
+}
+
+/* --- sandboxes --- */
+
+static struct sandbox *
+sb_find(struct priv_parent *p, const char *id)
+{
+    for (unsigned i = 0; i < p->cfg.max_sandboxes; i++)
+        if (p->sbs[i] && !strcmp(p->sbs[i]->id, id))
+            return p->sbs[i];
+    return NULL;
+}
+
+static void
+helper_stop(struct helper *h)
+{
+    if (h->pidfd < 0)
+        return;
+    loop_io_free(h->io);
+    h->io = NULL;
+    (void)syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
+    siginfo_t si;
+    while (waitid((idtype_t)P_PIDFD, (id_t)h->pidfd, &si, WEXITED | __WALL) < 0 && errno == EINTR)
+        ;
+    h->pidfd = safe_close(h->pidfd);
+}
+
+static void
+on_helper_exit(struct loop_io *io, uint32_t revents, void *ud)
+{
+    struct helper *h = ud;
+    (void)io;
+    (void)revents;
+    helper_stop(h); /* reaps it; the kill finds it gone */
+}
+
+/* Frees the slot (and, later, the jail: not from inside its callback). */
+static void
+jail_free_later(void *ud)
+{
+    jail_free(ud);
+}
+
+static void
+sb_drop(struct sandbox *sb)
+{
+    struct priv_parent *p = sb->p;
+    for (unsigned i = 0; i < PRIV_HELPERS_MAX; i++)
+        helper_stop(&sb->helpers[i]);
+    safe_close(sb->view_fd);
+    if (sb->upper_area >= 0)
+        p->areas[sb->upper_area].used = false;
+    for (unsigned i = 0; i < p->cfg.max_sandboxes; i++)
+        if (p->sbs[i] == sb) {
+            p->sbs[i] = NULL;
+            p->nsbs--;
+        }
+    if (sb->j && loop_defer(p->cfg.loop, jail_free_later, sb->j) < 0)
+        jail_free(sb->j); /* out of memory: at once, and hope */
+    free(sb);
+}
+
+static void
+event_gone(struct sandbox *sb)
+{
+    struct priv_msg m = {.type = PRIV_EV_GONE, .id = sb->id};
+    send_msg(sb->owner, &m, NULL, 0);
+}
+
+/* The sandbox's "/" as a descriptor, the way sandbox-local.c pins it: init
+ * is our child, not reaped while the jail is ready, so /proc/<pid>/root is
+ * the root it pivoted into; never the host's own. */
+static int
+pin_view(struct sandbox *sb)
+{
+    char path[64];
+    struct stat a, b;
+    pid_t pid = jail_init_pid(sb->j);
+    if (jail_host_mode(sb->p->cfg.host) != JAIL_NS)
+        return -EOPNOTSUPP;
+    if (pid <= 0)
+        return -ESRCH;
+    (void)snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+    int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &a) < 0 || stat("/", &b) < 0 || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
+        safe_close(fd);
+        return -EXDEV;
+    }
+    return fd;
+}
+
+static void
+on_ready(struct jail *j, int r, const struct err *err, void *ud)
+{
+    struct sandbox *sb = ud;
+    struct priv_msg m = {.type = PRIV_EV_READY, .id = sb->id, .text = ""};
+
+    if (r < 0) {
+        char text[PRIV_TEXT_MAX + 1];
+        (void)snprintf(text, sizeof(text), "%s",
+                       err_isset(err) ? err->msg : "the sandbox could not be created");
+        for (char *s = text; *s; s++)
+            if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+                *s = '?';
+        m.errnum = -r > 0 && -r <= PRIV_ERRNO_MAX ? -r : EIO;
+        m.text = text;
+        send_msg(sb->owner, &m, NULL, 0);
+        event_gone(sb);
+        sb_drop(sb);
+        return;
+    }
+    sb->state = sb->state == SB_DYING ? SB_DYING : SB_READY;
+    sb->view_fd = pin_view(sb);
+    m.ready = (struct priv_ready){
+            .timings = *jail_get_timings(j),
+            .user_uid = (uint32_t)jail_user_uid(j),
+            .user_gid = (uint32_t)jail_user_gid(j),
+            .root_uid = (uint32_t)jail_root_uid(j),
+            .init_pid = (int32_t)jail_init_pid(j),
+            .home_user = jail_home(j, false),
+            .home_root = jail_home(j, true),
+    };
+    send_msg(sb->owner, &m, NULL, 0);
+}
+
+static void
+on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
+{
+    struct sandbox *sb = ud;
+    char text[PRIV_TEXT_MAX + 1] = "";
+    (void)j;
+    if (r < 0)
+        (void)snprintf(text, sizeof(text), "%s", step ? step : "spawn");
+    for (char *s = text; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            *s = '?';
+    struct priv_msg m = {.type = PRIV_EV_SPAWNED,
+                         .id = sb->id,
+                         .u64 = token,
+                         .pid = r < 0 ? 0 : (int32_t)pid,
+                         .errnum = r < 0 ? (-r <= PRIV_ERRNO_MAX ? -r : EIO) : 0,
+                         .text = text};
+    if (r == 0 && pid <= 0)
+        m.errnum = EIO;
+    send_msg(sb->owner, &m, NULL, 0);
+}
+
+static void
+on_exited(struct jail *j, pid_t pid, int status, void *ud)
+{
+    struct sandbox *sb = ud;
+    (void)j;
+    if (pid <= 0)
+        return;
+    struct priv_msg m = {.type = PRIV_EV_EXITED, .id = sb->id, .pid = pid, .status = status};
+    send_msg(sb->owner, &m, NULL, 0);
+}
+
+static void
+on_gone(struct jail *j, void *ud)
+{
+    struct sandbox *sb = ud;
+    (void)j;
+    event_gone(sb);
+    sb_drop(sb);
+}
+
+static const struct jail_callbacks jail_cb = {
+        .ready = on_ready,
+        .spawned = on_spawned,
+        .exited = on_exited,
+        .gone = on_gone,
+};
+
+/* --- the verbs --- */
+
+/* The sandbox a request names, if this connection may use it in state
+ * want (or any state but dying when want is -1); else an error reply. */
+static struct sandbox *
+sb_of(struct conn *c, const struct priv_msg *m, int want)
+{
+    struct sandbox *sb = sb_find(c->p, m->id);
+    if (!sb || sb->owner != c) {
+        reply_err(c, m->seq, -ENOENT, NULL, "no sandbox '%s'", m->id);
+        return NULL;
+    }
+    if (sb->state == SB_DYING) {
+        reply_err(c, m->seq, -ESRCH, NULL, "sandbox '%s' is being killed", m->id);
+        return NULL;
+    }
+    if (want >= 0 && sb->state != (enum sb_state)want) {
+        reply_err(c, m->seq, -EBUSY, NULL, "sandbox '%s' is not ready yet", m->id);
+        return NULL;
+    }
+    return sb;
+}
+
+static struct area *
+area_of(struct conn *c, const char *name)
+{
+    for (unsigned i = 0; i < PRIV_AREAS_MAX; i++)
+        if (c->p->areas[i].name[0] && c->p->areas[i].owner == c &&
+            !strcmp(c->p->areas[i].name, name))
+            return &c->p->areas[i];
+    return NULL;
+}
+
+static void
+do_hello(struct conn *c, const struct priv_msg *m)
+{
+    struct priv_parent *p = c->p;
+    char missing[PRIV_MISS_MAX + 1];
+    struct buf b;
+
+    if (c->hello) {
+        reply_err(c, m->seq, -EALREADY, NULL, "HELLO was already said");
+        return;
+    }
+    if (m->a != PRIV_VERSION) {
+        reply_err(c, m->seq, -EPROTONOSUPPORT, NULL, "protocol version %u, not %u", m->a,
+                  PRIV_VERSION);
+        conn_end(c);
+        return;
+    }
+    c->hello = true;
+    buf_init(&b, PRIV_MISS_MAX);
+    (void)jail_host_missing(p->cfg.host, &b);
+    (void)snprintf(missing, sizeof(missing), "%s", b.data);
+    buf_done(&b);
+    for (char *s = missing; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            *s = '?';
+    struct priv_msg a = {.type = PRIV_R_HELLO, .seq = m->seq};
+    a.hello = (struct priv_hello){.version = PRIV_VERSION,
+                                  .mode = (uint32_t)jail_host_mode(p->cfg.host),
+                                  .uid_slots = p->cfg.max_sandboxes,
+                                  .has_disk = jail_host_disk(p->cfg.host) != NULL,
+                                  .oom_protect = jail_host_oom_protect(p->cfg.host),
+                                  .root_caps = jail_root_caps(),
+                                  .missing = missing};
+    send_msg(c, &a, NULL, 0);
+}
+
+static void
+do_create(struct conn *c, const struct priv_msg *m)
+{
+    struct priv_parent *p = c->p;
+    char paths[JAIL_MAX_LAYERS][PATH_MAX], upper[PATH_MAX + 4];
+    const char *layers[JAIL_MAX_LAYERS];
+    struct err err = {0};
+    int ai = -1;
+
+    if (sb_find(p, m->id)) {
+        reply_err(c, m->seq, -EEXIST, NULL, "sandbox '%s' exists", m->id);
+        return;
+    }
+    if (p->nsbs >= p->cfg.max_sandboxes) {
+        reply_err(c, m->seq, -EAGAIN, NULL, "all %u sandbox slots are in use",
+                  p->cfg.max_sandboxes);
+        return;
+    }
+    if (m->nlayers && !p->layers_dir[0]) {
+        reply_err(c, m->seq, -EOPNOTSUPP, NULL, "this host has no layers");
+        return;
+    }
+    for (uint32_t i = 0; i < m->nlayers; i++) {
+        struct stat st;
+        int w = snprintf(paths[i], sizeof(paths[i]), "%s/%s", p->layers_dir, m->layers[i]);
+        if (w < 0 || (size_t)w >= sizeof(paths[i]) || lstat(paths[i], &st) < 0 ||
+            !S_ISDIR(st.st_mode)) {
+            reply_err(c, m->seq, -ENOENT, NULL, "no layer '%s'", m->layers[i]);
+            return;
+        }
+        layers[i] = paths[i];
+    }
+    if (m->upper) {
+        struct area *a = area_of(c, m->upper);
+        if (!a) {
+            reply_err(c, m->seq, -ENOENT, NULL, "no area '%s'", m->upper);
+            return;
+        }
+        if (a->used) {
+            reply_err(c, m->seq, -EBUSY, NULL, "area '%s' is in use", m->upper);
+            return;
+        }
+        ai = (int)(a - p->areas);
+        (void)snprintf(upper, sizeof(upper), "%s/fs", a->path);
+        if (mkdir(upper, 0755) < 0 && errno != EEXIST) {
+            reply_err(c, m->seq, -errno, NULL, "cannot make the writable layer in area '%s'",
+                      m->upper);
+            return;
+        }
+    }
+    struct sandbox *sb = calloc(1, sizeof(*sb));
+    if (!sb) {
+        reply_err(c, m->seq, -ENOMEM, NULL, "out of memory");
+        return;
+    }
+    sb->p = p;
+    sb->owner = c;
+    sb->view_fd = -EBADF;
+    sb->upper_area = -1;
+    for (unsigned i = 0; i < PRIV_HELPERS_MAX; i++)
+        sb->helpers[i] = (struct helper){.sb = sb, .pidfd = -EBADF};
+    (void)snprintf(sb->id, sizeof(sb->id), "%s", m->id);
+    struct jail_fs fs = {.layers = layers,
+                         .nlayers = m->nlayers,
+                         .upper = m->upper ? upper : NULL,
+                         .disk_bytes = m->fs_disk_bytes};
+    bool with_fs = m->nlayers || m->upper || m->fs_disk_bytes;
+    int r = jail_create(p->cfg.host, p->cfg.loop, m->id, &m->limits, with_fs ? &fs : NULL, &jail_cb,
+                        sb, &sb->j, &err);
+    if (r < 0) {
+        free(sb);
+        reply_err(c, m->seq, r, &err, "cannot create sandbox '%s'", m->id);
+        return;
+    }
+    if (ai >= 0) {
+        p->areas[ai].used = true;
+        sb->upper_area = ai;
+    }
+    for (unsigned i = 0; i < p->cfg.max_sandboxes; i++)
+        if (!p->sbs[i]) {
+            p->sbs[i] = sb;
+            break;
+        }
+    p->nsbs++;
+    reply(c, m->seq, PRIV_R_OK);
+}
+
+/* A process's stdio may be a pipe, a socket or a character device (a
+ * terminal, /dev/null): never a directory or a file of the peer's. */
+static bool
+stdio_ok(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 &&
+           (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode));
+}
+
+static void
+do_spawn(struct conn *c, const struct priv_msg *m, const int *fds)
+{
+    struct sandbox *sb = sb_of(c, m, SB_READY);
+    struct err err = {0};
+    char cwd[PATH_MAX];
+
+    if (!sb)
+        return;
+    for (int i = 0; i < 3; i++)
+        if (!stdio_ok(fds[i])) {
+            reply_err(c, m->seq, -EINVAL, NULL,
+                      "descriptor %d of a spawn is not a pipe, socket or terminal", i);
+            return;
+        }
+    /* Outside the ns mode the home is the workspace on the host: the peer
+     * names it as processes do, the parent knows where it is. */
+    const char *rest;
+    if (jail_host_mode(c->p->cfg.host) != JAIL_NS &&
+        (!strcmp(m->cwd, "/home/user") || startswith(m->cwd, "/home/user/", &rest))) {
+        int w = snprintf(cwd, sizeof(cwd), "%s%s", jail_workspace_path(sb->j), m->cwd + 10);
+        if (w < 0 || (size_t)w >= sizeof(cwd)) {
+            reply_err(c, m->seq, -ENAMETOOLONG, NULL, "the working directory is too long");
+            return;
+        }
+    } else {
+        (void)snprintf(cwd, sizeof(cwd), "%s", m->cwd);
+    }
+    struct jail_spawn sp = {.root = m->flag == 1,
+                            .cwd = cwd,
+                            .argv = m->argv,
+                            .env = m->env,
+                            .fds = {fds[0], fds[1], fds[2]}};
+    int r = jail_spawn(sb->j, m->u64, &sp, &err);
+    if (r < 0)
+        reply_err(c, m->seq, r, &err, "cannot spawn in sandbox '%s'", m->id);
+    else
+        reply(c, m->seq, PRIV_R_OK);
+}
+
+static void
+do_stats(struct conn *c, const struct priv_msg *m)
+{
+    struct sandbox *sb = sb_of(c, m, SB_READY);
+    struct priv_msg a = {.type = PRIV_R_STATS, .seq = m->seq};
+    if (!sb)
+        return;
+    int r = jail_stats(sb->j, &a.stats);
+    if (r < 0) {
+        reply_err(c, m->seq, r, NULL, "cannot read the usage of sandbox '%s'", m->id);
+        return;
+    }
+    a.disk_known = jail_disk_usage(sb->j, &a.disk_bytes) == 0;
+    if (!a.disk_known)
+        a.disk_bytes = 0;
+    send_msg(c, &a, NULL, 0);
+}
+
+static void
+do_open_helper(struct conn *c, const struct priv_msg *m)
+{
+    struct sandbox *sb = sb_of(c, m, SB_READY);
+    struct err err = {0};
+    int fds[2] = {-EBADF, -EBADF}, pidfd = -EBADF;
+    struct helper *h = NULL;
+
+    if (!sb)
+        return;
+    if (!c->p->cfg.start_helper) {
+        reply_err(c, m->seq, -EOPNOTSUPP, NULL, "this parent starts no file helpers");
+        return;
+    }
+    for (unsigned i = 0; i < PRIV_HELPERS_MAX && !h; i++)
+        if (sb->helpers[i].pidfd < 0)
+            h = &sb->helpers[i];
+    if (!h) {
+        reply_err(c, m->seq, -EMFILE, NULL, "sandbox '%s' has %d file helpers already", m->id,
+                  PRIV_HELPERS_MAX);
+        return;
+    }
+    int r = c->p->cfg.start_helper(c->p->cfg.helper_ud, sb->j, sb->view_fd, m->flag == 1, &fds[0],
+                                   &pidfd, &err);
+    if (r < 0) {
+        reply_err(c, m->seq, r, &err, "cannot start the file helper of sandbox '%s'", m->id);
+        return;
+    }
+    fds[1] = fcntl(pidfd, F_DUPFD_CLOEXEC, 3);
+    h->pidfd = pidfd;
+    if (fds[1] < 0 || loop_io_add(c->p->cfg.loop, pidfd, EPOLLIN, on_helper_exit, h, &h->io) < 0) {
+        helper_stop(h);
+        fdpass_close(fds, 2);
+        reply_err(c, m->seq, -EMFILE, NULL, "cannot watch the file helper of sandbox '%s'", m->id);
+        return;
+    }
+    struct priv_msg a = {.type = PRIV_R_HELPER, .seq = m->seq};
+    send_msg(c, &a, fds, 2);
+}
+
+static void
+do_open_pty(struct conn *c, const struct priv_msg *m)
+{
+    struct sandbox *sb = sb_of(c, m, SB_READY);
+    int unlock = 0;
+    struct winsize ws = {.ws_row = (unsigned short)m->a, .ws_col = (unsigned short)m->b};
+
+    if (!sb)
+        return;
+    if (sb->view_fd < 0) {
+        reply_err(c, m->seq, -EOPNOTSUPP, NULL, "terminals need a sandbox with its own /dev");
+        return;
+    }
+    /* Into /dev and /dev/pts (mounts), never through a symlink: the
+     * sandbox's root is the sandbox's to change, devpts is not. */
+    struct open_how how = {.flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
+                           .resolve =
+                                   RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    int fds[2] = {-EBADF, -EBADF};
+    fds[0] = (int)syscall(SYS_openat2, sb->view_fd, "dev/pts/ptmx", &how, sizeof(how));
+    if (fds[0] < 0) {
+        reply_err(c, m->seq, -errno, NULL, "cannot open the /dev/pts/ptmx of sandbox '%s'", m->id);
+        return;
+    }
+    uid_t uid = m->flag ? jail_root_uid(sb->j) : jail_user_uid(sb->j);
+    if (ioctl(fds[0], TIOCSPTLCK, &unlock) < 0 || ioctl(fds[0], TIOCSWINSZ, &ws) < 0 ||
+        (fds[1] = ioctl(fds[0], TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
+        fchown(fds[1], uid, (gid_t)-1) < 0) {
+        int e = errno;
+        fdpass_close(fds, 2);
+        reply_err(c, m->seq, -e, NULL, "cannot set up a terminal in sandbox '%s'", m->id);
+        return;
+    }
+    struct priv_msg a = {.type = PRIV_R_PTY, .seq = m->seq};
+    send_msg(c, &a, fds, 2);
+}
+
+struct netns_job {
+    int nsfd, family, type;
+    int fd; /* out, or -errno */
+};
+
+/* On a thread of its own, so the parent's own thread never changes
+ * namespace; the thread ends with it. */
+static void *
+netns_thread(void *ud)
+{
+    struct netns_job *job = ud;
+    if (setns(job->nsfd, CLONE_NEWNET) < 0) {
+        job->fd = -errno;
+        return NULL;
+    }
+    job->fd = socket(job->family, job->type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (job->fd < 0)
+        job->fd = -errno;
+    return NULL;
+}
+
+static void
+do_netns_socket(struct conn *c, const struct priv_msg *m)
+{
+    struct sandbox *sb = sb_of(c, m, SB_READY);
+    char path[64];
+    pthread_t t;
+
+    if (!sb)
+        return;
+    if (jail_host_mode(c->p->cfg.host) != JAIL_NS) {
+        reply_err(c, m->seq, -EOPNOTSUPP, NULL, "sandbox '%s' has no network of its own", m->id);
+        return;
+    }
+    /* init is our child and not reaped while the jail is ready. */
+    (void)snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)jail_init_pid(sb->j));
+    _cleanup_close_ int nsfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (nsfd < 0) {
+        reply_err(c, m->seq, -errno, NULL, "cannot open the network of sandbox '%s'", m->id);
+        return;
+    }
+    struct netns_job job = {.nsfd = nsfd, .family = (int)m->a, .type = (int)m->b, .fd = -EBADF};
+    int r = pthread_create(&t, NULL, netns_thread, &job);
+    if (r != 0) {
+        reply_err(c, m->seq, -r, NULL, "cannot start a thread for the network of sandbox '%s'",
+                  m->id);
+        return;
+    }
+    (void)pthread_join(t, NULL);
+    if (job.fd < 0) {
+        reply_err(c, m->seq, job.fd, NULL, "cannot make a socket in sandbox '%s'", m->id);
+        return;
+    }
+    struct priv_msg a = {.type = PRIV_R_FD, .seq = m->seq};
+    send_msg(c, &a, &job.fd, 1);
+}
+
+/* Whether the directory fd is root or lies below it: walks ".." up at most
+ * PRIV_IDMAP_DEPTH levels (the peer can move only what it owns). */
+static bool
+below_root(int fd, int root)
+{
+    struct stat rs, st;
+    if (fstat(root, &rs) < 0 || fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode))
+        return false;
+    _cleanup_close_ int cur = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    for (int i = 0; cur >= 0 && i <= PRIV_IDMAP_DEPTH; i++) {
+        if (fstat(cur, &st) < 0)
+            return false;
+        if (st.st_dev == rs.st_dev && st.st_ino == rs.st_ino)
+            return true;
+        int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        struct stat us;
+        if (up < 0 || fstat(up, &us) < 0 || (us.st_dev == st.st_dev && us.st_ino == st.st_ino)) {
+            safe_close(up);
+            return false; /* the top of the file system */
+        }
+        safe_close(cur);
+        cur = up;
+    }
+    return false;
+}
+
+static void
+do_idmap(struct conn *c, const struct priv_msg *m, int dirfd)
+{
+    struct sandbox *sb = sb_of(c, m, SB_READY);
+    struct err err = {0};
+
+    if (!sb)
+        return;
+    if (c->p->cfg.idmap_root_fd < 0) {
+        reply_err(c, m->seq, -EPERM, NULL, "this parent maps no directories");
+        return;
+    }
+    if (!below_root(dirfd, c->p->cfg.idmap_root_fd)) {
+        reply_err(c, m->seq, -EPERM, NULL, "that directory is not one this parent may map");
+        return;
+    }
+    _cleanup_close_ int userns = jail_open_userns(sb->j);
+    if (userns < 0) {
+        reply_err(c, m->seq, userns, NULL, "cannot open the user namespace of sandbox '%s'", m->id);
+        return;
+    }
+    int fd = jail_idmap_tree(userns, dirfd, &err);
+    if (fd < 0) {
+        reply_err(c, m->seq, fd, &err, "cannot map a directory for sandbox '%s'", m->id);
+        return;
+    }
+    struct priv_msg a = {.type = PRIV_R_FD, .seq = m->seq};
+    send_msg(c, &a, &fd, 1);
+}
+
+static void
+do_area(struct conn *c, const struct priv_msg *m)
+{
+    struct priv_parent *p = c->p;
+    struct area *a = area_of(c, m->name);
+    struct err err = {0};
+
+    if (m->type == PRIV_AREA_CREATE) {
+        if (a) {
+            reply_err(c, m->seq, -EEXIST, NULL, "area '%s' exists", m->name);
+            return;
+        }
+        for (unsigned i = 0; i < PRIV_AREAS_MAX && !a; i++)
+            if (!p->areas[i].name[0])
+                a = &p->areas[i];
+        if (!a) {
+            reply_err(c, m->seq, -EAGAIN, NULL, "%d areas exist already", PRIV_AREAS_MAX);
+            return;
+        }
+        int r = jail_host_area_create(p->cfg.host, m->name, m->u64, a->path, sizeof(a->path), &err);
+        if (r < 0) {
+            reply_err(c, m->seq, r, &err, "cannot create area '%s'", m->name);
+            return;
+        }
+        (void)snprintf(a->name, sizeof(a->name), "%s", m->name);
+        a->owner = c;
+        a->used = false;
+        reply(c, m->seq, PRIV_R_OK);
+        return;
+    }
+    if (!a) {
+        reply_err(c, m->seq, -ENOENT, NULL, "no area '%s'", m->name);
+        return;
+    }
+    if (m->type == PRIV_AREA_USAGE) {
+        struct priv_msg u = {.type = PRIV_R_USAGE, .seq = m->seq};
+        int r = jail_host_area_usage(p->cfg.host, m->name, &u.u64);
+        if (r < 0)
+            reply_err(c, m->seq, r, NULL, "cannot read the usage of area '%s'", m->name);
+        else
+            send_msg(c, &u, NULL, 0);
+        return;
+    }
+    if (a->used) {
+        reply_err(c, m->seq, -EBUSY, NULL, "area '%s' is a sandbox's writable layer", m->name);
+        return;
+    }
+    jail_host_area_destroy(p->cfg.host, m->name);
+    memset(a, 0, sizeof(*a));
+    reply(c, m->seq, PRIV_R_OK);
+}
+
+static void
+handle(struct conn *c, const struct priv_msg *m, int *fds)
+{
+    struct sandbox *sb;
+    struct err err = {0};
+    int r;
+
+    switch (m->type) {
+    case PRIV_HELLO:
+        do_hello(c, m);
+        break;
+    case PRIV_CREATE:
+        do_create(c, m);
+        break;
+    case PRIV_SPAWN:
+        do_spawn(c, m, fds);
+        break;
+    case PRIV_SIGNAL:
+        if ((sb = sb_of(c, m, SB_READY))) {
+            r = jail_signal(sb->j, m->pid, (int)m->a, m->flag == 1);
+            if (r < 0)
+                reply_err(c, m->seq, r, NULL, "cannot signal process %d", (int)m->pid);
+            else
+                reply(c, m->seq, PRIV_R_OK);
+        }
+        break;
+    case PRIV_SET_LIMITS:
+        if ((sb = sb_of(c, m, SB_READY))) {
+            r = jail_set_limits(sb->j, &m->limits, &err);
+            if (r < 0)
+                reply_err(c, m->seq, r, &err, "cannot set the limits of sandbox '%s'", m->id);
+            else
+                reply(c, m->seq, PRIV_R_OK);
+        }
+        break;
+    case PRIV_FREEZE:
+        if ((sb = sb_of(c, m, SB_READY))) {
+            r = jail_freeze(sb->j, m->flag == 1, &err);
+            if (r < 0)
+                reply_err(c, m->seq, r, &err, "cannot freeze sandbox '%s'", m->id);
+            else
+                reply(c, m->seq, PRIV_R_OK);
+        }
+        break;
+    case PRIV_STATS:
+        do_stats(c, m);
+        break;
+    case PRIV_KILL:
+        if ((sb = sb_of(c, m, -1))) {
+            sb->state = SB_DYING;
+            reply(c, m->seq, PRIV_R_OK);
+            jail_kill(sb->j); /* gone (or a failed ready) comes as an event */
+        }
+        break;
+    case PRIV_OPEN_HELPER:
+        do_open_helper(c, m);
+        break;
+    case PRIV_OPEN_PTY:
+        do_open_pty(c, m);
+        break;
+    case PRIV_NETNS_SOCKET:
+        do_netns_socket(c, m);
+        break;
+    case PRIV_IDMAP:
+        do_idmap(c, m, fds[0]);
+        break;
+    case PRIV_AREA_CREATE:
+    case PRIV_AREA_USAGE:
+    case PRIV_AREA_DESTROY:
+        do_area(c, m);
+        break;
+    default:
+        conn_end(c); /* the decoder lets no other type through */
+        break;
+    }
+}
+
+/* --- connections --- */
+
+static void
+conn_free_later(void *ud)
+{
+    free(ud);
+}
+
+static void
+conn_end(struct conn *c)
+{
+    struct priv_parent *p = c->p;
+    if (c->dead)
+        return;
+    c->dead = true;
+    loop_io_free(c->io);
+    c->io = NULL;
+    c->fd = safe_close(c->fd);
+    queue_free(c);
+    for (unsigned i = 0; i < p->cfg.max_sandboxes; i++)
+        if (p->sbs[i] && p->sbs[i]->owner == c)
+            p->sbs[i]->owner = NULL; /* kept: see parent.h */
+    for (unsigned i = 0; i < PRIV_AREAS_MAX; i++)
+        if (p->areas[i].owner == c)
+            p->areas[i].owner = NULL;
+    for (unsigned i = 0; i < PRIV_CONNS_MAX; i++)
+        if (p->conns[i] == c)
+            p->conns[i] = NULL;
+    if (loop_defer(p->cfg.loop, conn_free_later, c) < 0)
+        c->p = NULL; /* leaked rather than freed under a caller */
+}
+
+static void
+on_conn(struct loop_io *io, uint32_t revents, void *ud)
+{
+    struct conn *c = ud;
+    struct priv_parent *p = c->p;
+    (void)io;
+
+    if ((revents & EPOLLOUT) && !flush(c))
+        return;
+    if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+        return;
+    /* One packet per wakeup: the loop stays fair to the jails' events. */
+    int fds[PRIV_FDS_MAX];
+    unsigned nfds;
+    ssize_t n = fdpass_recv(c->fd, p->rx, sizeof(p->rx), MSG_DONTWAIT, fds, PRIV_FDS_MAX, &nfds);
+    if (n == -EAGAIN)
+        return;
+    if (n <= 0) {
+        conn_end(c);
+        return;
+    }
+    if (priv_decode_request(p->rx, (size_t)n, nfds, &p->m) < 0 ||
+        (!c->hello && p->m.type != PRIV_HELLO)) {
+        fdpass_close(fds, nfds < PRIV_FDS_MAX ? nfds : PRIV_FDS_MAX);
+        conn_end(c);
+        return;
+    }
+    handle(c, &p->m, fds);
+    fdpass_close(fds, nfds);
+}
+
+int
+priv_parent_serve(struct priv_parent *p, int sock, struct err *err)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    struct conn *c = NULL;
+    unsigned slot = PRIV_CONNS_MAX;
+    int type;
+    socklen_t tl = sizeof(type);
+
+    if (getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_SEQPACKET) {
+        safe_close(sock);
+        return err_set(err, EINVAL, "the unprivileged side's socket is no SOCK_SEQPACKET");
+    }
+    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != p->cfg.peer_uid) {
+        safe_close(sock);
+        return err_set(err, EPERM, "the peer is uid %u, not %u", (unsigned)cr.uid,
+                       (unsigned)p->cfg.peer_uid);
+    }
+    for (unsigned i = 0; i < PRIV_CONNS_MAX && slot == PRIV_CONNS_MAX; i++)
+        if (!p->conns[i])
+            slot = i;
+    if (slot == PRIV_CONNS_MAX) {
+        safe_close(sock);
+        return err_set(err, EBUSY, "%d connections are served already", PRIV_CONNS_MAX);
+    }
+    if (fd_set_nonblock(sock, true) < 0 || !(c = calloc(1, sizeof(*c)))) {
+        safe_close(sock);
+        return err_set(err, ENOMEM, "out of memory");
+    }
+    c->p = p;
+    c->fd = sock;
+    int r = loop_io_add(p->cfg.loop, sock, EPOLLIN, on_conn, c, &c->io);
+    if (r < 0) {
+        safe_close(sock);
+        free(c);
+        return err_setx(err, -r, "cannot watch the unprivileged side's socket");
+    }
+    p->conns[slot] = c;
+    return 0;
+}
+
+int
+priv_parent_new(const struct priv_parent_config *c, struct priv_parent **ret, struct err *err)
+{
+    if (!c->host || !c->loop || c->max_sandboxes == 0)
+        return err_set(err, EINVAL, "a parent needs a jail host, a loop and sandbox slots");
+    struct priv_parent *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->cfg = *c;
+    if (c->layers_dir &&
+        (c->layers_dir[0] != '/' ||
+         strscpy(p->layers_dir, c->layers_dir, sizeof(p->layers_dir) - PRIV_NAME_MAX - 2) < 0)) {
+        free(p);
+        return err_set(err, EINVAL, "the layers directory must be an absolute path");
+    }
+    p->cfg.layers_dir = NULL;
+    p->sbs = calloc(c->max_sandboxes, sizeof(*p->sbs));
+    if (!p->sbs) {
+        free(p);
+        return -ENOMEM;
+    }
+    *ret = p;
+    return 0;
+}
+
+struct priv_parent *
+priv_parent_free(struct priv_parent *p)
+{
+    if (!p)
+        return NULL;
+    for (unsigned i = 0; i < PRIV_CONNS_MAX; i++)
+        if (p->conns[i]) {
+            struct conn *c = p->conns[i];
+            conn_end(c);
+        }
+    for (unsigned i = 0; i < p->cfg.max_sandboxes; i++) {
+        struct sandbox *sb = p->sbs[i];
+        if (!sb)
+            continue;
+        for (unsigned k = 0; k < PRIV_HELPERS_MAX; k++)
+            helper_stop(&sb->helpers[k]);
+        safe_close(sb->view_fd);
+        jail_free(sb->j); /* kills and reaps; no callback */
+        free(sb);
+        p->sbs[i] = NULL;
+    }
+    for (unsigned i = 0; i < PRIV_AREAS_MAX; i++)
+        if (p->areas[i].name[0])
+            jail_host_area_destroy(p->cfg.host, p->areas[i].name);
+    /* Deferred frees of connections and jails run on the loop; run them. */
+    (void)loop_run_once(p->cfg.loop, 0);
+    free(p->sbs);
+    free(p);
+    return NULL;
+}
+
+unsigned
+priv_parent_conns(const struct priv_parent *p)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < PRIV_CONNS_MAX; i++)
+        n += p->conns[i] != NULL;
+    return n;
+}
+
+unsigned
+priv_parent_sandboxes(const struct priv_parent *p)
+{
+    return p->nsbs;
+}

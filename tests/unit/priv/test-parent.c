@@ -1,0 +1,622 @@
+/*
+ * test-parent.c - the privileged parent (priv/parent.h) with a real jail
+ * host, served in a child process over a unix socket, driven by the
+ * client (priv/client.h) and by raw packets standing in for a taken-over
+ * network process.
+ *
+ * As root with namespaces only (else exit 77). The good client creates a
+ * sandbox, runs /bin/true with pipes (exit 0), opens its terminal, a
+ * socket in its network, a file helper (a fake one), an idmapped mount;
+ * then the hostile peer tries another connection's id, an id never made,
+ * spawn and kill after kill, host paths as layer names, an oversized
+ * body, a cut header, wrong descriptor counts, directories as stdio, an
+ * unknown type, requests before HELLO, a flood without reading, a peer of
+ * another uid. After every case the good client's sandbox still answers
+ * and its init lives. Finally kill -> gone.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "priv/client.h"
+#include "priv/parent.h"
+#include "util/fd.h"
+#include "util/fdpass.h"
+#include "util/timeutil.h"
+
+static char dir[64], sock_path[100];
+static pid_t server = -1;
+static int ctl = -1; /* closing it stops the server */
+
+/* --- the server: a jail host and the parent, in a child process --- */
+
+static int
+fake_helper(void *ud, struct jail *j, int view_fd, bool as_root, int *ret_sock, int *ret_pidfd,
+            struct err *err)
+{
+    int sv[2];
+    (void)ud;
+    (void)j;
+    (void)view_fd;
+    (void)as_root;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return err_setx(err, errno, "socketpair");
+    pid_t pid = fork();
+    if (pid == 0) {
+        char b[64];
+        while (read(sv[1], b, sizeof(b)) > 0)
+            ;
+        _exit(0);
+    }
+    safe_close(sv[1]);
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    *ret_sock = sv[0];
+    *ret_pidfd = pidfd;
+    return pidfd < 0 ? -errno : 0;
+}
+
+static struct priv_parent *parent;
+
+static void
+on_accept(struct loop_io *io, uint32_t revents, void *ud)
+{
+    (void)revents;
+    (void)ud;
+    int fd = accept4(loop_io_fd(io), NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0)
+        (void)priv_parent_serve(parent, fd, NULL);
+}
+
+static void
+on_ctl(struct loop_io *io, uint32_t revents, void *ud)
+{
+    (void)io;
+    (void)revents;
+    loop_quit(ud, 0);
+}
+
+static _noreturn_ void
+serve(int ready_fd, int ctl_fd)
+{
+    struct loop *loop = NULL;
+    struct jail_host *h = NULL;
+    struct err err = {0};
+    char state[300], lock[300], idm[300];
+    struct buf miss;
+
+    (void)snprintf(state, sizeof(state), "%s/state", dir);
+    (void)snprintf(lock, sizeof(lock), "%s/uid.lock", dir);
+    (void)snprintf(idm, sizeof(idm), "%s/idmap", dir);
+    if (loop_new(&loop) < 0)
+        _exit(2);
+    struct jail_host_config jc = {.loop = loop,
+                                  .mode = JAIL_NS,
+                                  .state_dir = state,
+                                  .cgroup = "auto",
+                                  .uid_lockfile = lock,
+                                  .uid_base = 0x51000000u,
+                                  .uid_slots = 4,
+                                  .root_bytes = 64 << 20,
+                                  .tmp_bytes = 64 << 20,
+                                  .shm_bytes = 16 << 20};
+    buf_init(&miss, 4096);
+    if (jail_host_new(&jc, &h, &err) < 0 || jail_host_missing(h, &miss) < 0 || miss.len) {
+        fprintf(stderr, "skip: %s%s\n", err.msg, miss.data);
+        if (write(ready_fd, "S", 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    (void)mkdir(idm, 0755);
+    int idfd = open(idm, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct priv_parent_config pc = {.host = h,
+                                    .loop = loop,
+                                    .peer_uid = 0,
+                                    .max_sandboxes = 4,
+                                    .idmap_root_fd = idfd,
+                                    .start_helper = fake_helper};
+    if (priv_parent_new(&pc, &parent, &err) < 0)
+        _exit(3);
+    int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+    if (bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 16) < 0 ||
+        chmod(sock_path, 0777) < 0)
+        _exit(4);
+    struct loop_io *a = NULL, *c = NULL;
+    if (loop_io_add(loop, ls, EPOLLIN, on_accept, NULL, &a) < 0 ||
+        loop_io_add(loop, ctl_fd, EPOLLIN, on_ctl, loop, &c) < 0)
+        _exit(5);
+    if (write(ready_fd, "R", 1) < 0)
+        _exit(1);
+    (void)loop_run(loop);
+    loop_io_free(a);
+    loop_io_free(c);
+    parent = priv_parent_free(parent);
+    jail_host_flush(h);
+    jail_host_free(h);
+    _exit(0);
+}
+
+/* --- the good client --- */
+
+struct watch {
+    int ready, spawned, exited, gone;
+    int ready_r, spawned_r;
+    pid_t pid;
+    int status;
+};
+
+static void
+w_ready(struct priv_jail *j, int r, const struct err *err, void *ud)
+{
+    struct watch *w = ud;
+    (void)j;
+    if (r < 0)
+        fprintf(stderr, "ready: %s\n", err ? err->msg : "");
+    w->ready++;
+    w->ready_r = r;
+}
+
+static void
+w_spawned(struct priv_jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
+{
+    struct watch *w = ud;
+    (void)j;
+    (void)token;
+    (void)step;
+    w->spawned++;
+    w->spawned_r = r;
+    w->pid = pid;
+}
+
+static void
+w_exited(struct priv_jail *j, pid_t pid, int status, void *ud)
+{
+    struct watch *w = ud;
+    (void)j;
+    if (pid == w->pid) {
+        w->exited++;
+        w->status = status;
+    }
+}
+
+static void
+w_gone(struct priv_jail *j, void *ud)
+{
+    struct watch *w = ud;
+    (void)j;
+    w->gone++;
+}
+
+static const struct priv_jail_callbacks wcb = {w_ready, w_spawned, w_exited, w_gone};
+
+static struct loop *loop;
+static struct priv_client *good;
+static struct priv_jail *gj;
+static struct watch gw;
+
+static void
+run_until(int *counter, int want)
+{
+    uint64_t end = now_msec() + 30000;
+    while (*counter < want && now_msec() < end)
+        (void)loop_run_once(loop, 100);
+    assert_int_equal(*counter, want);
+}
+
+static int
+dial(void)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* The good client's sandbox still answers and its init lives. */
+static void
+check_alive(void)
+{
+    struct cgroup_stats st;
+    (void)loop_run_once(loop, 0);
+    assert_true(priv_client_connected(good));
+    assert_int_equal(priv_jail_stats(gj, &st), 0);
+    assert_true(priv_jail_is_ready(gj));
+    assert_int_equal(kill(priv_jail_init_pid(gj), 0), 0);
+}
+
+/* --- raw packets --- */
+
+static char rbuf[PRIV_MSG_MAX * 2];
+static struct priv_msg rm;
+
+static void
+raw_send(int fd, const struct priv_msg *m, const int *fds, unsigned nfds)
+{
+    long n = priv_encode(rbuf, sizeof(rbuf), m);
+    assert_true(n > 0);
+    assert_int_equal(fdpass_send(fd, rbuf, (size_t)n, fds, nfds, 0), 0);
+}
+
+/* The next answer that is not an event (events are skipped); 0 if the
+ * parent ended the connection. */
+static int
+raw_answer(int fd, struct priv_msg *ret, int *fds)
+{
+    for (;;) {
+        unsigned nfds;
+        ssize_t n = fdpass_recv(fd, rbuf, sizeof(rbuf), 0, fds, PRIV_FDS_MAX, &nfds);
+        if (n <= 0)
+            return 0;
+        assert_int_equal(priv_decode_answer(rbuf, (size_t)n, nfds, ret), 0);
+        if (!priv_is_event(ret->type))
+            return 1;
+        fdpass_close(fds, nfds);
+    }
+}
+
+static int
+hostile_hello(void)
+{
+    int fd = dial();
+    int fds[PRIV_FDS_MAX];
+    struct priv_msg m = {.type = PRIV_HELLO, .seq = 1, .a = PRIV_VERSION};
+    raw_send(fd, &m, NULL, 0);
+    assert_int_equal(raw_answer(fd, &rm, fds), 1);
+    assert_int_equal(rm.type, PRIV_R_HELLO);
+    return fd;
+}
+
+static void
+expect_err(int fd, int errnum)
+{
+    int fds[PRIV_FDS_MAX];
+    assert_int_equal(raw_answer(fd, &rm, fds), 1);
+    assert_int_equal(rm.type, PRIV_R_ERR);
+    assert_int_equal(rm.errnum, errnum);
+}
+
+static void
+expect_end(int fd)
+{
+    int fds[PRIV_FDS_MAX];
+    struct timeval tv = {.tv_sec = 10};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    assert_int_equal(raw_answer(fd, &rm, fds), 0);
+    safe_close(fd);
+}
+
+/* --- the test --- */
+
+static void
+test_parent(void **state)
+{
+    (void)state;
+    struct err err = {0};
+    int pin[2], pout[2];
+
+    assert_int_equal(priv_client_new(loop, dial(), &good, &err), 0);
+    assert_int_equal(priv_client_host(good)->mode, JAIL_NS);
+    assert_int_equal(priv_client_host(good)->uid_slots, 4);
+    struct jail_limits lim = {.memory_bytes = 256 << 20, .pids = 64};
+    assert_int_equal(priv_jail_create(good, "pa1", &lim, NULL, &wcb, &gw, &gj, &err), 0);
+    assert_int_equal(priv_jail_create(good, "pa1", &lim, NULL, &wcb, &gw, &gj, &err), -EEXIST);
+    run_until(&gw.ready, 1);
+    assert_int_equal(gw.ready_r, 0);
+    assert_string_equal(priv_jail_home(gj, false), "/home/user");
+
+    /* /bin/true with pipes */
+    assert_int_equal(pipe2(pin, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(pout, O_CLOEXEC), 0);
+    static const char *const argv[] = {"/bin/true", NULL};
+    static const char *const env[] = {"PATH=/usr/bin:/bin", NULL};
+    struct jail_spawn sp = {
+            .cwd = "/", .argv = argv, .env = env, .fds = {pin[0], pout[1], pout[1]}};
+    assert_int_equal(priv_jail_spawn(gj, 7, &sp, &err), 0);
+    run_until(&gw.spawned, 1);
+    assert_int_equal(gw.spawned_r, 0);
+    assert_true(gw.pid > 0);
+    run_until(&gw.exited, 1);
+    assert_true(WIFEXITED(gw.status) && WEXITSTATUS(gw.status) == 0);
+    safe_close(pin[0]);
+    safe_close(pin[1]);
+    safe_close(pout[0]);
+    safe_close(pout[1]);
+    check_alive();
+
+    /* descriptors from the parent */
+    int a = -1, b = -1;
+    assert_int_equal(priv_jail_open_pty(gj, false, 24, 80, &a, &b, &err), 0);
+    assert_true(isatty(b));
+    safe_close(a);
+    safe_close(b);
+    assert_int_equal(priv_jail_netns_socket(gj, AF_INET, SOCK_STREAM, &a, &err), 0);
+    int dom = 0;
+    socklen_t dl = sizeof(dom);
+    assert_int_equal(getsockopt(a, SOL_SOCKET, SO_DOMAIN, &dom, &dl), 0);
+    assert_int_equal(dom, AF_INET);
+    safe_close(a);
+    assert_int_equal(priv_jail_open_helper(gj, true, &a, &b, &err), 0);
+    safe_close(a);
+    safe_close(b);
+    /* idmap: never a directory outside the configured root */
+    int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_int_equal(priv_jail_idmap(gj, root, &a, &err), -EPERM);
+    safe_close(root);
+    char idm[300];
+    (void)snprintf(idm, sizeof(idm), "%s/idmap", dir);
+    int idfd = open(idm, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int r = priv_jail_idmap(gj, idfd, &a, &err);
+    assert_true(r == 0 || (r != -EPERM && r != -ENOTCONN));
+    if (r == 0)
+        safe_close(a);
+    safe_close(idfd);
+    uint64_t used;
+    assert_int_equal(priv_area_usage(good, "build-x", &used), -ENOENT);
+    check_alive();
+
+    /* --- the hostile peer --- */
+    int fds3[3];
+    int h = hostile_hello();
+    /* another connection's sandbox, one never made */
+    struct priv_msg m = {.type = PRIV_STATS, .seq = 2, .id = "pa1"};
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT);
+    m.id = "never";
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT);
+    m = (struct priv_msg){.type = PRIV_KILL, .seq = 3, .id = "pa1"};
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT);
+    check_alive();
+    /* its own sandbox: directories as stdio, then spawn and kill after kill */
+    m = (struct priv_msg){.type = PRIV_CREATE, .seq = 4, .id = "pb1"};
+    raw_send(h, &m, NULL, 0);
+    assert_int_equal(raw_answer(h, &rm, fds3), 1);
+    assert_int_equal(rm.type, PRIV_R_OK);
+    static struct priv_msg sm;
+    memset(&sm, 0, sizeof(sm));
+    sm.type = PRIV_SPAWN;
+    sm.seq = 5;
+    sm.id = "pb1";
+    sm.cwd = "/";
+    sm.argv[0] = "/bin/true";
+    int d = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dirs[3] = {d, d, d};
+    raw_send(h, &sm, dirs, 3);
+    assert_int_equal(raw_answer(h, &rm, fds3), 1);
+    assert_int_equal(rm.type, PRIV_R_ERR); /* not ready yet, or not a pipe */
+    {
+        /* wait for its ready */
+        unsigned nf;
+        for (;;) {
+            ssize_t n = fdpass_recv(h, rbuf, sizeof(rbuf), 0, fds3, 3, &nf);
+            assert_true(n > 0);
+            assert_int_equal(priv_decode_answer(rbuf, (size_t)n, nf, &rm), 0);
+            if (rm.type == PRIV_EV_READY)
+                break;
+        }
+        assert_int_equal(rm.errnum, 0);
+    }
+    sm.seq = 6;
+    raw_send(h, &sm, dirs, 3);
+    expect_err(h, EINVAL);
+    m = (struct priv_msg){.type = PRIV_KILL, .seq = 7, .id = "pb1"};
+    raw_send(h, &m, NULL, 0);
+    assert_int_equal(raw_answer(h, &rm, fds3), 1);
+    assert_int_equal(rm.type, PRIV_R_OK);
+    m.seq = 8;
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ESRCH);
+    sm.seq = 9;
+    assert_int_equal(pipe2(pin, O_CLOEXEC), 0);
+    int pp[3] = {pin[0], pin[1], pin[1]};
+    raw_send(h, &sm, pp, 3);
+    assert_int_equal(raw_answer(h, &rm, fds3), 1);
+    assert_int_equal(rm.type, PRIV_R_ERR);
+    safe_close(pin[0]);
+    safe_close(pin[1]);
+    check_alive();
+    /* host paths as layer names: ended */
+    {
+        char body[256];
+        size_t k = 0;
+        uint32_t l = 3;
+        memcpy(body, &l, 4);
+        memcpy(body + 4, "px1", 4);
+        k = 8;
+        memset(body + k, 0, 24);
+        k += 24;
+        l = 1;
+        memcpy(body + k, &l, 4);
+        k += 4;
+        l = 9;
+        memcpy(body + k, &l, 4);
+        memcpy(body + k + 4, "../../etc", 10);
+        k += 14;
+        l = 0;
+        memcpy(body + k, &l, 4);
+        body[k + 4] = 0;
+        k += 5;
+        memset(body + k, 0, 8);
+        k += 8;
+        struct priv_hdr hd = {PRIV_MAGIC, PRIV_CREATE, 0, (uint32_t)k, 10};
+        memcpy(rbuf, &hd, sizeof(hd));
+        memcpy(rbuf + sizeof(hd), body, k);
+        assert_int_equal(fdpass_send(h, rbuf, sizeof(hd) + k, NULL, 0, 0), 0);
+        expect_end(h);
+    }
+    check_alive();
+    /* an oversized body */
+    h = hostile_hello();
+    {
+        struct priv_hdr hd = {PRIV_MAGIC, PRIV_STATS, 0, PRIV_BODY_MAX + 100, 2};
+        memset(rbuf, 'a', sizeof(rbuf));
+        memcpy(rbuf, &hd, sizeof(hd));
+        assert_int_equal(fdpass_send(h, rbuf, sizeof(hd) + PRIV_BODY_MAX + 100, NULL, 0, 0), 0);
+        expect_end(h);
+    }
+    check_alive();
+    /* a cut header */
+    h = hostile_hello();
+    assert_int_equal(fdpass_send(h, rbuf, 10, NULL, 0, 0), 0);
+    expect_end(h);
+    check_alive();
+    /* too many descriptors, too few */
+    h = hostile_hello();
+    m = (struct priv_msg){.type = PRIV_STATS, .seq = 2, .id = "pa1"};
+    {
+        long n = priv_encode(rbuf, sizeof(rbuf), &m);
+        int one[1] = {0};
+        assert_int_equal(fdpass_send(h, rbuf, (size_t)n, one, 1, 0), 0);
+        expect_end(h);
+    }
+    check_alive();
+    h = hostile_hello();
+    {
+        long n = priv_encode(rbuf, sizeof(rbuf), &sm);
+        int two[2] = {0, 1};
+        assert_int_equal(fdpass_send(h, rbuf, (size_t)n, two, 2, 0), 0);
+        expect_end(h);
+    }
+    check_alive();
+    /* an unknown type */
+    h = hostile_hello();
+    {
+        struct priv_hdr hd = {PRIV_MAGIC, 77, 0, 0, 3};
+        assert_int_equal(fdpass_send(h, &hd, sizeof(hd), NULL, 0, 0), 0);
+        expect_end(h);
+    }
+    check_alive();
+    /* a request before HELLO */
+    h = dial();
+    m = (struct priv_msg){.type = PRIV_STATS, .seq = 1, .id = "pa1"};
+    raw_send(h, &m, NULL, 0);
+    expect_end(h);
+    check_alive();
+    /* a flood without reading: the parent drops the connection, not grows */
+    h = hostile_hello();
+    {
+        long n;
+        m = (struct priv_msg){.type = PRIV_STATS, .seq = 1, .id = "never"};
+        n = priv_encode(rbuf, sizeof(rbuf), &m);
+        int sent = 0;
+        bool ended = false;
+        for (int i = 0; i < 20000 && !ended; i++) {
+            int rr = fdpass_send(h, rbuf, (size_t)n, NULL, 0, MSG_DONTWAIT);
+            if (rr == -EAGAIN) {
+                usleep(1000);
+                continue;
+            }
+            if (rr < 0)
+                ended = true;
+            else
+                sent++;
+        }
+        /* read what came: the connection ends before every request got its answer */
+        int answers = 0;
+        int fds[PRIV_FDS_MAX];
+        struct timeval tv = {.tv_sec = 10};
+        (void)setsockopt(h, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        while (raw_answer(h, &rm, fds) == 1)
+            answers++;
+        assert_true(answers < sent);
+        safe_close(h);
+    }
+    check_alive();
+    /* a peer of another uid */
+    {
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+                _exit(2);
+            int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+            struct sockaddr_un sa = {.sun_family = AF_UNIX};
+            memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+            if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+                _exit(3);
+            struct priv_msg hm = {.type = PRIV_HELLO, .seq = 1, .a = PRIV_VERSION};
+            long n = priv_encode(rbuf, sizeof(rbuf), &hm);
+            (void)send(fd, rbuf, (size_t)n, MSG_NOSIGNAL);
+            char c;
+            _exit(recv(fd, &c, 1, 0) <= 0 ? 0 : 1);
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    check_alive();
+
+    /* kill -> gone */
+    priv_jail_kill(gj);
+    run_until(&gw.gone, 1);
+    assert_false(priv_jail_is_ready(gj));
+    struct cgroup_stats st;
+    assert_int_equal(priv_jail_stats(gj, &st), -ESRCH);
+    priv_jail_free(gj);
+    good = priv_client_free(good);
+}
+
+int
+main(void)
+{
+    int ready[2], c[2];
+    char tmpl[] = "/tmp/abx-priv-XXXXXX";
+    const char *t = getenv("TMPDIR");
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "skip: needs root\n");
+        return 77;
+    }
+    (void)snprintf(dir, sizeof(dir), "%.40s/abx-priv-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(dir) && !mkdtemp(strcpy(dir, tmpl)))
+        return 1;
+    (void)chmod(dir, 0755);
+    (void)snprintf(sock_path, sizeof(sock_path), "%s/priv.sock", dir);
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(c, O_CLOEXEC) < 0)
+        return 1;
+    server = fork();
+    if (server == 0) {
+        safe_close(ready[0]);
+        safe_close(c[1]);
+        serve(ready[1], c[0]);
+    }
+    safe_close(ready[1]);
+    safe_close(c[0]);
+    ctl = c[1];
+    char ok = 0;
+    int rc;
+    if (read(ready[0], &ok, 1) != 1 || ok != 'R') {
+        rc = ok == 'S' ? 77 : 1;
+    } else {
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_parent)};
+        if (loop_new(&loop) < 0)
+            return 1;
+        rc = cmocka_run_group_tests(tests, NULL, NULL);
+        loop = loop_free(loop);
+    }
+    safe_close(ctl);
+    int st;
+    (void)waitpid(server, &st, 0);
+    if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        rc = 1;
+    (void)rm_rf_at(AT_FDCWD, dir);
+    return rc;
+}
