@@ -151,9 +151,15 @@ say "building $TOOLS/disk-bench"
 "$CC" "${CFLAGS_BENCH[@]}" -Isrc -o "$TOOLS/disk-bench" bench/disk-bench.c bench/bench-util.c \
     "$BUILD/src/libabx-jail.a" "$BUILD/src/libabx-util.a" \
     $(pkg-config --libs libseccomp jansson) -lpthread -lm
+say "building $TOOLS/priv-bench"
+# shellcheck disable=SC2046 # pkg-config prints several words on purpose
+"$CC" "${CFLAGS_BENCH[@]}" -Isrc -o "$TOOLS/priv-bench" bench/priv-bench.c bench/bench-util.c \
+    "$BUILD/src/libabx-priv.a" "$BUILD/src/libabx-jail.a" "$BUILD/src/libabx-util.a" \
+    $(pkg-config --libs libseccomp jansson) -lpthread -lm
 SPAWN=$TOOLS/spawn-bench
 ABXB=$TOOLS/abx-bench
 DISKB=$TOOLS/disk-bench
+PRIVB=$TOOLS/priv-bench
 
 # --- helpers ---
 
@@ -581,6 +587,16 @@ DISK_ROUNDS=${BENCH_DISK_ROUNDS:-200}
 mkdir -p "$WORK/disk"
 measure "$DISKB" --dir "$WORK/disk" --areas "$DISK_AREAS" --rounds "$DISK_ROUNDS" || true
 
+# --- 11. the privileged hop (src/priv), on the modules, without abxd ---
+
+# A descriptor-passing round trip between two processes (the floor), then
+# a sandbox's stats and a spawn of /bin/true through the parent's protocol
+# against the same jail calls in-process, in one run.
+say "11. the privileged hop (priv-bench)"
+PRIV_N=${BENCH_PRIV_N:-2000}
+mkdir -p "$WORK/priv"
+measure "$PRIVB" --dir "$WORK/priv" -n "$PRIV_N" -w 200 || true
+
 # --- 10. file operations: through the file helper, and in-process ---
 
 # The same native file operations on one sandbox, against an abxd in the ns
@@ -890,6 +906,19 @@ $(for op in put_4k get_4k head walk; do
     d=-; if [ "$a" != - ] && [ "$b" != - ]; then d=$(ms $((a - b))); fi
     printf '| %s | %s / %s | %s / %s | %s |\n' "$l" "$(ms "$a")" "$(ms "$(get fo_ns.$op.p99_us)")" "$(ms "$b")" "$(ms "$(get fo_none.$op.p99_us)")" "$d"
 done)
+
+**11. The privileged hop** (bench/priv-bench.c on src/priv, no abxd: the parent in a child process holding a jail host, the client in the bench; $PRIV_N runs after 200 each; p50 / p99 in µs; not yet on abxd's path, which still calls the jail in-process)
+
+| what | through the parent | in-process | the hop's extra p50 |
+| --- | --- | --- | --- |
+$(for op in stats spawn; do
+    case $op in stats) l="a sandbox's cgroup stats" ;; spawn) l="spawn of /bin/true in a sandbox until its exit is seen" ;; esac
+    a=$(get priv.${op}_parent.p50_us); b=$(get priv.${op}_local.p50_us)
+    d=-; if [ "$a" != - ] && [ "$b" != - ]; then d=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", a - b }'); fi
+    printf '| %s | %s / %s | %s / %s | %s |\n' "$l" "$a" "$(get priv.${op}_parent.p99_us)" "$b" "$(get priv.${op}_local.p99_us)" "$d"
+done)
+
+Baseline, a SOCK_SEQPACKET round trip carrying one descriptor between two processes (p50 / p99 µs): as scheduled $(get priv.raw.p50_us) / $(get priv.raw.p99_us), both on one CPU $(get priv.raw_one_cpu.p50_us) / $(get priv.raw_one_cpu.p99_us), on two CPUs $(get priv.raw_two_cpus.p50_us) / $(get priv.raw_two_cpus.p99_us).
 
 **Context**: GET /healthz with wrk (2 threads, 16 connections, 5 s): $(get healthz.rps) requests/s (mean latency $(get healthz.latency_avg)).
 
