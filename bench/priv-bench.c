@@ -241,18 +241,88 @@ spawn_fds(int fds[3])
     return fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ? -errno : 0;
 }
 
+/* One side's calls on its sandbox: jail.h in-process, or priv/client.h. */
+struct side {
+    const char *name; /* priv.stats_<name>, priv.spawn_<name> */
+    int (*stats)(void *j, struct cgroup_stats *ret);
+    int (*spawn)(void *j, uint64_t token, const struct jail_spawn *sp, struct err *err);
+    void *j;
+};
+
+/* Times stats, then spawns of /bin/true until each exit is seen. */
+static int
+time_side(struct loop *loop, const struct side *sd, struct counts *c, struct err *err)
+{
+    static const char *const argv[] = {"/bin/true", NULL}, *const env[] = {NULL};
+    struct samples st, sp;
+    char name[64];
+    int fds[3], r = 0;
+
+    if (spawn_fds(fds) < 0 || samples_init(&st, arg_n) < 0 || samples_init(&sp, arg_n) < 0)
+        return -errno;
+    for (uint64_t i = 0; r >= 0 && i < arg_warmup + arg_n; i++) {
+        struct cgroup_stats cs;
+        uint64_t t0 = bench_now_ns();
+        r = sd->stats(sd->j, &cs);
+        if (i >= arg_warmup)
+            (void)samples_add(&st, bench_now_ns() - t0);
+    }
+    struct jail_spawn js = {.argv = argv, .env = env, .cwd = "/", .fds = {fds[0], fds[1], fds[2]}};
+    for (uint64_t i = 0; r >= 0 && i < arg_warmup + arg_n; i++) {
+        int want = c->exited + 1;
+        uint64_t t0 = bench_now_ns();
+        r = sd->spawn(sd->j, i + 1, &js, err);
+        if (r >= 0)
+            run_until(loop, &c->exited, want);
+        if (r >= 0 && c->exited < want)
+            r = -ETIMEDOUT;
+        if (i >= arg_warmup)
+            (void)samples_add(&sp, bench_now_ns() - t0);
+    }
+    if (r >= 0) {
+        (void)snprintf(name, sizeof(name), "priv.stats_%s", sd->name);
+        samples_report(&st, name);
+        (void)snprintf(name, sizeof(name), "priv.spawn_%s", sd->name);
+        samples_report(&sp, name);
+    }
+    samples_done(&st);
+    samples_done(&sp);
+    for (int i = 0; i < 3; i++)
+        (void)close(fds[i]);
+    return r;
+}
+
+static int
+l_stats(void *j, struct cgroup_stats *ret)
+{
+    return jail_stats(j, ret);
+}
+static int
+l_spawn(void *j, uint64_t token, const struct jail_spawn *sp, struct err *err)
+{
+    return jail_spawn(j, token, sp, err);
+}
+static int
+p_stats(void *j, struct cgroup_stats *ret)
+{
+    return priv_jail_stats(j, ret);
+}
+static int
+p_spawn(void *j, uint64_t token, const struct jail_spawn *sp, struct err *err)
+{
+    return priv_jail_spawn(j, token, sp, err);
+}
+
 static int
 local(struct loop *loop)
 {
     static const struct jail_callbacks cb = {l_ready, l_spawned, l_exited, l_gone};
-    static const char *const argv[] = {"/bin/true", NULL}, *const env[] = {NULL};
     struct jail_host *h = NULL;
     struct jail *j = NULL;
     struct counts c = {0};
     struct err err = {0};
     struct jail_limits lim = {0};
-    struct samples st, sp;
-    int fds[3], r;
+    int r;
 
     if ((r = host_new(loop, "local", &h, &err)) < 0)
         return fail("local jail host", &err, r);
@@ -261,35 +331,8 @@ local(struct loop *loop)
     run_until(loop, &c.ready, 1);
     if (c.ready_r < 0)
         return fail("local ready", NULL, c.ready_r);
-    if (spawn_fds(fds) < 0 || samples_init(&st, arg_n) < 0 || samples_init(&sp, arg_n) < 0)
-        return fail("local set-up", NULL, -errno);
-    for (uint64_t i = 0; r >= 0 && i < arg_warmup + arg_n; i++) {
-        struct cgroup_stats cs;
-        uint64_t t0 = bench_now_ns();
-        r = jail_stats(j, &cs);
-        if (i >= arg_warmup)
-            (void)samples_add(&st, bench_now_ns() - t0);
-    }
-    struct jail_spawn js = {.argv = argv, .env = env, .cwd = "/", .fds = {fds[0], fds[1], fds[2]}};
-    for (uint64_t i = 0; r >= 0 && i < arg_warmup + arg_n; i++) {
-        int want = c.exited + 1;
-        uint64_t t0 = bench_now_ns();
-        r = jail_spawn(j, i + 1, &js, &err);
-        if (r >= 0)
-            run_until(loop, &c.exited, want);
-        if (c.exited < want)
-            r = -ETIMEDOUT;
-        if (i >= arg_warmup)
-            (void)samples_add(&sp, bench_now_ns() - t0);
-    }
-    if (r >= 0) {
-        samples_report(&st, "priv.stats_local");
-        samples_report(&sp, "priv.spawn_local");
-    }
-    samples_done(&st);
-    samples_done(&sp);
-    for (int i = 0; i < 3; i++)
-        (void)close(fds[i]);
+    struct side sd = {"local", l_stats, l_spawn, j};
+    r = time_side(loop, &sd, &c, &err);
     jail_kill(j);
     run_until(loop, &c.gone, 1);
     jail_free(j);
@@ -356,14 +399,12 @@ static int
 through_parent(struct loop *loop)
 {
     static const struct priv_jail_callbacks cb = {p_ready, p_spawned, p_exited, p_gone};
-    static const char *const argv[] = {"/bin/true", NULL}, *const env[] = {NULL};
     struct priv_client *cl = NULL;
     struct priv_jail *j = NULL;
     struct counts c = {0};
     struct err err = {0};
     struct jail_limits lim = {0};
-    struct samples st, sp;
-    int sv[2], fds[3], r;
+    int sv[2], r;
 
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return fail("socketpair", NULL, -errno);
@@ -382,35 +423,8 @@ through_parent(struct loop *loop)
     run_until(loop, &c.ready, 1);
     if (c.ready_r < 0)
         return fail("ready through the parent", NULL, c.ready_r);
-    if (spawn_fds(fds) < 0 || samples_init(&st, arg_n) < 0 || samples_init(&sp, arg_n) < 0)
-        return fail("set-up", NULL, -errno);
-    for (uint64_t i = 0; r >= 0 && i < arg_warmup + arg_n; i++) {
-        struct cgroup_stats cs;
-        uint64_t t0 = bench_now_ns();
-        r = priv_jail_stats(j, &cs);
-        if (i >= arg_warmup)
-            (void)samples_add(&st, bench_now_ns() - t0);
-    }
-    struct jail_spawn js = {.argv = argv, .env = env, .cwd = "/", .fds = {fds[0], fds[1], fds[2]}};
-    for (uint64_t i = 0; r >= 0 && i < arg_warmup + arg_n; i++) {
-        int want = c.exited + 1;
-        uint64_t t0 = bench_now_ns();
-        r = priv_jail_spawn(j, i + 1, &js, &err);
-        if (r >= 0)
-            run_until(loop, &c.exited, want);
-        if (c.exited < want)
-            r = -ETIMEDOUT;
-        if (i >= arg_warmup)
-            (void)samples_add(&sp, bench_now_ns() - t0);
-    }
-    if (r >= 0) {
-        samples_report(&st, "priv.stats_parent");
-        samples_report(&sp, "priv.spawn_parent");
-    }
-    samples_done(&st);
-    samples_done(&sp);
-    for (int i = 0; i < 3; i++)
-        (void)close(fds[i]);
+    struct side sd = {"parent", p_stats, p_spawn, j};
+    r = time_side(loop, &sd, &c, &err);
     priv_jail_kill(j);
     run_until(loop, &c.gone, 1);
     priv_jail_free(j);
