@@ -8,7 +8,7 @@ set -eu
 PKGS="gcc make pkg-config meson ninja-build libmicrohttpd-dev libjansson-dev
 libcmocka-dev libcurl4-openssl-dev libseccomp-dev libcap-ng-dev libssl-dev clang
 libclang-rt-14-dev clang-format nodejs npm curl iproute2 procps util-linux
-python3 bubblewrap hyperfine wrk libsqlite3-dev libpq-dev postgresql libyaml-dev btrfs-progs
+python3 bubblewrap hyperfine wrk libsqlite3-dev libpq-dev postgresql libyaml-dev libldns-dev btrfs-progs
 zlib1g-dev python3-pip python3-numpy python3-pandas python3-scipy python3-matplotlib
 bash coreutils git python-is-python3 ncurses-bin sudo"
 # The last line is what E2B users expect inside a base sandbox (it shows the
