@@ -14,7 +14,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -28,14 +27,11 @@
 #include <unistd.h>
 
 #include "jail/jail.h"
+#include "sandbox/fileops-helper.h"
 #include "sandbox/fileops-proto.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
 #include "util/fdpass.h"
-#include "util/timeutil.h"
-
-#define HELLO_TIMEOUT_MS 10000
-#define CANCEL_TICK_MS   100 /* how often a waiting call looks for a shutdown */
 
 /* One helper process. A call owns it (busy) from request to final answer. */
 struct helper {
@@ -267,7 +263,7 @@ fileops_shutdown(struct fileops *f)
 {
     if (!f || !f->remote)
         return;
-    /* A call in flight looks at shut at least every CANCEL_TICK_MS, ends
+    /* A call in flight looks at shut at least every FILEOPS_CANCEL_TICK_MS, ends
      * its helper and gives it back; the idle ones end here. */
     atomic_store(&f->shut, true);
     pthread_mutex_lock(&f->lock);
@@ -336,88 +332,32 @@ send_packet(int sock, void *buf, size_t n, int fd)
     return fdpass_send(sock, buf, n, &fd, fd >= 0 ? 1 : 0, 0);
 }
 
-/* Receives one packet into tls_rx within timeout_ms; the first descriptor
- * in ret_fd (others closed), how many came in ret_nfds. */
 static ssize_t
 recv_packet(int sock, int timeout_ms, const atomic_bool *cancel, int *ret_fd, unsigned *ret_nfds)
 {
-    struct pollfd p = {.fd = sock, .events = POLLIN};
-    uint64_t deadline = now_msec() + (uint64_t)timeout_ms;
-    *ret_fd = -EBADF;
-    *ret_nfds = 0;
-    for (;;) {
-        uint64_t now = now_msec();
-        if (cancel && atomic_load(cancel))
-            return -ESRCH;
-        int left = now >= deadline ? 0 : (int)(deadline - now);
-        int k = poll(&p, 1, left < CANCEL_TICK_MS ? left : CANCEL_TICK_MS);
-        if (k == 0 && left > CANCEL_TICK_MS)
-            continue;
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        if (k == 0)
-            return -ETIMEDOUT;
-        break;
-    }
-    ssize_t n = fdpass_recv(sock, tls_rx, FOP_MSG_MAX, MSG_DONTWAIT, ret_fd, 1, ret_nfds);
-    if (n == 0)
-        return -ECONNRESET; /* the helper ended */
-    return n;
+    return fileops_helper_recv(sock, tls_rx, FOP_MSG_MAX, timeout_ms, cancel, ret_fd, ret_nfds);
 }
 
 static int
 spawn(struct fileops *f, struct helper *h, struct err *err)
 {
-    int sv[2];
-    int r;
-
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-        return err_setx(err, errno, "cannot make the file helper's socket");
-    /* Room for a whole batch in flight either way. */
-    int sz = 4 * FOP_MSG_MAX;
-    for (int i = 0; i < 2; i++) {
-        (void)setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz));
-        (void)setsockopt(sv[i], SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz));
-    }
-    int fds[4] = {sv[1], f->ws_fd, f->view_fd, f->ns ? f->userns_fd : -1};
-    r = jail_spawn_helper(f->image_fd, fds, 4, &h->pidfd, &h->pid, err);
-    safe_close(sv[1]);
-    if (r < 0) {
-        safe_close(sv[0]);
-        return r;
-    }
-    h->sock = sv[0];
-    struct fop_hello hello = {
-            .version = FOP_VERSION,
-            .mode = f->ns ? FOP_MODE_NS : FOP_MODE_UID,
+    struct fileops_helper_spec spec = {
+            .image_fd = f->image_fd,
+            .ws_fd = f->ws_fd,
+            .view_fd = f->view_fd,
+            .userns_fd = f->userns_fd,
+            .ns = f->ns,
+            .as_root = f->as_root,
             .uid = f->uid,
             .gid = f->gid,
-            .as_root = f->as_root,
             .ids = f->ids,
             .caps = f->caps,
             .bpf = f->bpf,
-            .bpf_len = (uint32_t)f->bpf_len,
+            .bpf_len = f->bpf_len,
+            .label = f->label,
+            .cancel = &f->shut,
     };
-    int n = fop_encode_hello(tls_tx, FOP_MSG_MAX, &hello);
-    if (n < 0) {
-        stop_helper(h);
-        return err_set(err, -n, "cannot encode the file helper's identity");
-    }
-    r = send_packet(h->sock, tls_tx, (size_t)n, -1);
-    int fd;
-    unsigned nfds;
-    ssize_t k = r < 0 ? r : recv_packet(h->sock, HELLO_TIMEOUT_MS, &f->shut, &fd, &nfds);
-    struct fop_answer a;
-    if (k < 0 || fop_decode_answer(tls_rx, (size_t)k, nfds, &a) < 0 || a.type != FOP_R_OK) {
-        if (k >= 0)
-            safe_close(fd);
-        stop_helper(h);
-        return err_set(err, EIO, "cannot start the file helper of %s (%s)", f->label,
-                       k == -ETIMEDOUT ? "it did not answer" : "it could not become the user");
-    }
-    return 0;
+    return fileops_helper_start(&spec, &h->sock, &h->pidfd, &h->pid, err);
 }
 
 /* One call: the request, its answer handler, what came back. */
@@ -552,7 +492,6 @@ call_helper(struct fileops *f, struct helper *h, struct call *c, struct err *err
     if ((r = buffers()) < 0)
         return r;
     for (int attempt = 0;; attempt++) {
-        /* spawn() builds its greeting in tls_tx: the request comes after */
         if (h->sock < 0) {
             if (c->want >= 0)
                 return err_set(err, EIO, "the file helper of %s that held the upload is gone",
