@@ -32,6 +32,7 @@
 #include "util/cleanup.h"
 #include "util/fd.h"
 #include "util/fdpass.h"
+#include "util/parse.h"
 
 /* One helper process. A call owns it (busy) from request to final answer. */
 struct helper {
@@ -39,6 +40,7 @@ struct helper {
     pid_t pid;
     uint64_t gen; /* bumped at every start: uploads belong to one life */
     bool busy;
+    bool child; /* we forked it (we reap it), else it came from f->start */
 };
 
 struct fileops {
@@ -59,6 +61,10 @@ struct fileops {
     void *bpf;
     size_t bpf_len;
     char label[96];
+    fileops_start_fn start; /* NULL: we start our helpers ourselves */
+    fileops_idmap_fn idmap;
+    void *start_ud;
+    bool has_view; /* with start: whether the helper has a view */
     struct helper h[FILEOPS_HELPERS];
     uint64_t gens;
     int timeout_ms, long_timeout_ms;
@@ -188,6 +194,15 @@ fileops_new_remote(const struct fileops_remote *c, struct fileops **ret, struct 
     f->ids = c->ids;
     f->caps = c->as_root && c->ns ? c->caps : 0;
     (void)snprintf(f->label, sizeof(f->label), "%s", c->label ? c->label : "a sandbox");
+    if (c->start) {
+        /* The starter holds the descriptors and sends the identity. */
+        f->start = c->start;
+        f->idmap = c->idmap;
+        f->start_ud = c->start_ud;
+        f->has_view = c->has_view;
+        *ret = f;
+        return 0;
+    }
     f->image_fd = dup_or_none(c->image_fd);
     f->userns_fd = dup_or_none(c->userns_fd);
     f->ws_fd = dup_or_none(c->ws_fd);
@@ -224,12 +239,16 @@ fileops_ref(struct fileops *f)
 }
 
 /* Ends a helper process, if any: kill, reap, close. By its owner (or
- * with the lock when it is idle). */
+ * with the lock when it is idle). One from f->start is not our child: the
+ * kill may be refused (the closed socket ends it anyway) and its parent
+ * reaps it; waiting for it here could only fail, or take another
+ * process's exit if its pid were reused. */
 static void
 stop_helper(struct helper *h)
 {
-    if (h->pidfd >= 0) {
+    if (h->pidfd >= 0)
         (void)syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
+    if (h->pidfd >= 0 && h->child) {
         siginfo_t si;
         while (waitid((idtype_t)P_PIDFD, (id_t)h->pidfd, &si, WEXITED | __WALL) < 0 &&
                errno == EINTR)
@@ -338,9 +357,57 @@ recv_packet(int sock, int timeout_ms, const atomic_bool *cancel, int *ret_fd, un
     return fileops_helper_recv(sock, tls_rx, FOP_MSG_MAX, timeout_ms, cancel, ret_fd, ret_nfds);
 }
 
+/* The pid behind a pidfd (for fileops_helper_pid()), 0 if unknown. */
+static pid_t
+pidfd_pid(int pidfd)
+{
+    char path[64], b[1024];
+    (void)snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, b, sizeof(b) - 1);
+    if (n <= 0)
+        return 0;
+    b[n] = '\0';
+    char *p = strstr(b, "\nPid:\t");
+    if (!p)
+        return 0;
+    p += strlen("\nPid:\t");
+    char *nl = strchr(p, '\n');
+    if (nl)
+        *nl = '\0';
+    int32_t pid;
+    return parse_i32(p, &pid) == 0 && pid > 0 ? (pid_t)pid : 0;
+}
+
+/* A helper from f->start: the socket and pidfd it gave are ours to keep. */
+static int
+spawn_elsewhere(struct fileops *f, struct helper *h, struct err *err)
+{
+    int sock = -EBADF, pidfd = -EBADF;
+    int r = f->start(f->start_ud, f->as_root, &sock, &pidfd, err);
+    if (r < 0)
+        return r;
+    if (sock < 0 || pidfd < 0) {
+        safe_close(sock);
+        safe_close(pidfd);
+        return err_set(err, EIO, "cannot start the file helper of %s (no helper came back)",
+                       f->label);
+    }
+    h->sock = sock;
+    h->pidfd = pidfd;
+    h->pid = pidfd_pid(pidfd);
+    h->child = false;
+    return 0;
+}
+
 static int
 spawn(struct fileops *f, struct helper *h, struct err *err)
 {
+    if (f->start)
+        return spawn_elsewhere(f, h, err);
+    h->child = true;
     struct fileops_helper_spec spec = {
             .image_fd = f->image_fd,
             .ws_fd = f->ws_fd,
@@ -920,7 +987,7 @@ fileops_walk(struct fileops *f, const char *rel, files_walk_fn fn, void *ud, str
 static int
 need_view(struct fileops *f, struct err *err)
 {
-    if (f->view_fd < 0)
+    if (f->start ? !f->has_view : f->view_fd < 0)
         return err_set(err, EOPNOTSUPP, "%s has no view of its own (not ns mode)", f->label);
     return 0;
 }
@@ -1096,6 +1163,17 @@ helper_view_of(struct fileops *f, int dirfd, struct err *err)
     if (!f->ns) {
         int d = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
         return d < 0 ? err_setx(err, errno, "cannot duplicate a directory") : d;
+    }
+    if (f->start) {
+        /* No user namespace here: whoever starts the helpers maps it. */
+        int fd = -EBADF;
+        if (atomic_load(&f->shut))
+            return err_set(err, ESRCH, "%s is gone", f->label);
+        if (!f->idmap)
+            return err_set(err, EOPNOTSUPP, "%s's files cannot be mapped for its helper here",
+                           f->label);
+        int r = f->idmap(f->start_ud, dirfd, &fd, err);
+        return r < 0 ? r : fd;
     }
     pthread_mutex_lock(&f->lock);
     int u = f->userns_fd >= 0 ? fcntl(f->userns_fd, F_DUPFD_CLOEXEC, 3) : -ESRCH;
