@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "jail/jail.h"
+#include "jail/rootfs.h"
 #include "sandbox/fileops-proto.h"
 #include "util/cleanup.h"
 #include "util/fdpass.h"
@@ -51,6 +52,42 @@ fileops_helper_recv(int sock, void *buf, size_t cap, int timeout_ms, const atomi
     if (n == 0)
         return -ECONNRESET; /* the helper ended */
     return n;
+}
+
+int
+fileops_jail_identity(const struct jail_host *h, const struct jail *j, bool as_root,
+                      struct fileops_helper_spec *spec)
+{
+    enum jail_mode mode = jail_host_mode(h);
+    if (mode != JAIL_NS && mode != JAIL_UID)
+        return -EOPNOTSUPP;
+    spec->ns = mode == JAIL_NS;
+    spec->as_root = as_root;
+    if (spec->ns) {
+        spec->uid = spec->gid = as_root ? 0 : ROOTFS_USER_UID;
+        spec->ids = (struct vfs_ids){.root_uid = 0,
+                                     .root_gid = 0,
+                                     .user_uid = ROOTFS_USER_UID,
+                                     .user_gid = ROOTFS_USER_UID,
+                                     .range_first = 0,
+                                     .range_len = JAIL_UID_RANGE};
+        spec->caps = as_root ? jail_root_caps() : 0;
+    } else {
+        /* uid mode: root and "user" run as the same pooled uid */
+        spec->uid = (uint32_t)jail_user_uid(j);
+        spec->gid = (uint32_t)jail_user_gid(j);
+        spec->ids = (struct vfs_ids){
+                .root_uid = jail_root_uid(j),
+                .root_gid = (gid_t)jail_root_uid(j), /* jail maps gids like uids */
+                .user_uid = jail_user_uid(j),
+                .user_gid = jail_user_gid(j),
+                .range_first = jail_root_uid(j),
+                .range_len = JAIL_UID_RANGE,
+        };
+        spec->caps = 0;
+    }
+    jail_host_bpf(h, &spec->bpf, &spec->bpf_len);
+    return 0;
 }
 
 /* Kills and reaps a helper we started that will not be handed out. */

@@ -42,6 +42,19 @@ struct fileops_helper_spec {
     const atomic_bool *cancel; /* NULL, or: stop waiting once it is true (-> -EIO) */
 };
 
+struct jail;
+struct jail_host;
+
+/* The identity of jail j's helper acting as its root (as_root) or
+ * "user", as abxd gives it: in ns mode the sandbox's own uid 0 (with
+ * jail_root_caps()) or ROOTFS_USER_UID, in uid mode the sandbox's pooled
+ * host uid for both; the ids the helper names and h's seccomp program
+ * (borrowed from h). Fills spec's ns, as_root, uid, gid, ids, caps, bpf
+ * and bpf_len; the descriptors, label and cancel stay the caller's.
+ * -EOPNOTSUPP without isolation (JAIL_NONE starts no helper). */
+int fileops_jail_identity(const struct jail_host *h, const struct jail *j, bool as_root,
+                          struct fileops_helper_spec *spec);
+
 /* Starts the helper and makes it spec's identity. On success ret_sock is
  * connected to it (SOCK_SEQPACKET, O_CLOEXEC) and it answers requests;
  * it is a child of this process: ret_pidfd (O_CLOEXEC) is the caller's to
