@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -150,7 +151,9 @@ fileops_helper_start(const struct fileops_helper_spec *spec, int *ret_sock, int 
     int fd;
     unsigned nfds;
     ssize_t k = r < 0 ? r
-                      : fileops_helper_recv(sv[0], buf, FOP_MSG_MAX, FILEOPS_HELLO_TIMEOUT_MS,
+                      : fileops_helper_recv(sv[0], buf, FOP_MSG_MAX,
+                                            spec->timeout_ms > 0 ? spec->timeout_ms
+                                                                 : FILEOPS_HELLO_TIMEOUT_MS,
                                             spec->cancel, &fd, &nfds);
     struct fop_answer a;
     if (k < 0 || fop_decode_answer(buf, (size_t)k, nfds, &a) < 0 || a.type != FOP_R_OK) {
@@ -166,4 +169,34 @@ fileops_helper_start(const struct fileops_helper_spec *spec, int *ret_sock, int 
     *ret_pidfd = pidfd;
     *ret_pid = pid;
     return 0;
+}
+
+int
+fileops_parent_helper(void *ud, struct jail *j, int view_fd, bool as_root, int *ret_sock,
+                      int *ret_pidfd, struct err *err)
+{
+    const struct fileops_parent *p = ud;
+    _cleanup_close_ int userns = -EBADF;
+    char label[96];
+    pid_t pid;
+
+    (void)snprintf(label, sizeof(label), "sandbox '%s'", jail_id(j));
+    struct fileops_helper_spec spec = {
+            .image_fd = p->image_fd,
+            .ws_fd = jail_workspace_fd(j),
+            .view_fd = view_fd >= 0 ? view_fd : -1,
+            .userns_fd = -1,
+            .label = label,
+            .timeout_ms = FILEOPS_PARENT_HELLO_TIMEOUT_MS,
+    };
+    int r = fileops_jail_identity(p->host, j, as_root, &spec);
+    if (r < 0)
+        return err_set(err, -r, "%s has no file helper (no isolation)", label);
+    if (spec.ns) {
+        userns = jail_open_userns(j);
+        if (userns < 0)
+            return err_setx(err, -userns, "cannot open the user namespace of %s", label);
+        spec.userns_fd = userns;
+    }
+    return fileops_helper_start(&spec, ret_sock, ret_pidfd, &pid, err);
 }

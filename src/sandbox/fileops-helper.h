@@ -23,6 +23,9 @@
 
 #define FILEOPS_HELLO_TIMEOUT_MS 10000 /* for a new helper's answer to HELLO */
 #define FILEOPS_CANCEL_TICK_MS   100   /* how often a waiting receive looks at cancel */
+/* The privileged parent waits less: its loop is held meanwhile, and its
+ * peer gives up on it after PRIV_CALL_TIMEOUT_MS (10 s, priv/client.h). */
+#define FILEOPS_PARENT_HELLO_TIMEOUT_MS 3000
 
 /* Who to start and with what; every descriptor is borrowed (duplicated
  * into the helper). */
@@ -40,6 +43,7 @@ struct fileops_helper_spec {
     size_t bpf_len;
     const char *label;         /* for messages ("sandbox 'x'") */
     const atomic_bool *cancel; /* NULL, or: stop waiting once it is true (-> -EIO) */
+    int timeout_ms;            /* for the answer to HELLO; 0 = FILEOPS_HELLO_TIMEOUT_MS */
 };
 
 struct jail;
@@ -59,7 +63,7 @@ int fileops_jail_identity(const struct jail_host *h, const struct jail *j, bool 
  * connected to it (SOCK_SEQPACKET, O_CLOEXEC) and it answers requests;
  * it is a child of this process: ret_pidfd (O_CLOEXEC) is the caller's to
  * kill it and reap it (waitid(P_PIDFD)). On failure nothing is left
- * running: -EIO when it did not answer within FILEOPS_HELLO_TIMEOUT_MS or
+ * running: -EIO when it did not answer within the timeout or
  * could not become the identity, else what failed. Blocks until then. */
 int fileops_helper_start(const struct fileops_helper_spec *spec, int *ret_sock, int *ret_pidfd,
                          pid_t *ret_pid, struct err *err);
@@ -71,3 +75,21 @@ int fileops_helper_start(const struct fileops_helper_spec *spec, int *ret_sock, 
  * packet over cap, else -errno. */
 ssize_t fileops_helper_recv(int sock, void *buf, size_t cap, int timeout_ms,
                             const atomic_bool *cancel, int *ret_fd, unsigned *ret_nfds);
+
+/* What fileops_parent_helper() needs beside the jail; borrowed, kept
+ * open by the caller while the parent runs. */
+struct fileops_parent {
+    int image_fd;                 /* the abx-fileops image */
+    const struct jail_host *host; /* the jails' host: its mode, its seccomp program */
+};
+
+/* priv/parent.h's priv_helper_fn, for the composition root to hand the
+ * parent (ud: a struct fileops_parent): starts jail j's helper for
+ * as_root with the jail's workspace, view_fd (its view, or -1) and, in
+ * ns mode, its user namespace, and sends it fileops_jail_identity()'s
+ * HELLO, never one a peer chose. The helper is this process's child
+ * (ret_pidfd: kill and reap it); ret_sock is the peer's end. Waits at
+ * most FILEOPS_PARENT_HELLO_TIMEOUT_MS for the helper. -EOPNOTSUPP
+ * without isolation. */
+int fileops_parent_helper(void *ud, struct jail *j, int view_fd, bool as_root, int *ret_sock,
+                          int *ret_pidfd, struct err *err);
