@@ -36,7 +36,9 @@
  * makes it that identity (fileops-proto.h's HELLO is the parent's, never
  * the peer's). ret_sock: the helper's end is connected to it; ret_pidfd:
  * the helper is a child of this process, which reaps it and kills it when
- * the sandbox goes. */
+ * the sandbox goes. Called on the loop, which it holds until the helper
+ * has answered. The composition root passes sandbox/fileops-helper.h's
+ * fileops_parent_helper() (priv/ may not call sandbox/); tests a fake. */
 typedef int (*priv_helper_fn)(void *ud, struct jail *j, int view_fd, bool as_root, int *ret_sock,
                               int *ret_pidfd, struct err *err);
 

@@ -14,7 +14,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -28,14 +27,12 @@
 #include <unistd.h>
 
 #include "jail/jail.h"
+#include "sandbox/fileops-helper.h"
 #include "sandbox/fileops-proto.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
 #include "util/fdpass.h"
-#include "util/timeutil.h"
-
-#define HELLO_TIMEOUT_MS 10000
-#define CANCEL_TICK_MS   100 /* how often a waiting call looks for a shutdown */
+#include "util/parse.h"
 
 /* One helper process. A call owns it (busy) from request to final answer. */
 struct helper {
@@ -43,6 +40,7 @@ struct helper {
     pid_t pid;
     uint64_t gen; /* bumped at every start: uploads belong to one life */
     bool busy;
+    bool child; /* we forked it (we reap it), else it came from f->start */
 };
 
 struct fileops {
@@ -63,6 +61,10 @@ struct fileops {
     void *bpf;
     size_t bpf_len;
     char label[96];
+    fileops_start_fn start; /* NULL: we start our helpers ourselves */
+    fileops_idmap_fn idmap;
+    void *start_ud;
+    bool has_view; /* with start: whether the helper has a view */
     struct helper h[FILEOPS_HELPERS];
     uint64_t gens;
     int timeout_ms, long_timeout_ms;
@@ -192,6 +194,15 @@ fileops_new_remote(const struct fileops_remote *c, struct fileops **ret, struct 
     f->ids = c->ids;
     f->caps = c->as_root && c->ns ? c->caps : 0;
     (void)snprintf(f->label, sizeof(f->label), "%s", c->label ? c->label : "a sandbox");
+    if (c->start) {
+        /* The starter holds the descriptors and sends the identity. */
+        f->start = c->start;
+        f->idmap = c->idmap;
+        f->start_ud = c->start_ud;
+        f->has_view = c->has_view;
+        *ret = f;
+        return 0;
+    }
     f->image_fd = dup_or_none(c->image_fd);
     f->userns_fd = dup_or_none(c->userns_fd);
     f->ws_fd = dup_or_none(c->ws_fd);
@@ -228,12 +239,16 @@ fileops_ref(struct fileops *f)
 }
 
 /* Ends a helper process, if any: kill, reap, close. By its owner (or
- * with the lock when it is idle). */
+ * with the lock when it is idle). One from f->start is not our child: the
+ * kill may be refused (the closed socket ends it anyway) and its parent
+ * reaps it; waiting for it here could only fail, or take another
+ * process's exit if its pid were reused. */
 static void
 stop_helper(struct helper *h)
 {
-    if (h->pidfd >= 0) {
+    if (h->pidfd >= 0)
         (void)syscall(SYS_pidfd_send_signal, h->pidfd, SIGKILL, NULL, 0);
+    if (h->pidfd >= 0 && h->child) {
         siginfo_t si;
         while (waitid((idtype_t)P_PIDFD, (id_t)h->pidfd, &si, WEXITED | __WALL) < 0 &&
                errno == EINTR)
@@ -267,7 +282,7 @@ fileops_shutdown(struct fileops *f)
 {
     if (!f || !f->remote)
         return;
-    /* A call in flight looks at shut at least every CANCEL_TICK_MS, ends
+    /* A call in flight looks at shut at least every FILEOPS_CANCEL_TICK_MS, ends
      * its helper and gives it back; the idle ones end here. */
     atomic_store(&f->shut, true);
     pthread_mutex_lock(&f->lock);
@@ -336,88 +351,80 @@ send_packet(int sock, void *buf, size_t n, int fd)
     return fdpass_send(sock, buf, n, &fd, fd >= 0 ? 1 : 0, 0);
 }
 
-/* Receives one packet into tls_rx within timeout_ms; the first descriptor
- * in ret_fd (others closed), how many came in ret_nfds. */
 static ssize_t
 recv_packet(int sock, int timeout_ms, const atomic_bool *cancel, int *ret_fd, unsigned *ret_nfds)
 {
-    struct pollfd p = {.fd = sock, .events = POLLIN};
-    uint64_t deadline = now_msec() + (uint64_t)timeout_ms;
-    *ret_fd = -EBADF;
-    *ret_nfds = 0;
-    for (;;) {
-        uint64_t now = now_msec();
-        if (cancel && atomic_load(cancel))
-            return -ESRCH;
-        int left = now >= deadline ? 0 : (int)(deadline - now);
-        int k = poll(&p, 1, left < CANCEL_TICK_MS ? left : CANCEL_TICK_MS);
-        if (k == 0 && left > CANCEL_TICK_MS)
-            continue;
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        if (k == 0)
-            return -ETIMEDOUT;
-        break;
+    return fileops_helper_recv(sock, tls_rx, FOP_MSG_MAX, timeout_ms, cancel, ret_fd, ret_nfds);
+}
+
+/* The pid behind a pidfd (for fileops_helper_pid()), 0 if unknown. */
+static pid_t
+pidfd_pid(int pidfd)
+{
+    char path[64], b[1024];
+    (void)snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, b, sizeof(b) - 1);
+    if (n <= 0)
+        return 0;
+    b[n] = '\0';
+    char *p = strstr(b, "\nPid:\t");
+    if (!p)
+        return 0;
+    p += strlen("\nPid:\t");
+    char *nl = strchr(p, '\n');
+    if (nl)
+        *nl = '\0';
+    int32_t pid;
+    return parse_i32(p, &pid) == 0 && pid > 0 ? (pid_t)pid : 0;
+}
+
+/* A helper from f->start: the socket and pidfd it gave are ours to keep. */
+static int
+spawn_elsewhere(struct fileops *f, struct helper *h, struct err *err)
+{
+    int sock = -EBADF, pidfd = -EBADF;
+    int r = f->start(f->start_ud, f->as_root, &sock, &pidfd, err);
+    if (r < 0)
+        return r;
+    if (sock < 0 || pidfd < 0) {
+        safe_close(sock);
+        safe_close(pidfd);
+        return err_set(err, EIO, "cannot start the file helper of %s (no helper came back)",
+                       f->label);
     }
-    ssize_t n = fdpass_recv(sock, tls_rx, FOP_MSG_MAX, MSG_DONTWAIT, ret_fd, 1, ret_nfds);
-    if (n == 0)
-        return -ECONNRESET; /* the helper ended */
-    return n;
+    h->sock = sock;
+    h->pidfd = pidfd;
+    h->pid = pidfd_pid(pidfd);
+    h->child = false;
+    return 0;
 }
 
 static int
 spawn(struct fileops *f, struct helper *h, struct err *err)
 {
-    int sv[2];
-    int r;
-
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-        return err_setx(err, errno, "cannot make the file helper's socket");
-    /* Room for a whole batch in flight either way. */
-    int sz = 4 * FOP_MSG_MAX;
-    for (int i = 0; i < 2; i++) {
-        (void)setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz));
-        (void)setsockopt(sv[i], SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz));
-    }
-    int fds[4] = {sv[1], f->ws_fd, f->view_fd, f->ns ? f->userns_fd : -1};
-    r = jail_spawn_helper(f->image_fd, fds, 4, &h->pidfd, &h->pid, err);
-    safe_close(sv[1]);
-    if (r < 0) {
-        safe_close(sv[0]);
-        return r;
-    }
-    h->sock = sv[0];
-    struct fop_hello hello = {
-            .version = FOP_VERSION,
-            .mode = f->ns ? FOP_MODE_NS : FOP_MODE_UID,
+    if (f->start)
+        return spawn_elsewhere(f, h, err);
+    h->child = true;
+    struct fileops_helper_spec spec = {
+            .image_fd = f->image_fd,
+            .ws_fd = f->ws_fd,
+            .view_fd = f->view_fd,
+            .userns_fd = f->userns_fd,
+            .ns = f->ns,
+            .as_root = f->as_root,
             .uid = f->uid,
             .gid = f->gid,
-            .as_root = f->as_root,
             .ids = f->ids,
             .caps = f->caps,
             .bpf = f->bpf,
-            .bpf_len = (uint32_t)f->bpf_len,
+            .bpf_len = f->bpf_len,
+            .label = f->label,
+            .cancel = &f->shut,
     };
-    int n = fop_encode_hello(tls_tx, FOP_MSG_MAX, &hello);
-    if (n < 0) {
-        stop_helper(h);
-        return err_set(err, -n, "cannot encode the file helper's identity");
-    }
-    r = send_packet(h->sock, tls_tx, (size_t)n, -1);
-    int fd;
-    unsigned nfds;
-    ssize_t k = r < 0 ? r : recv_packet(h->sock, HELLO_TIMEOUT_MS, &f->shut, &fd, &nfds);
-    struct fop_answer a;
-    if (k < 0 || fop_decode_answer(tls_rx, (size_t)k, nfds, &a) < 0 || a.type != FOP_R_OK) {
-        if (k >= 0)
-            safe_close(fd);
-        stop_helper(h);
-        return err_set(err, EIO, "cannot start the file helper of %s (%s)", f->label,
-                       k == -ETIMEDOUT ? "it did not answer" : "it could not become the user");
-    }
-    return 0;
+    return fileops_helper_start(&spec, &h->sock, &h->pidfd, &h->pid, err);
 }
 
 /* One call: the request, its answer handler, what came back. */
@@ -552,7 +559,6 @@ call_helper(struct fileops *f, struct helper *h, struct call *c, struct err *err
     if ((r = buffers()) < 0)
         return r;
     for (int attempt = 0;; attempt++) {
-        /* spawn() builds its greeting in tls_tx: the request comes after */
         if (h->sock < 0) {
             if (c->want >= 0)
                 return err_set(err, EIO, "the file helper of %s that held the upload is gone",
@@ -981,7 +987,7 @@ fileops_walk(struct fileops *f, const char *rel, files_walk_fn fn, void *ud, str
 static int
 need_view(struct fileops *f, struct err *err)
 {
-    if (f->view_fd < 0)
+    if (f->start ? !f->has_view : f->view_fd < 0)
         return err_set(err, EOPNOTSUPP, "%s has no view of its own (not ns mode)", f->label);
     return 0;
 }
@@ -1157,6 +1163,17 @@ helper_view_of(struct fileops *f, int dirfd, struct err *err)
     if (!f->ns) {
         int d = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
         return d < 0 ? err_setx(err, errno, "cannot duplicate a directory") : d;
+    }
+    if (f->start) {
+        /* No user namespace here: whoever starts the helpers maps it. */
+        int fd = -EBADF;
+        if (atomic_load(&f->shut))
+            return err_set(err, ESRCH, "%s is gone", f->label);
+        if (!f->idmap)
+            return err_set(err, EOPNOTSUPP, "%s's files cannot be mapped for its helper here",
+                           f->label);
+        int r = f->idmap(f->start_ud, dirfd, &fd, err);
+        return r < 0 ? r : fd;
     }
     pthread_mutex_lock(&f->lock);
     int u = f->userns_fd >= 0 ? fcntl(f->userns_fd, F_DUPFD_CLOEXEC, 3) : -ESRCH;

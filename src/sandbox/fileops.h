@@ -53,13 +53,31 @@
 
 struct fileops;
 
+/* Where a remote handle's helpers come from when it does not start them
+ * itself: a process without the sandbox's descriptors or the privilege to
+ * pass them (the network process, which asks the privileged parent,
+ * priv/client.h). Returns a socket connected to a helper that already is
+ * the identity as_root names (its HELLO answered, fileops-helper.h) and a
+ * pidfd of it, both O_CLOEXEC and the handle's. The handle is not that
+ * helper's parent: it ends one by closing its socket (the helper exits)
+ * and signalling the pidfd (which the kernel may refuse), and never reaps
+ * it; whoever started it does. Called from the thread making the call,
+ * with no lock of the handle held, so it must be safe on every thread
+ * that calls into the handle. */
+typedef int (*fileops_start_fn)(void *ud, bool as_root, int *ret_sock, int *ret_pidfd,
+                                struct err *err);
+/* The directory dirfd (the caller's own storage) as an idmapped tree for
+ * this sandbox's helper (jail_idmap_tree()), for snapshots and copies in
+ * ns mode when the handle holds no user namespace. */
+typedef int (*fileops_idmap_fn)(void *ud, int dirfd, int *ret_fd, struct err *err);
+
 /* What a remote handle needs to start its helper; every descriptor is
  * duplicated (the caller keeps its own). */
 struct fileops_remote {
-    int image_fd;       /* the abx-fileops image (sandbox_host's) */
-    int userns_fd;      /* ns mode: the sandbox's user namespace; else -1 */
-    int ws_fd;          /* the workspace root (O_PATH directory) */
-    int view_fd;        /* the sandbox's "/" (O_PATH), or -1 (uid mode) */
+    int image_fd;       /* the abx-fileops image (sandbox_host's); -1 with start */
+    int userns_fd;      /* ns mode: the sandbox's user namespace; else -1 (-1 with start) */
+    int ws_fd;          /* the workspace root (O_PATH directory); -1 with start */
+    int view_fd;        /* the sandbox's "/" (O_PATH), or -1 (uid mode, or with start) */
     bool ns;            /* ns mode: uid/gid below are the sandbox's own ids */
     bool as_root;       /* the sandbox's root, else "user" */
     uint32_t uid, gid;  /* who the helper becomes */
@@ -68,6 +86,14 @@ struct fileops_remote {
     const void *bpf;    /* the sandboxes' seccomp program; copied */
     size_t bpf_len;
     const char *label; /* for messages ("sandbox 'x'"); copied */
+    /* Helpers from elsewhere (NULL: the handle starts its own from the
+     * fields above with fileops_helper_start()). With start, only ns,
+     * as_root, label and has_view count: the identity is the starter's
+     * to send. */
+    fileops_start_fn start;
+    fileops_idmap_fn idmap; /* with start, ns mode: for snapshots and copies; NULL: refused */
+    void *start_ud;         /* for both; borrowed, must outlive the handle */
+    bool has_view;          /* with start: the helper has the sandbox's view (ns mode) */
 };
 
 int fileops_new_remote(const struct fileops_remote *c, struct fileops **ret, struct err *err);

@@ -22,6 +22,7 @@
 
 #include "jail/cgroup.h"
 #include "jail/rootfs.h"
+#include "sandbox/fileops-helper.h"
 #include "sandbox/fileops.h"
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/vfs.h"
@@ -1134,13 +1135,23 @@ make_fileops(struct local_sb *sb, bool as_root, struct fileops **ret, struct err
         return fileops_new_direct(jail_workspace_fd(j), sb->view_fd, &ids, jail_user_uid(j),
                                   jail_user_gid(j), as_root, ret);
     }
+    struct fileops_helper_spec id = {0};
+    r = fileops_jail_identity(sb->host->jh, j, as_root, &id);
+    if (r < 0)
+        return err_setx(err, -r, "cannot tell who the file helper of %s is", label);
     struct fileops_remote c = {
             .image_fd = sb->host->fileops_image,
             .userns_fd = -1,
             .ws_fd = jail_workspace_fd(j),
             .view_fd = sb->view_fd >= 0 ? sb->view_fd : -1,
-            .ns = mode == JAIL_NS,
+            .ns = id.ns,
             .as_root = as_root,
+            .uid = id.uid,
+            .gid = id.gid,
+            .ids = id.ids,
+            .caps = id.caps,
+            .bpf = id.bpf,
+            .bpf_len = id.bpf_len,
             .label = label,
     };
     _cleanup_close_ int userns = -EBADF;
@@ -1149,21 +1160,7 @@ make_fileops(struct local_sb *sb, bool as_root, struct fileops **ret, struct err
         if (userns < 0)
             return err_setx(err, -userns, "cannot open the user namespace of %s", label);
         c.userns_fd = userns;
-        c.uid = c.gid = as_root ? 0 : ROOTFS_USER_UID;
-        c.ids = (struct vfs_ids){.root_uid = 0,
-                                 .root_gid = 0,
-                                 .user_uid = ROOTFS_USER_UID,
-                                 .user_gid = ROOTFS_USER_UID,
-                                 .range_first = 0,
-                                 .range_len = JAIL_UID_RANGE};
-        c.caps = jail_root_caps();
-    } else {
-        /* uid mode: root and "user" run as the same pooled uid */
-        c.uid = (uint32_t)jail_user_uid(j);
-        c.gid = (uint32_t)jail_user_gid(j);
-        local_vfs_ids(&sb->pub, &c.ids);
     }
-    jail_host_bpf(sb->host->jh, &c.bpf, &c.bpf_len);
     if (!host_fds_fit(sb->host, SANDBOX_FILEOPS_FDS))
         return err_set(err, EMFILE,
                        "abxd has no descriptors left for file work in %s (%u of %u in use)", label,

@@ -26,12 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "jail/jail.h"
+#include "sandbox/fileops-helper.h"
 #include "sandbox/fileops-proto.h"
 #include "sandbox/fileops.h"
 #include "util/fd.h"
@@ -708,6 +710,115 @@ test_no_reentry(void **state)
     fileops_unref(f);
 }
 
+/* A start hook standing in for the privileged parent: it starts the real
+ * helper with fileops_helper_start() and keeps a pidfd of its own, as the
+ * helper's parent would. */
+struct starter {
+    unsigned starts;
+    bool as_root;
+    int pidfd; /* ours, of the last helper started */
+    bool fail;
+};
+
+static int
+start_hook(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, struct err *err)
+{
+    struct starter *s = ud;
+    pid_t pid;
+    if (s->fail)
+        return err_set(err, EPERM, "the starter says no");
+    struct fileops_helper_spec spec = {
+            .image_fd = image,
+            .ws_fd = dirfd_,
+            .view_fd = dirfd_,
+            .userns_fd = -1,
+            .uid = TUID,
+            .gid = TUID,
+            .ids = {TUID, TUID, TUID, TUID, TUID, 1},
+            .label = "test",
+    };
+    int r = fileops_helper_start(&spec, ret_sock, ret_pidfd, &pid, err);
+    if (r < 0)
+        return r;
+    safe_close(s->pidfd);
+    s->pidfd = fcntl(*ret_pidfd, F_DUPFD_CLOEXEC, 3);
+    assert_true(s->pidfd >= 0);
+    s->starts++;
+    s->as_root = as_root;
+    return 0;
+}
+
+static void
+test_start_hook(void **state)
+{
+    (void)state;
+    NEED_ROOT();
+    int fds0 = count_fds();
+    struct starter s = {.pidfd = -EBADF};
+    struct fileops_remote c = {
+            .image_fd = -1,
+            .userns_fd = -1,
+            .ws_fd = -1,
+            .view_fd = -1,
+            .as_root = false,
+            .label = "test",
+            .start = start_hook,
+            .start_ud = &s,
+            .has_view = true,
+    };
+    struct fileops *f = NULL;
+    struct err err = {0};
+    struct files_stat st;
+    int fd = -1;
+    assert_int_equal(fileops_new_remote(&c, &f, &err), 0);
+    assert_int_equal(s.starts, 0); /* lazily, as always */
+    assert_int_equal(fileops_open_read(f, "mine", &fd, &st, &err), 0);
+    safe_close(fd);
+    assert_int_equal(s.starts, 1);
+    assert_false(s.as_root);
+    assert_true(fileops_helper_pid(f) > 0);
+    assert_int_equal(fileops_open_read(f, "secret", &fd, &st, NULL), -EACCES);
+    struct vfs_entry e;
+    assert_int_equal(fileops_vstat(f, "/mine", &e, &err), 0);
+    /* the helper dies while idle: the next call asks for a new one */
+    pid_t pid = fileops_helper_pid(f);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    siginfo_t si = {0};
+    assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)s.pidfd, &si, WEXITED | __WALL), 0);
+    assert_int_equal(si.si_pid, pid); /* the handle did not reap what it did not fork */
+    assert_int_equal(fileops_stat(f, "mine", &st, &err), 0);
+    assert_int_equal(s.starts, 2);
+    /* the handle's own kill, through the pidfd; the reaping is ours */
+    pid = fileops_helper_pid(f);
+    fileops_shutdown(f);
+    assert_int_equal(fileops_helper_pid(f), 0);
+    memset(&si, 0, sizeof(si));
+    assert_int_equal(waitid((idtype_t)P_PIDFD, (id_t)s.pidfd, &si, WEXITED | __WALL), 0);
+    assert_int_equal(si.si_pid, pid);
+    assert_int_equal(fileops_stat(f, "mine", &st, NULL), -ESRCH);
+    /* no user namespace and no idmap hook: copies into the view are refused */
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fileops_unref(f);
+    c.ns = true;
+    assert_int_equal(fileops_new_remote(&c, &f, &err), 0);
+    assert_int_equal(fileops_vcopy_in(f, d, "mine", "/x", NULL), -EOPNOTSUPP);
+    safe_close(d);
+    /* a starter that fails: its error is the call's */
+    s.fail = true;
+    err_clear(&err);
+    assert_int_equal(fileops_stat(f, "mine", &st, &err), -EPERM);
+    assert_string_equal(err.msg, "the starter says no");
+    fileops_unref(f);
+    /* no view: the view's calls are refused before any helper */
+    c.has_view = false;
+    c.ns = false;
+    assert_int_equal(fileops_new_remote(&c, &f, &err), 0);
+    assert_int_equal(fileops_vstat(f, "/mine", &e, NULL), -EOPNOTSUPP);
+    fileops_unref(f);
+    safe_close(s.pidfd);
+    assert_int_equal(count_fds(), fds0);
+}
+
 static void
 test_direct(void **state)
 {
@@ -746,6 +857,7 @@ main(void)
             cmocka_unit_test(test_hostile_helper),
             cmocka_unit_test(test_shutdown_ends_a_call),
             cmocka_unit_test(test_no_reentry),
+            cmocka_unit_test(test_start_hook),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
