@@ -22,16 +22,16 @@ struct net_nft {
 };
 
 static const struct net_block never_ranges[] = {
-        {{AF_INET, {0}}, 8},                                   /* "this network" 0.0.0.0/8 */
-        {{AF_INET, {127}}, 8},                                 /* loopback */
-        {{AF_INET, {169, 254}}, 16},                           /* link-local, cloud metadata */
-        {{AF_INET, {224}}, 4},                                 /* multicast */
-        {{AF_INET, {240}}, 4},                                 /* reserved and broadcast */
-        {{AF_INET6, {0}}, 127},                                /* :: and ::1 */
-        {{AF_INET6, {[10] = 0xff, 0xff}}, 96},                 /* v4-mapped */
-        {{AF_INET6, {0xfe, 0x80}}, 10},                        /* link-local */
+        {{AF_INET, {0}}, 8},                   /* "this network" 0.0.0.0/8 */
+        {{AF_INET, {127}}, 8},                 /* loopback */
+        {{AF_INET, {169, 254}}, 16},           /* link-local, cloud metadata */
+        {{AF_INET, {224}}, 4},                 /* multicast */
+        {{AF_INET, {240}}, 4},                 /* reserved and broadcast */
+        {{AF_INET6, {0}}, 127},                /* :: and ::1 */
+        {{AF_INET6, {[10] = 0xff, 0xff}}, 96}, /* v4-mapped */
+        {{AF_INET6, {0xfe, 0x80}}, 10},        /* link-local */
         {{AF_INET6, {0xfd, 0, 0x0e, 0xc2, [14] = 0x02, 0x54}}, 128}, /* fd00:ec2::254, metadata */
-        {{AF_INET6, {0xff}}, 8},                               /* multicast */
+        {{AF_INET6, {0xff}}, 8},                                     /* multicast */
 };
 
 static const struct net_block private_ranges[] = {
