@@ -351,6 +351,38 @@ put_limits(struct w *w, const struct jail_limits *l)
     put_u64(w, l->disk_bytes);
 }
 
+/* argc, envc, then the strings: a SPAWN's tail. */
+static void
+put_args(struct w *w, const struct priv_msg *m)
+{
+    uint32_t argc = 0, envc = 0;
+    while (m->argv[argc])
+        argc++;
+    while (m->env[envc])
+        envc++;
+    put_u32(w, argc);
+    put_u32(w, envc);
+    for (uint32_t i = 0; i < argc; i++)
+        put_str(w, m->argv[i]);
+    for (uint32_t i = 0; i < envc; i++)
+        put_str(w, m->env[i]);
+}
+
+static void
+put_ready(struct w *w, const struct priv_ready *f)
+{
+    put_u64(w, f->timings.prepare_us);
+    put_u64(w, f->timings.clone_us);
+    put_u64(w, f->timings.init_us);
+    put_u64(w, f->timings.total_us);
+    put_u32(w, f->user_uid);
+    put_u32(w, f->user_gid);
+    put_u32(w, f->root_uid);
+    put_u32(w, (uint32_t)f->init_pid);
+    put_str(w, f->home_user);
+    put_str(w, f->home_root);
+}
+
 long
 priv_encode(void *buf, size_t cap, const struct priv_msg *m)
 {
@@ -380,23 +412,12 @@ priv_encode(void *buf, size_t cap, const struct priv_msg *m)
         put_str(&w, m->upper ? m->upper : "");
         put_u64(&w, m->fs_disk_bytes);
         break;
-    case PRIV_SPAWN: {
-        uint32_t argc = 0, envc = 0;
-        while (m->argv[argc])
-            argc++;
-        while (m->env[envc])
-            envc++;
+    case PRIV_SPAWN:
         put_u64(&w, m->u64);
         put_u32(&w, m->flag);
         put_str(&w, m->cwd);
-        put_u32(&w, argc);
-        put_u32(&w, envc);
-        for (uint32_t i = 0; i < argc; i++)
-            put_str(&w, m->argv[i]);
-        for (uint32_t i = 0; i < envc; i++)
-            put_str(&w, m->env[i]);
+        put_args(&w, m);
         break;
-    }
     case PRIV_SIGNAL:
         put_u32(&w, (uint32_t)m->pid);
         put_u32(&w, m->a);
@@ -456,16 +477,7 @@ priv_encode(void *buf, size_t cap, const struct priv_msg *m)
         put_str(&w, m->text);
         if (m->errnum)
             break;
-        put_u64(&w, m->ready.timings.prepare_us);
-        put_u64(&w, m->ready.timings.clone_us);
-        put_u64(&w, m->ready.timings.init_us);
-        put_u64(&w, m->ready.timings.total_us);
-        put_u32(&w, m->ready.user_uid);
-        put_u32(&w, m->ready.user_gid);
-        put_u32(&w, m->ready.root_uid);
-        put_u32(&w, (uint32_t)m->ready.init_pid);
-        put_str(&w, m->ready.home_user);
-        put_str(&w, m->ready.home_root);
+        put_ready(&w, &m->ready);
         break;
     case PRIV_EV_SPAWNED:
         put_u64(&w, m->u64);
@@ -507,6 +519,35 @@ get_bool(struct r *r)
     return v;
 }
 
+/* A SPAWN's tail into m->argv and m->env, each string at most max bytes. */
+static int
+get_args(struct r *r, struct priv_msg *m, size_t max)
+{
+    uint32_t argc = get_u32(r), envc = get_u32(r);
+    if (r->bad || argc == 0 || argc > PRIV_ARGS_MAX || envc > PRIV_ARGS_MAX - argc)
+        return -EBADMSG;
+    for (uint32_t i = 0; i < argc && !r->bad; i++)
+        m->argv[i] = get_str(r, max);
+    for (uint32_t i = 0; i < envc && !r->bad; i++)
+        m->env[i] = get_str(r, max);
+    return r->bad ? -EBADMSG : 0;
+}
+
+static void
+get_ready(struct r *r, struct priv_ready *f)
+{
+    f->timings.prepare_us = get_u64(r);
+    f->timings.clone_us = get_u64(r);
+    f->timings.init_us = get_u64(r);
+    f->timings.total_us = get_u64(r);
+    f->user_uid = get_u32(r);
+    f->user_gid = get_u32(r);
+    f->root_uid = get_u32(r);
+    f->init_pid = (int32_t)get_u32(r);
+    f->home_user = get_str(r, PRIV_PATH_MAX);
+    f->home_root = get_str(r, PRIV_PATH_MAX);
+}
+
 static int
 decode(const void *buf, size_t n, unsigned nfds, bool requests, struct priv_msg *m)
 {
@@ -543,21 +584,13 @@ decode(const void *buf, size_t n, unsigned nfds, bool requests, struct priv_msg 
         m->fs_disk_bytes = get_u64(&r);
         break;
     }
-    case PRIV_SPAWN: {
+    case PRIV_SPAWN:
         m->u64 = get_u64(&r);
         m->flag = get_bool(&r);
         m->cwd = get_str(&r, PRIV_PATH_MAX);
-        uint32_t argc = get_u32(&r), envc = get_u32(&r);
-        if (r.bad || argc == 0 || argc > PRIV_ARGS_MAX || envc > PRIV_ARGS_MAX - argc)
-            return -EBADMSG;
-        for (uint32_t i = 0; i < argc && !r.bad; i++)
-            m->argv[i] = get_str(&r, PRIV_BODY_MAX);
-        for (uint32_t i = 0; i < envc && !r.bad; i++)
-            m->env[i] = get_str(&r, PRIV_BODY_MAX);
-        if (r.bad)
+        if (get_args(&r, m, PRIV_BODY_MAX) < 0)
             return -EBADMSG;
         break;
-    }
     case PRIV_SIGNAL:
         m->pid = (int32_t)get_u32(&r);
         m->a = get_u32(&r);
@@ -618,16 +651,7 @@ decode(const void *buf, size_t n, unsigned nfds, bool requests, struct priv_msg 
         m->text = get_str(&r, PRIV_TEXT_MAX);
         if (e)
             break;
-        m->ready.timings.prepare_us = get_u64(&r);
-        m->ready.timings.clone_us = get_u64(&r);
-        m->ready.timings.init_us = get_u64(&r);
-        m->ready.timings.total_us = get_u64(&r);
-        m->ready.user_uid = get_u32(&r);
-        m->ready.user_gid = get_u32(&r);
-        m->ready.root_uid = get_u32(&r);
-        m->ready.init_pid = (int32_t)get_u32(&r);
-        m->ready.home_user = get_str(&r, PRIV_PATH_MAX);
-        m->ready.home_root = get_str(&r, PRIV_PATH_MAX);
+        get_ready(&r, &m->ready);
         break;
     }
     case PRIV_EV_SPAWNED: {
