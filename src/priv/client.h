@@ -14,8 +14,35 @@
  * What the parent sends is decoded strictly; anything malformed, a reply
  * out of order or a timeout ends the connection: every jail not yet gone
  * then reports ready (with -ECONNRESET, if still creating) or gone, and
- * every later call fails with -ENOTCONN. On the caller's loop; not
- * thread-safe. Functions return 0 or -errno.
+ * every later call fails with -ENOTCONN. Functions return 0 or -errno.
+ *
+ * Threads. The jail calls (priv_jail_*, priv_client_orphans(), areas)
+ * and every callback are the loop thread's: they keep the jails' state,
+ * which has no lock. The calls under "from any thread" name a sandbox by
+ * id, keep no state and may be made from workers (fileops handles start
+ * helpers from util/workq threads) as from the loop. Design: one mutex,
+ * the wire, held by whichever thread does a whole exchange - send the
+ * request, read until its reply - and by the loop thread for each packet
+ * it reads between calls. Why a reply can never reach the wrong caller:
+ * the parent answers requests one at a time, in order, each exactly once
+ * (proto.h); a caller sends only while it holds the wire and holds it to
+ * its reply, so every request sent before it has been answered and read
+ * by its own caller, and the first reply after its request is its own;
+ * the loop thread reads only while holding the wire, so it never takes a
+ * reply either (one outside a call ends the connection, as before).
+ * Events read by a caller are copied into the queue (PRIV_EVQ_MAX, under
+ * the wire) and the loop is woken through an eventfd; the loop delivers
+ * a packet it read itself only when that queue is empty, so events keep
+ * the parent's order. Callbacks run with the wire released, so they may
+ * call again. Why it cannot deadlock: the wire is held only around I/O
+ * with the parent, which answers at once and waits on nothing of ours,
+ * and never while running a callback or taking another lock; a waiting
+ * caller gives up at its PRIV_CALL_TIMEOUT_MS deadline, lock wait
+ * included. (Handing worker requests to the loop thread instead would
+ * deadlock whenever the loop thread itself waits for that worker: a
+ * fileops call on the loop waiting for a helper slot a worker is
+ * starting.) A failure a worker sees marks the connection broken; the
+ * loop ends it (above) when woken, before any later call is made.
  */
 #pragma once
 
@@ -30,7 +57,7 @@
 #include "util/loop.h"
 
 #define PRIV_CALL_TIMEOUT_MS 10000
-#define PRIV_EVQ_MAX         1024 /* events held while a call waits */
+#define PRIV_EVQ_MAX         1024 /* events held while a call waits (all threads' calls) */
 
 struct priv_client;
 struct priv_jail;
@@ -62,7 +89,8 @@ struct priv_fs {
 
 /* Takes the connected socket sock (also on error) and says HELLO. */
 int priv_client_new(struct loop *loop, int sock, struct priv_client **ret, struct err *err);
-/* Jails must be freed first. NULL is ok. */
+/* Jails must be freed first, and no other thread may be in a call or
+ * make one. NULL is ok. */
 struct priv_client *priv_client_free(struct priv_client *c);
 const struct priv_host_facts *priv_client_host(const struct priv_client *c);
 bool priv_client_connected(const struct priv_client *c);
@@ -72,7 +100,8 @@ int priv_jail_create(struct priv_client *c, const char *id, const struct jail_li
                      struct priv_jail **ret, struct err *err);
 void priv_jail_set_callbacks(struct priv_jail *j, const struct priv_jail_callbacks *cb,
                              void *userdata);
-/* sp->fds are borrowed (sent, then still the caller's). */
+/* sp->fds are borrowed (sent, then still the caller's). argv and env
+ * that do not fit a body go as SPAWN_LARGE, in a sealed memfd. */
 int priv_jail_spawn(struct priv_jail *j, uint64_t token, const struct jail_spawn *sp,
                     struct err *err);
 int priv_jail_signal(struct priv_jail *j, pid_t pid, int sig, bool group);
@@ -102,6 +131,50 @@ int priv_jail_open_pty(struct priv_jail *j, bool as_root, unsigned rows, unsigne
 int priv_jail_netns_socket(struct priv_jail *j, int family, int type, int *ret_fd, struct err *err);
 /* dirfd (borrowed): a directory of the caller's own storage. */
 int priv_jail_idmap(struct priv_jail *j, int dirfd, int *ret_fd, struct err *err);
+/* Stores record[0..len) (at most PRIV_RECORD_MAX bytes, 0 clears) with the
+ * parent for whoever adopts the sandbox after this process. */
+int priv_jail_set_record(struct priv_jail *j, const void *record, size_t len, struct err *err);
+
+/* --- re-adoption (the loop thread) --- */
+
+/* Calls fn for every sandbox no live connection owns (parent.h), page by
+ * page; e and what it points to live during the call only, and fn may
+ * call into the client (adopt). fn's negative return stops and is
+ * returned. */
+typedef int (*priv_orphan_fn)(const struct priv_entry *e, void *userdata);
+int priv_client_orphans(struct priv_client *c, priv_orphan_fn fn, void *userdata, struct err *err);
+/* Takes over the orphan id: a jail like priv_jail_create()'s, ready if
+ * the sandbox is (its facts as LIST gave them), else its ready callback
+ * fires later; its processes' exits and its gone come to cb. -EEXIST if
+ * this client has it, else the parent's refusal (parent.h). */
+int priv_jail_adopt(struct priv_client *c, const char *id, const struct priv_jail_callbacks *cb,
+                    void *userdata, struct priv_jail **ret, struct err *err);
+
+/* --- from any thread (see "Threads" above) --- */
+
+/* OPEN_HELPER for sandbox id: its socket and pidfd (O_CLOEXEC, the
+ * caller's) and its number for priv_client_kill_helper(). */
+int priv_client_open_helper(struct priv_client *c, const char *id, bool as_root, int *ret_sock,
+                            int *ret_pidfd, uint32_t *ret_helper, struct err *err);
+/* Kills and reaps helper (the parent's, by number); -ESRCH if it has ended. */
+int priv_client_kill_helper(struct priv_client *c, const char *id, uint32_t helper,
+                            struct err *err);
+int priv_client_idmap(struct priv_client *c, const char *id, int dirfd, int *ret_fd,
+                      struct err *err);
+
+/* A ready-made start/idmap hook pair for sandbox/fileops.h's struct
+ * fileops_remote (start, idmap, start_ud = a struct priv_fileops): the
+ * types are fileops_start_fn's and fileops_idmap_fn's (priv/ may not
+ * include sandbox/; test-helper.c checks they match). The struct is the
+ * caller's and must outlive every handle using it; its client must
+ * outlive it. */
+struct priv_fileops {
+    struct priv_client *c;
+    char id[PRIV_ID_MAX + 1];
+};
+void priv_fileops_init(struct priv_fileops *t, struct priv_client *c, const char *id);
+int priv_fileops_start(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, struct err *err);
+int priv_fileops_idmap(void *ud, int dirfd, int *ret_fd, struct err *err);
 
 int priv_area_create(struct priv_client *c, const char *name, uint64_t limit_bytes,
                      struct err *err);

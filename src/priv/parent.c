@@ -30,12 +30,20 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "jail/proto.h"
 #include "priv/proto.h"
 #include "util/buf.h"
 #include "util/cleanup.h"
 #include "util/fd.h"
 #include "util/fdpass.h"
 #include "util/parse.h"
+#include "util/timeutil.h"
+
+_Static_assert(PRIV_ARGS_BYTES_MAX == PROTO_MAX_MSG, "SPAWN_LARGE's block is bounded as init's");
+_Static_assert(PRIV_HDR_SIZE + 8 + 4 + PRIV_ID_MAX + 1 + 4 + 52 + 2 * (4 + PRIV_PATH_MAX + 1) + 4 +
+                               PRIV_RECORD_MAX <=
+                       PRIV_MSG_MAX,
+               "one orphan with the largest record fits an R_LIST page");
 
 struct qmsg {
     struct qmsg *next;
@@ -57,6 +65,7 @@ struct conn {
 struct helper {
     struct sandbox *sb;
     int pidfd;
+    uint32_t number; /* R_HELPER's, never 0 while it runs */
     struct loop_io *io;
 };
 
@@ -64,13 +73,16 @@ enum sb_state { SB_CREATING, SB_READY, SB_DYING };
 
 struct sandbox {
     struct priv_parent *p;
-    struct conn *owner; /* NULL once its connection ended */
+    struct conn *owner;    /* NULL once its connection ended: an orphan */
+    uint64_t orphan_until; /* monotonic ms its grace ends; 0 = owned, or kept forever */
     char id[PRIV_ID_MAX + 1];
     struct jail *j;
     enum sb_state state;
     int view_fd;
     int upper_area; /* index in p->areas, -1 */
     struct helper helpers[PRIV_HELPERS_MAX];
+    void *record; /* SET_RECORD's bytes, NULL = none */
+    uint32_t record_len;
 };
 
 struct area {
@@ -87,9 +99,13 @@ struct priv_parent {
     struct sandbox **sbs; /* cfg.max_sandboxes slots */
     unsigned nsbs;
     struct area areas[PRIV_AREAS_MAX];
+    struct loop_timer *grace; /* armed for the earliest orphan_until */
+    bool dying;               /* in priv_parent_free() */
+    uint32_t helper_seq;      /* the last helper number issued */
     char tx[PRIV_MSG_MAX];
     char rx[PRIV_MSG_MAX];
-    struct priv_msg m; /* the request being handled (large: argv/env) */
+    struct priv_msg m;   /* the request being handled (large: argv/env) */
+    struct priv_msg out; /* an R_LIST being built */
 };
 
 static const struct jail_callbacks jail_cb;
@@ -227,6 +243,25 @@ helper_stop(struct helper *h)
     while (waitid((idtype_t)P_PIDFD, (id_t)h->pidfd, &si, WEXITED | __WALL) < 0 && errno == EINTR)
         ;
     h->pidfd = safe_close(h->pidfd);
+    h->number = 0;
+}
+
+/* Reaps the helper if it has ended (its exit event may still be on its
+ * way); whether its slot is free now. */
+static bool
+helper_reap(struct helper *h)
+{
+    siginfo_t si = {0};
+    if (h->pidfd < 0)
+        return true;
+    if (waitid((idtype_t)P_PIDFD, (id_t)h->pidfd, &si, WEXITED | WNOHANG | __WALL) < 0 ||
+        si.si_pid == 0)
+        return false;
+    loop_io_free(h->io);
+    h->io = NULL;
+    h->pidfd = safe_close(h->pidfd);
+    h->number = 0;
+    return true;
 }
 
 static void
@@ -252,6 +287,7 @@ sb_drop(struct sandbox *sb)
     for (unsigned i = 0; i < PRIV_HELPERS_MAX; i++)
         helper_stop(&sb->helpers[i]);
     safe_close(sb->view_fd);
+    free(sb->record);
     if (sb->upper_area >= 0)
         p->areas[sb->upper_area].used = false;
     for (unsigned i = 0; i < p->cfg.max_sandboxes; i++)
@@ -295,6 +331,21 @@ pin_view(struct sandbox *sb)
     return fd;
 }
 
+/* What EV_READY (and an R_LIST entry) tells of a ready jail. */
+static void
+ready_facts(struct jail *j, struct priv_ready *f)
+{
+    *f = (struct priv_ready){
+            .timings = *jail_get_timings(j),
+            .user_uid = (uint32_t)jail_user_uid(j),
+            .user_gid = (uint32_t)jail_user_gid(j),
+            .root_uid = (uint32_t)jail_root_uid(j),
+            .init_pid = (int32_t)jail_init_pid(j),
+            .home_user = jail_home(j, false),
+            .home_root = jail_home(j, true),
+    };
+}
+
 static void
 on_ready(struct jail *j, int r, const struct err *err, void *ud)
 {
@@ -317,15 +368,7 @@ on_ready(struct jail *j, int r, const struct err *err, void *ud)
     }
     sb->state = sb->state == SB_DYING ? SB_DYING : SB_READY;
     sb->view_fd = pin_view(sb);
-    m.ready = (struct priv_ready){
-            .timings = *jail_get_timings(j),
-            .user_uid = (uint32_t)jail_user_uid(j),
-            .user_gid = (uint32_t)jail_user_gid(j),
-            .root_uid = (uint32_t)jail_root_uid(j),
-            .init_pid = (int32_t)jail_init_pid(j),
-            .home_user = jail_home(j, false),
-            .home_root = jail_home(j, true),
-    };
+    ready_facts(j, &m.ready);
     send_msg(sb->owner, &m, NULL, 0);
 }
 
@@ -544,12 +587,61 @@ stdio_ok(int fd)
            (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode));
 }
 
+/* SPAWN_LARGE's argv/env block from its memfd fd into m (pointers into
+ * *ret_block, the caller's to free). Only a memfd sealed against every
+ * change: the peer cannot alter what is decoded while it is decoded. */
+static int
+read_args(struct conn *c, int fd, struct priv_msg *m, char **ret_block)
+{
+    const int want = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
+    struct stat st;
+
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        reply_err(c, m->seq, -EINVAL, NULL, "the argv/env of a large spawn is not in a memfd");
+        return -EINVAL;
+    }
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & want) != want) {
+        reply_err(c, m->seq, -EPERM, NULL, "the memfd of a large spawn is not sealed");
+        return -EPERM;
+    }
+    if (st.st_size <= 0 || st.st_size > PRIV_ARGS_BYTES_MAX) {
+        reply_err(c, m->seq, -E2BIG, NULL, "the argv/env of a large spawn is over %d bytes",
+                  PRIV_ARGS_BYTES_MAX);
+        return -E2BIG;
+    }
+    _cleanup_free_ char *block = malloc((size_t)st.st_size);
+    if (!block) {
+        reply_err(c, m->seq, -ENOMEM, NULL, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t got = 0; got < (size_t)st.st_size;) {
+        ssize_t n = pread(fd, block + got, (size_t)st.st_size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            reply_err(c, m->seq, n < 0 ? -errno : -EIO, NULL,
+                      "cannot read the argv/env of a large spawn");
+            return -EIO;
+        }
+        got += (size_t)n;
+    }
+    if (priv_decode_args(block, (size_t)st.st_size, m) < 0) {
+        reply_err(c, m->seq, -EINVAL, NULL, "the argv/env of a large spawn is malformed");
+        return -EINVAL;
+    }
+    *ret_block = TAKE_PTR(block);
+    return 0;
+}
+
+/* SPAWN and SPAWN_LARGE (m's argv/env are filled from the memfd). */
 static void
-do_spawn(struct conn *c, const struct priv_msg *m, const int *fds)
+do_spawn(struct conn *c, struct priv_msg *m, const int *fds)
 {
     struct sandbox *sb = sb_of(c, m, SB_READY);
     struct err err = {0};
     char cwd[PATH_MAX];
+    _cleanup_free_ char *block = NULL;
 
     if (!sb)
         return;
@@ -559,6 +651,8 @@ do_spawn(struct conn *c, const struct priv_msg *m, const int *fds)
                       "descriptor %d of a spawn is not a pipe, socket or terminal", i);
             return;
         }
+    if (m->type == PRIV_SPAWN_LARGE && read_args(c, fds[3], m, &block) < 0)
+        return;
     /* Outside the ns mode the home is the workspace on the host: the peer
      * names it as processes do, the parent knows where it is. */
     const char *rest;
@@ -619,6 +713,11 @@ do_open_helper(struct conn *c, const struct priv_msg *m)
     for (unsigned i = 0; i < PRIV_HELPERS_MAX && !h; i++)
         if (sb->helpers[i].pidfd < 0)
             h = &sb->helpers[i];
+    /* A replacement may come before the old helper's exit event: reap the
+     * ended ones now rather than refuse it a slot. */
+    for (unsigned i = 0; i < PRIV_HELPERS_MAX && !h; i++)
+        if (helper_reap(&sb->helpers[i]))
+            h = &sb->helpers[i];
     if (!h) {
         reply_err(c, m->seq, -EMFILE, NULL, "sandbox '%s' has %d file helpers already", m->id,
                   PRIV_HELPERS_MAX);
@@ -632,13 +731,15 @@ do_open_helper(struct conn *c, const struct priv_msg *m)
     }
     fds[1] = fcntl(pidfd, F_DUPFD_CLOEXEC, 3);
     h->pidfd = pidfd;
+    c->p->helper_seq = c->p->helper_seq == UINT32_MAX ? 1 : c->p->helper_seq + 1;
+    h->number = c->p->helper_seq;
     if (fds[1] < 0 || loop_io_add(c->p->cfg.loop, pidfd, EPOLLIN, on_helper_exit, h, &h->io) < 0) {
         helper_stop(h);
         fdpass_close(fds, 2);
         reply_err(c, m->seq, -EMFILE, NULL, "cannot watch the file helper of sandbox '%s'", m->id);
         return;
     }
-    struct priv_msg a = {.type = PRIV_R_HELPER, .seq = m->seq};
+    struct priv_msg a = {.type = PRIV_R_HELPER, .seq = m->seq, .a = h->number};
     send_msg(c, &a, fds, 2);
 }
 
@@ -844,8 +945,162 @@ do_area(struct conn *c, const struct priv_msg *m)
     reply(c, m->seq, PRIV_R_OK);
 }
 
+/* --- re-adoption --- */
+
 static void
-handle(struct conn *c, const struct priv_msg *m, int *fds)
+grace_arm(struct priv_parent *p)
+{
+    uint64_t first = 0;
+    for (unsigned i = 0; i < p->cfg.max_sandboxes; i++) {
+        struct sandbox *sb = p->sbs[i];
+        if (sb && !sb->owner && sb->orphan_until && sb->state != SB_DYING &&
+            (!first || sb->orphan_until < first))
+            first = sb->orphan_until;
+    }
+    if (first)
+        (void)loop_timer_arm(p->grace, first);
+    else
+        loop_timer_disarm(p->grace);
+}
+
+/* Orphans nobody adopted within the grace are killed (their EV_GONE goes
+ * to nobody). */
+static void
+on_grace(struct loop_timer *t, void *ud)
+{
+    struct priv_parent *p = ud;
+    uint64_t now = now_msec();
+    (void)t;
+    for (unsigned i = 0; i < p->cfg.max_sandboxes; i++) {
+        struct sandbox *sb = p->sbs[i];
+        if (!sb || sb->owner || !sb->orphan_until || sb->orphan_until > now ||
+            sb->state == SB_DYING)
+            continue;
+        sb->orphan_until = 0;
+        sb->state = SB_DYING;
+        jail_kill(sb->j); /* may drop sb: p->sbs[i] is read again */
+    }
+    grace_arm(p);
+}
+
+static void
+do_set_record(struct conn *c, const struct priv_msg *m)
+{
+    struct sandbox *sb = sb_of(c, m, -1);
+    void *rec = NULL;
+    if (!sb)
+        return;
+    if (m->record_len && !(rec = malloc(m->record_len))) {
+        reply_err(c, m->seq, -ENOMEM, NULL, "out of memory");
+        return;
+    }
+    if (rec)
+        memcpy(rec, m->record, m->record_len);
+    free(sb->record);
+    sb->record = rec;
+    sb->record_len = m->record_len;
+    reply(c, m->seq, PRIV_R_OK);
+}
+
+static void
+fill_entry(struct sandbox *sb, struct priv_entry *e)
+{
+    *e = (struct priv_entry){.id = sb->id,
+                             .ready = sb->state == SB_READY,
+                             .record = sb->record,
+                             .record_len = sb->record_len};
+    if (e->ready)
+        ready_facts(sb->j, &e->facts);
+}
+
+static void
+do_list(struct conn *c, const struct priv_msg *m)
+{
+    struct priv_parent *p = c->p;
+    struct priv_msg *a = &p->out;
+    size_t used = 8; /* next, n */
+    uint32_t i = m->a;
+
+    memset(a, 0, sizeof(*a));
+    a->type = PRIV_R_LIST;
+    a->seq = m->seq;
+    a->a = PRIV_LIST_END;
+    for (; i < p->cfg.max_sandboxes; i++) {
+        struct sandbox *sb = p->sbs[i];
+        if (!sb || sb->owner || sb->state == SB_DYING)
+            continue;
+        struct priv_entry e;
+        fill_entry(sb, &e);
+        size_t n = priv_entry_size(&e);
+        if (a->nlist == PRIV_LIST_MAX || used + n > PRIV_BODY_MAX) {
+            a->a = i; /* the next page starts here */
+            break;
+        }
+        a->list[a->nlist++] = e;
+        used += n;
+    }
+    send_msg(c, a, NULL, 0);
+}
+
+static void
+do_adopt(struct conn *c, const struct priv_msg *m)
+{
+    struct priv_parent *p = c->p;
+    struct sandbox *sb = sb_find(p, m->id);
+    struct priv_msg *a = &p->out;
+
+    if (!sb) {
+        reply_err(c, m->seq, -ENOENT, NULL, "no sandbox '%s'", m->id);
+        return;
+    }
+    if (sb->owner == c) {
+        reply_err(c, m->seq, -EALREADY, NULL, "sandbox '%s' is this connection's already", m->id);
+        return;
+    }
+    if (sb->owner) {
+        reply_err(c, m->seq, -EBUSY, NULL, "sandbox '%s' belongs to another connection", m->id);
+        return;
+    }
+    if (sb->state == SB_DYING) {
+        reply_err(c, m->seq, -ESRCH, NULL, "sandbox '%s' is being killed", m->id);
+        return;
+    }
+    sb->owner = c;
+    sb->orphan_until = 0;
+    grace_arm(p);
+    /* Its writable area comes along: the adopter destroys it after the
+     * sandbox is gone. */
+    if (sb->upper_area >= 0 && !p->areas[sb->upper_area].owner)
+        p->areas[sb->upper_area].owner = c;
+    memset(a, 0, sizeof(*a));
+    a->type = PRIV_R_LIST;
+    a->seq = m->seq;
+    a->a = PRIV_LIST_END;
+    a->nlist = 1;
+    fill_entry(sb, &a->list[0]);
+    send_msg(c, a, NULL, 0);
+}
+
+static void
+do_kill_helper(struct conn *c, const struct priv_msg *m)
+{
+    struct sandbox *sb = sb_of(c, m, -1);
+    if (!sb)
+        return;
+    for (unsigned i = 0; i < PRIV_HELPERS_MAX; i++) {
+        struct helper *h = &sb->helpers[i];
+        if (m->a && h->pidfd >= 0 && h->number == m->a) {
+            helper_stop(h); /* kills and reaps it: its slot is free on return */
+            reply(c, m->seq, PRIV_R_OK);
+            return;
+        }
+    }
+    reply_err(c, m->seq, -ESRCH, NULL, "sandbox '%s' runs no file helper %u", m->id,
+              (unsigned)m->a);
+}
+
+static void
+handle(struct conn *c, struct priv_msg *m, int *fds)
 {
     struct sandbox *sb;
     struct err err = {0};
@@ -859,7 +1114,20 @@ handle(struct conn *c, const struct priv_msg *m, int *fds)
         do_create(c, m);
         break;
     case PRIV_SPAWN:
+    case PRIV_SPAWN_LARGE:
         do_spawn(c, m, fds);
+        break;
+    case PRIV_SET_RECORD:
+        do_set_record(c, m);
+        break;
+    case PRIV_LIST:
+        do_list(c, m);
+        break;
+    case PRIV_ADOPT:
+        do_adopt(c, m);
+        break;
+    case PRIV_KILL_HELPER:
+        do_kill_helper(c, m);
         break;
     case PRIV_SIGNAL:
         if ((sb = sb_of(c, m, SB_READY))) {
@@ -940,9 +1208,20 @@ conn_end(struct conn *c)
     c->io = NULL;
     c->fd = safe_close(c->fd);
     queue_free(c);
-    for (unsigned i = 0; i < p->cfg.max_sandboxes; i++)
-        if (p->sbs[i] && p->sbs[i]->owner == c)
-            p->sbs[i]->owner = NULL; /* kept: see parent.h */
+    uint64_t until = p->cfg.orphan_grace_ms ? now_msec() + p->cfg.orphan_grace_ms : 0;
+    for (unsigned i = 0; i < p->cfg.max_sandboxes; i++) {
+        struct sandbox *sb = p->sbs[i];
+        if (!sb || sb->owner != c)
+            continue;
+        /* Kept for an adopter (parent.h). Its helpers' sockets were the
+         * dead process's alone: end them, hung or not. */
+        sb->owner = NULL;
+        sb->orphan_until = until;
+        for (unsigned k = 0; k < PRIV_HELPERS_MAX; k++)
+            helper_stop(&sb->helpers[k]);
+    }
+    if (!p->dying)
+        grace_arm(p);
     for (unsigned i = 0; i < PRIV_AREAS_MAX; i++)
         if (p->areas[i].owner == c)
             p->areas[i].owner = NULL;
@@ -1043,7 +1322,8 @@ priv_parent_new(const struct priv_parent_config *c, struct priv_parent **ret, st
     }
     p->cfg.layers_dir = NULL;
     p->sbs = calloc(c->max_sandboxes, sizeof(*p->sbs));
-    if (!p->sbs) {
+    if (!p->sbs || loop_timer_new(c->loop, on_grace, p, &p->grace) < 0) {
+        free(p->sbs);
         free(p);
         return -ENOMEM;
     }
@@ -1056,6 +1336,9 @@ priv_parent_free(struct priv_parent *p)
 {
     if (!p)
         return NULL;
+    p->dying = true;
+    loop_timer_free(p->grace);
+    p->grace = NULL;
     for (unsigned i = 0; i < PRIV_CONNS_MAX; i++)
         if (p->conns[i]) {
             struct conn *c = p->conns[i];
@@ -1069,6 +1352,7 @@ priv_parent_free(struct priv_parent *p)
             helper_stop(&sb->helpers[k]);
         safe_close(sb->view_fd);
         jail_free(sb->j); /* kills and reaps; no callback */
+        free(sb->record);
         free(sb);
         p->sbs[i] = NULL;
     }

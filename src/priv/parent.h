@@ -8,10 +8,40 @@
  * accepted only with the expected uid (SO_PEERCRED). A malformed or
  * unknown message, a request before HELLO, a peer that lets
  * PRIV_SENDQ_MAX answers pile up: the connection ends. A sandbox is
- * addressable only by the connection whose CREATE the parent accepted,
- * from that CREATE to its EV_GONE. When a connection ends its sandboxes
- * and areas stay as they are, unreachable (re-adoption by a new
- * connection is a later step), until priv_parent_free() kills them.
+ * addressable only by the connection that owns it: the one whose CREATE
+ * the parent accepted, from that CREATE to its EV_GONE, or the one that
+ * adopted it.
+ *
+ * Re-adoption. When a connection ends (the network process crashed, was
+ * killed, is being restarted) its sandboxes live on as orphans: their
+ * processes run, the parent still reaps them, their records
+ * (SET_RECORD, at most PRIV_RECORD_MAX bytes each, never interpreted)
+ * are kept. What the dead process held is gone with it: the stdio pipes
+ * and terminals of those processes (they get EOF or SIGPIPE, whatever
+ * they do about it), its file helpers' sockets (the parent kills and
+ * reaps those helpers at once). A new connection LISTs the orphans (pages
+ * of at most PRIV_LIST_MAX, each under PRIV_BODY_MAX; a sandbox orphaned
+ * while it pages may be missed: list again) and ADOPTs them one by one:
+ * only an orphan (-EBUSY for one another live connection owns, -EALREADY
+ * for its own, -ENOENT for none, -ESRCH for one being killed), and one
+ * connection only, since the loop handles one request at a time. From
+ * then on every event of that sandbox goes to the adopter: EV_READY of
+ * one still being created, EV_SPAWNED and EV_EXITED of processes the old
+ * connection spawned, EV_GONE; it owns the sandbox's writable area too.
+ * An orphan nobody adopts within orphan_grace_ms is killed (its EV_GONE
+ * goes to nobody); 0 keeps orphans until priv_parent_free(). Areas
+ * that are no sandbox's stay, unreachable, until then.
+ *
+ * Helpers. OPEN_HELPER answers with the helper's number (R_HELPER);
+ * KILL_HELPER {id, number} kills and reaps it, for the peer cannot
+ * signal a helper (another uid); only the connection's own sandboxes'
+ * helpers, never by pid. When a sandbox's PRIV_HELPERS_MAX slots are
+ * full, ended helpers whose exit event has not come yet are reaped
+ * first (waitid WNOHANG on their pidfds), so a replacement is not
+ * refused. SPAWN_LARGE's memfd must be a regular file sealed with
+ * F_SEAL_WRITE, _GROW, _SHRINK and _SEAL, of at most
+ * PRIV_ARGS_BYTES_MAX bytes: else -EINVAL (not a memfd), -EPERM (not
+ * sealed), -E2BIG; it is read with pread and decoded as SPAWN's body.
  *
  * On the caller's loop, not thread-safe. Functions return 0 or -errno.
  */
@@ -30,6 +60,10 @@
 #define PRIV_HELPERS_MAX 4   /* file helpers per sandbox (2 identities x FILEOPS_HELPERS) */
 #define PRIV_AREAS_MAX   64
 #define PRIV_IDMAP_DEPTH 64 /* levels an IDMAP directory may lie below idmap_root */
+/* What the composition root gives orphan_grace_ms: long enough for the
+ * network process to be restarted with backoff and re-adopt, short
+ * enough that sandboxes do not outlive it by much if it never comes. */
+#define PRIV_ORPHAN_GRACE_MS (60 * 1000)
 
 /* Starts the file helper of jail j for one identity (its root or "user")
  * with the jail's workspace and its view (view_fd, -1 without one), and
@@ -56,6 +90,7 @@ struct priv_parent_config {
     int idmap_root_fd;
     priv_helper_fn start_helper; /* NULL: OPEN_HELPER is refused */
     void *helper_ud;
+    uint64_t orphan_grace_ms; /* an orphan nobody adopts is killed after it; 0 = never */
 };
 
 struct priv_parent;
@@ -69,6 +104,6 @@ struct priv_parent *priv_parent_free(struct priv_parent *p);
  * -EPERM when its peer is not peer_uid, -EBUSY past PRIV_CONNS_MAX. */
 int priv_parent_serve(struct priv_parent *p, int sock, struct err *err);
 
-/* For tests: connections being served, live sandboxes. */
+/* For tests: connections being served, live sandboxes (orphans too). */
 unsigned priv_parent_conns(const struct priv_parent *p);
 unsigned priv_parent_sandboxes(const struct priv_parent *p);

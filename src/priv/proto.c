@@ -51,13 +51,22 @@ put_u64(struct w *w, uint64_t v)
 static void
 put_str(struct w *w, const char *s)
 {
-    size_t n = strnlen(s ? s : "", PRIV_BODY_MAX + 1);
-    if (n > PRIV_BODY_MAX) {
+    /* bounded by the room left (a SPAWN_LARGE block is larger than a body) */
+    size_t room = w->bad ? 0 : w->cap - w->len;
+    size_t n = strnlen(s ? s : "", room + 1);
+    if (n >= room) {
         w->bad = true;
         return;
     }
     put_u32(w, (uint32_t)n);
     put(w, s ? s : "", n + 1);
+}
+
+static void
+put_bytes(struct w *w, const void *v, uint32_t n)
+{
+    put_u32(w, n);
+    put(w, v, n);
 }
 
 static void
@@ -105,6 +114,22 @@ get_str(struct r *r, size_t max)
     }
     r->pos += (size_t)n + 1;
     return s;
+}
+
+/* A byte string of at most max bytes; NULL when empty (and bad). */
+static const void *
+get_bytes(struct r *r, size_t max, uint32_t *ret_len)
+{
+    uint32_t n = get_u32(r);
+    *ret_len = 0;
+    if (r->bad || n > max || n > r->len - r->pos) {
+        r->bad = true;
+        return NULL;
+    }
+    const void *v = r->p + r->pos;
+    r->pos += n;
+    *ret_len = n;
+    return n ? v : NULL;
 }
 
 /* --- the rules both sides keep --- */
@@ -181,6 +206,8 @@ unsigned
 priv_type_fds(enum priv_type t)
 {
     switch (t) {
+    case PRIV_SPAWN_LARGE:
+        return 4;
     case PRIV_SPAWN:
         return 3;
     case PRIV_R_HELPER:
@@ -211,6 +238,9 @@ priv_reply_type(enum priv_type t)
         return PRIV_R_FD;
     case PRIV_AREA_USAGE:
         return PRIV_R_USAGE;
+    case PRIV_LIST:
+    case PRIV_ADOPT:
+        return PRIV_R_LIST;
     default:
         return priv_is_request(t) ? PRIV_R_OK : 0;
     }
@@ -235,6 +265,11 @@ priv_type_name(enum priv_type t)
             [PRIV_AREA_CREATE] = "AREA_CREATE",
             [PRIV_AREA_USAGE] = "AREA_USAGE",
             [PRIV_AREA_DESTROY] = "AREA_DESTROY",
+            [PRIV_SET_RECORD] = "SET_RECORD",
+            [PRIV_LIST] = "LIST",
+            [PRIV_ADOPT] = "ADOPT",
+            [PRIV_KILL_HELPER] = "KILL_HELPER",
+            [PRIV_SPAWN_LARGE] = "SPAWN_LARGE",
     };
     if (priv_is_request((int)t))
         return req[t];
@@ -255,6 +290,8 @@ priv_type_name(enum priv_type t)
         return "R_FD";
     case PRIV_R_USAGE:
         return "R_USAGE";
+    case PRIV_R_LIST:
+        return "R_LIST";
     case PRIV_EV_READY:
         return "EV_READY";
     case PRIV_EV_SPAWNED:
@@ -272,8 +309,30 @@ static bool
 has_id(enum priv_type t)
 {
     return (priv_is_request((int)t) && t != PRIV_HELLO && t != PRIV_AREA_CREATE &&
-            t != PRIV_AREA_USAGE && t != PRIV_AREA_DESTROY) ||
+            t != PRIV_AREA_USAGE && t != PRIV_AREA_DESTROY && t != PRIV_LIST) ||
            priv_is_event((int)t);
+}
+
+static bool
+ready_ok(const struct priv_ready *f)
+{
+    return f->init_pid >= 0 && abs_path_ok(f->home_user) && abs_path_ok(f->home_root);
+}
+
+/* A SPAWN's argv and env, wherever they travel. */
+static bool
+args_ok(const struct priv_msg *m)
+{
+    size_t n = 0;
+    if (!m->argv[0] || !m->argv[0][0])
+        return false;
+    for (size_t i = 0; m->argv[i]; i++)
+        if (++n > PRIV_ARGS_MAX)
+            return false;
+    for (size_t i = 0; m->env[i]; i++)
+        if (++n > PRIV_ARGS_MAX || !env_ok(m->env[i]))
+            return false;
+    return true;
 }
 
 /* Every limit of a message, the same for both sides. */
@@ -292,18 +351,23 @@ check(const struct priv_msg *m)
             if (!priv_name_ok(m->layers[i]))
                 return false;
         return true;
-    case PRIV_SPAWN: {
-        size_t n = 0;
-        if (m->flag > 1 || !abs_path_ok(m->cwd) || !m->argv[0] || !m->argv[0][0])
+    case PRIV_SPAWN:
+        return m->flag <= 1 && abs_path_ok(m->cwd) && args_ok(m);
+    case PRIV_SPAWN_LARGE:
+        /* argv and env travel in the memfd, never in the body */
+        return m->flag <= 1 && abs_path_ok(m->cwd) && !m->argv[0] && !m->env[0];
+    case PRIV_SET_RECORD:
+        return m->record_len <= PRIV_RECORD_MAX && (m->record || !m->record_len);
+    case PRIV_R_LIST:
+        if (m->nlist > PRIV_LIST_MAX)
             return false;
-        for (size_t i = 0; m->argv[i]; i++)
-            if (++n > PRIV_ARGS_MAX)
+        for (uint32_t i = 0; i < m->nlist; i++) {
+            const struct priv_entry *e = &m->list[i];
+            if (!priv_id_ok(e->id) || e->record_len > PRIV_RECORD_MAX ||
+                (!e->record && e->record_len) || (e->ready && !ready_ok(&e->facts)))
                 return false;
-        for (size_t i = 0; m->env[i]; i++)
-            if (++n > PRIV_ARGS_MAX || !env_ok(m->env[i]))
-                return false;
+        }
         return true;
-    }
     case PRIV_SIGNAL:
         return m->pid > 0 && m->a >= 1 && m->a <= PRIV_SIG_MAX && m->flag <= 1;
     case PRIV_FREEZE:
@@ -327,8 +391,7 @@ check(const struct priv_msg *m)
     case PRIV_EV_READY:
         if (m->errnum < 0 || m->errnum > PRIV_ERRNO_MAX || !text_ok(m->text, PRIV_TEXT_MAX))
             return false;
-        return m->errnum != 0 || (m->ready.init_pid >= 0 && abs_path_ok(m->ready.home_user) &&
-                                  abs_path_ok(m->ready.home_root));
+        return m->errnum != 0 || ready_ok(&m->ready);
     case PRIV_EV_SPAWNED:
         if (m->errnum < 0 || m->errnum > PRIV_ERRNO_MAX || !text_ok(m->text, PRIV_TEXT_MAX))
             return false;
@@ -349,6 +412,38 @@ put_limits(struct w *w, const struct jail_limits *l)
     put_u32(w, l->cpu_millis);
     put_u32(w, l->pids);
     put_u64(w, l->disk_bytes);
+}
+
+/* argc, envc, then the strings: a SPAWN's tail. */
+static void
+put_args(struct w *w, const struct priv_msg *m)
+{
+    uint32_t argc = 0, envc = 0;
+    while (m->argv[argc])
+        argc++;
+    while (m->env[envc])
+        envc++;
+    put_u32(w, argc);
+    put_u32(w, envc);
+    for (uint32_t i = 0; i < argc; i++)
+        put_str(w, m->argv[i]);
+    for (uint32_t i = 0; i < envc; i++)
+        put_str(w, m->env[i]);
+}
+
+static void
+put_ready(struct w *w, const struct priv_ready *f)
+{
+    put_u64(w, f->timings.prepare_us);
+    put_u64(w, f->timings.clone_us);
+    put_u64(w, f->timings.init_us);
+    put_u64(w, f->timings.total_us);
+    put_u32(w, f->user_uid);
+    put_u32(w, f->user_gid);
+    put_u32(w, f->root_uid);
+    put_u32(w, (uint32_t)f->init_pid);
+    put_str(w, f->home_user);
+    put_str(w, f->home_root);
 }
 
 long
@@ -380,23 +475,34 @@ priv_encode(void *buf, size_t cap, const struct priv_msg *m)
         put_str(&w, m->upper ? m->upper : "");
         put_u64(&w, m->fs_disk_bytes);
         break;
-    case PRIV_SPAWN: {
-        uint32_t argc = 0, envc = 0;
-        while (m->argv[argc])
-            argc++;
-        while (m->env[envc])
-            envc++;
+    case PRIV_SPAWN:
+    case PRIV_SPAWN_LARGE:
         put_u64(&w, m->u64);
         put_u32(&w, m->flag);
         put_str(&w, m->cwd);
-        put_u32(&w, argc);
-        put_u32(&w, envc);
-        for (uint32_t i = 0; i < argc; i++)
-            put_str(&w, m->argv[i]);
-        for (uint32_t i = 0; i < envc; i++)
-            put_str(&w, m->env[i]);
+        if (m->type == PRIV_SPAWN)
+            put_args(&w, m);
         break;
-    }
+    case PRIV_SET_RECORD:
+        put_bytes(&w, m->record, m->record_len);
+        break;
+    case PRIV_LIST:
+    case PRIV_KILL_HELPER:
+    case PRIV_R_HELPER:
+        put_u32(&w, m->a);
+        break;
+    case PRIV_R_LIST:
+        put_u32(&w, m->a);
+        put_u32(&w, m->nlist);
+        for (uint32_t i = 0; i < m->nlist; i++) {
+            const struct priv_entry *e = &m->list[i];
+            put_str(&w, e->id);
+            put_u32(&w, e->ready ? 1 : 0);
+            if (e->ready)
+                put_ready(&w, &e->facts);
+            put_bytes(&w, e->record, e->record_len);
+        }
+        break;
     case PRIV_SIGNAL:
         put_u32(&w, (uint32_t)m->pid);
         put_u32(&w, m->a);
@@ -456,16 +562,7 @@ priv_encode(void *buf, size_t cap, const struct priv_msg *m)
         put_str(&w, m->text);
         if (m->errnum)
             break;
-        put_u64(&w, m->ready.timings.prepare_us);
-        put_u64(&w, m->ready.timings.clone_us);
-        put_u64(&w, m->ready.timings.init_us);
-        put_u64(&w, m->ready.timings.total_us);
-        put_u32(&w, m->ready.user_uid);
-        put_u32(&w, m->ready.user_gid);
-        put_u32(&w, m->ready.root_uid);
-        put_u32(&w, (uint32_t)m->ready.init_pid);
-        put_str(&w, m->ready.home_user);
-        put_str(&w, m->ready.home_root);
+        put_ready(&w, &m->ready);
         break;
     case PRIV_EV_SPAWNED:
         put_u64(&w, m->u64);
@@ -507,6 +604,35 @@ get_bool(struct r *r)
     return v;
 }
 
+/* A SPAWN's tail into m->argv and m->env, each string at most max bytes. */
+static int
+get_args(struct r *r, struct priv_msg *m, size_t max)
+{
+    uint32_t argc = get_u32(r), envc = get_u32(r);
+    if (r->bad || argc == 0 || argc > PRIV_ARGS_MAX || envc > PRIV_ARGS_MAX - argc)
+        return -EBADMSG;
+    for (uint32_t i = 0; i < argc && !r->bad; i++)
+        m->argv[i] = get_str(r, max);
+    for (uint32_t i = 0; i < envc && !r->bad; i++)
+        m->env[i] = get_str(r, max);
+    return r->bad ? -EBADMSG : 0;
+}
+
+static void
+get_ready(struct r *r, struct priv_ready *f)
+{
+    f->timings.prepare_us = get_u64(r);
+    f->timings.clone_us = get_u64(r);
+    f->timings.init_us = get_u64(r);
+    f->timings.total_us = get_u64(r);
+    f->user_uid = get_u32(r);
+    f->user_gid = get_u32(r);
+    f->root_uid = get_u32(r);
+    f->init_pid = (int32_t)get_u32(r);
+    f->home_user = get_str(r, PRIV_PATH_MAX);
+    f->home_root = get_str(r, PRIV_PATH_MAX);
+}
+
 static int
 decode(const void *buf, size_t n, unsigned nfds, bool requests, struct priv_msg *m)
 {
@@ -543,21 +669,36 @@ decode(const void *buf, size_t n, unsigned nfds, bool requests, struct priv_msg 
         m->fs_disk_bytes = get_u64(&r);
         break;
     }
-    case PRIV_SPAWN: {
+    case PRIV_SPAWN:
+    case PRIV_SPAWN_LARGE:
         m->u64 = get_u64(&r);
         m->flag = get_bool(&r);
         m->cwd = get_str(&r, PRIV_PATH_MAX);
-        uint32_t argc = get_u32(&r), envc = get_u32(&r);
-        if (r.bad || argc == 0 || argc > PRIV_ARGS_MAX || envc > PRIV_ARGS_MAX - argc)
-            return -EBADMSG;
-        for (uint32_t i = 0; i < argc && !r.bad; i++)
-            m->argv[i] = get_str(&r, PRIV_BODY_MAX);
-        for (uint32_t i = 0; i < envc && !r.bad; i++)
-            m->env[i] = get_str(&r, PRIV_BODY_MAX);
-        if (r.bad)
+        if (m->type == PRIV_SPAWN && get_args(&r, m, PRIV_BODY_MAX) < 0)
             return -EBADMSG;
         break;
-    }
+    case PRIV_SET_RECORD:
+        m->record = get_bytes(&r, PRIV_RECORD_MAX, &m->record_len);
+        break;
+    case PRIV_LIST:
+    case PRIV_KILL_HELPER:
+    case PRIV_R_HELPER:
+        m->a = get_u32(&r);
+        break;
+    case PRIV_R_LIST:
+        m->a = get_u32(&r);
+        m->nlist = get_u32(&r);
+        if (r.bad || m->nlist > PRIV_LIST_MAX)
+            return -EBADMSG;
+        for (uint32_t i = 0; i < m->nlist && !r.bad; i++) {
+            struct priv_entry *e = &m->list[i];
+            e->id = get_str(&r, PRIV_ID_MAX);
+            e->ready = get_bool(&r);
+            if (e->ready)
+                get_ready(&r, &e->facts);
+            e->record = get_bytes(&r, PRIV_RECORD_MAX, &e->record_len);
+        }
+        break;
     case PRIV_SIGNAL:
         m->pid = (int32_t)get_u32(&r);
         m->a = get_u32(&r);
@@ -618,16 +759,7 @@ decode(const void *buf, size_t n, unsigned nfds, bool requests, struct priv_msg 
         m->text = get_str(&r, PRIV_TEXT_MAX);
         if (e)
             break;
-        m->ready.timings.prepare_us = get_u64(&r);
-        m->ready.timings.clone_us = get_u64(&r);
-        m->ready.timings.init_us = get_u64(&r);
-        m->ready.timings.total_us = get_u64(&r);
-        m->ready.user_uid = get_u32(&r);
-        m->ready.user_gid = get_u32(&r);
-        m->ready.root_uid = get_u32(&r);
-        m->ready.init_pid = (int32_t)get_u32(&r);
-        m->ready.home_user = get_str(&r, PRIV_PATH_MAX);
-        m->ready.home_root = get_str(&r, PRIV_PATH_MAX);
+        get_ready(&r, &m->ready);
         break;
     }
     case PRIV_EV_SPAWNED: {
@@ -660,4 +792,39 @@ int
 priv_decode_answer(const void *buf, size_t n, unsigned nfds, struct priv_msg *ret)
 {
     return decode(buf, n, nfds, false, ret);
+}
+
+size_t
+priv_entry_size(const struct priv_entry *e)
+{
+    size_t n = 4 + strlen(e->id) + 1 + 4 + 4 + e->record_len;
+    if (e->ready)
+        n += 4 * 8 + 4 * 4 + 4 + strlen(e->facts.home_user) + 1 + 4 + strlen(e->facts.home_root) +
+             1;
+    return n;
+}
+
+long
+priv_encode_args(void *buf, size_t cap, const struct priv_msg *m)
+{
+    struct w w = {.p = buf, .cap = cap < PRIV_ARGS_BYTES_MAX ? cap : PRIV_ARGS_BYTES_MAX};
+    if (!args_ok(m))
+        return -EINVAL;
+    put_args(&w, m);
+    return w.bad ? -EMSGSIZE : (long)w.len;
+}
+
+int
+priv_decode_args(const void *buf, size_t n, struct priv_msg *m)
+{
+    struct r r = {.p = buf, .len = n};
+    memset(m->argv, 0, sizeof(m->argv));
+    memset(m->env, 0, sizeof(m->env));
+    if (n > PRIV_ARGS_BYTES_MAX || get_args(&r, m, PRIV_ARGS_BYTES_MAX) < 0 || r.pos != r.len ||
+        !args_ok(m)) {
+        memset(m->argv, 0, sizeof(m->argv));
+        memset(m->env, 0, sizeof(m->env));
+        return -EBADMSG;
+    }
+    return 0;
 }

@@ -9,7 +9,8 @@
  * (both ends are one build on one host); a string is u32 length, the
  * bytes, then a NUL, with no NUL inside. Descriptors ride along as
  * SCM_RIGHTS; each type carries exactly priv_type_fds() of them and the
- * header says how many, so a packet with another number is malformed.
+ * header says how many, so a packet with another number is malformed. A
+ * byte string ("bytes") is u32 length then the bytes, no NUL.
  *
  *   header  u32 magic (PRIV_MAGIC) | u16 type | u16 nfds | u32 len | u32 seq
  *   example SIGNAL: 61 62 78 70 | 04 00 | 00 00 | 18 00 00 00 | 07 00 00 00
@@ -19,7 +20,9 @@
  * its choosing (not 0); every request gets exactly one reply with that seq,
  * in order: R_ERR, or the reply type priv_reply_type() names. Events come
  * from the parent with seq 0. A sandbox id names a sandbox from the CREATE
- * the parent accepted to the EV_GONE that ends it; nothing but names ever
+ * the parent accepted to the EV_GONE that ends it; one connection at a
+ * time owns it (the creator, or the one that ADOPTed it once its owner's
+ * connection ended: parent.h); nothing but names ever
  * reaches the parent (layers and areas are names it resolves itself), and
  * what goes back is facts and descriptors, never something to act on.
  *
@@ -51,10 +54,18 @@
 #define PRIV_TEXT_MAX  255  /* error messages, steps: printable ASCII */
 #define PRIV_MISS_MAX  1024 /* HELLO's "missing isolation" text */
 #define PRIV_ARGS_MAX  1024 /* argv + env entries of one SPAWN */
-#define PRIV_FDS_MAX   3    /* descriptors one message carries at most */
+#define PRIV_FDS_MAX   4    /* descriptors one message carries at most */
 #define PRIV_PTY_MAX   4096 /* rows and columns of a terminal */
 #define PRIV_SIG_MAX   64
 #define PRIV_ERRNO_MAX 4095
+
+/* Re-adoption and large spawns. */
+#define PRIV_RECORD_MAX (8 * 1024) /* SET_RECORD: bytes of one sandbox's record */
+#define PRIV_LIST_MAX   64         /* R_LIST: entries of one page */
+#define PRIV_LIST_END   UINT32_MAX /* R_LIST's next when no page follows */
+/* SPAWN_LARGE: bytes of the argv/env block in its memfd; the jail's own
+ * bound for a spawn (jail/proto.h's PROTO_MAX_MSG, asserted in parent.c). */
+#define PRIV_ARGS_BYTES_MAX (256 * 1024)
 
 struct priv_hdr {
     uint32_t magic;
@@ -82,6 +93,13 @@ enum priv_type {
     PRIV_AREA_CREATE = 13,  /* name, u64 limit_bytes             -> R_OK */
     PRIV_AREA_USAGE = 14,   /* name                              -> R_USAGE */
     PRIV_AREA_DESTROY = 15, /* name                             -> R_OK */
+    PRIV_SET_RECORD = 16,   /* id, bytes record (<= PRIV_RECORD_MAX) -> R_OK */
+    PRIV_LIST = 17,         /* u32 cursor (0 first)              -> R_LIST (the orphans) */
+    PRIV_ADOPT = 18,        /* id                                -> R_LIST (its one entry) */
+    PRIV_KILL_HELPER = 19,  /* id, u32 helper (R_HELPER's)       -> R_OK */
+    PRIV_SPAWN_LARGE = 20,  /* id, u64 token, u32 root, cwd; 4 fds: stdio, the
+                             * sealed memfd holding the argv/env block (see
+                             * priv_encode_args())      -> R_OK, EV_SPAWNED */
     _PRIV_REQUEST_MAX,
 
     /* replies (parent -> unprivileged side, the request's seq) */
@@ -89,10 +107,13 @@ enum priv_type {
     PRIV_R_ERR = 101,    /* u32 errnum, text */
     PRIV_R_HELLO = 102,  /* host facts, see struct priv_hello */
     PRIV_R_STATS = 103,  /* 5 x u64 cgroup_stats, u32 disk known, u64 disk bytes */
-    PRIV_R_HELPER = 104, /* 2 fds: the helper's socket, its pidfd */
+    PRIV_R_HELPER = 104, /* u32 helper (its number; the parent never issues 0); 2 fds:
+                          * the helper's socket, its pidfd */
     PRIV_R_PTY = 105,    /* 2 fds: the terminal's master, its tty */
     PRIV_R_FD = 106,     /* 1 fd */
     PRIV_R_USAGE = 107,  /* u64 bytes */
+    PRIV_R_LIST = 108,   /* u32 next (a cursor, or PRIV_LIST_END), u32 n, n entries:
+                          * id, u32 ready, [the READY facts if ready], bytes record */
     _PRIV_REPLY_MAX,
 
     /* events (parent -> unprivileged side, seq 0) */
@@ -124,6 +145,15 @@ struct priv_ready {
     const char *home_root;       /* jail_home(j, true) */
 };
 
+/* R_LIST: one sandbox nobody owns (or, for ADOPT, the one adopted). */
+struct priv_entry {
+    const char *id;
+    bool ready;              /* else still being created: facts are zero */
+    struct priv_ready facts; /* as its EV_READY gave them */
+    const void *record;      /* its SET_RECORD bytes, as stored; NULL when none */
+    uint32_t record_len;     /* at most PRIV_RECORD_MAX */
+};
+
 /* A decoded (or to be encoded) message. Which fields a type uses is in
  * enum priv_type's comments; strings point into the packet (decode) or at
  * the caller's memory (encode). Unused fields are zero after decoding. */
@@ -137,7 +167,8 @@ struct priv_msg {
     int32_t pid;               /* SIGNAL, EV_SPAWNED, EV_EXITED */
     int32_t status;            /* EV_EXITED: wait status */
     uint32_t a, b;             /* SIGNAL: sig; OPEN_PTY: rows, cols; NETNS_SOCKET: family, type;
-                                * HELLO: version (a) */
+                                * HELLO: version (a); KILL_HELPER, R_HELPER: helper (a);
+                                * LIST: cursor (a); R_LIST: next (a) */
     int errnum;                /* R_ERR, EV_READY, EV_SPAWNED: positive errno, 0 = success */
     const char *text;          /* R_ERR, EV_READY: message; EV_SPAWNED: the failing step */
     struct jail_limits limits; /* CREATE, SET_LIMITS */
@@ -156,6 +187,12 @@ struct priv_msg {
     struct cgroup_stats stats;
     bool disk_known;
     uint64_t disk_bytes;
+    /* SET_RECORD */
+    const void *record;
+    uint32_t record_len;
+    /* R_LIST */
+    struct priv_entry list[PRIV_LIST_MAX];
+    uint32_t nlist;
 };
 
 /* How many descriptors a message of type t carries (exactly). */
@@ -181,3 +218,16 @@ long priv_encode(void *buf, size_t cap, const struct priv_msg *m);
  * ret's pointers point into buf. -EBADMSG for anything malformed. */
 int priv_decode_request(const void *buf, size_t n, unsigned nfds, struct priv_msg *ret);
 int priv_decode_answer(const void *buf, size_t n, unsigned nfds, struct priv_msg *ret);
+
+/* Bytes entry e takes in an R_LIST body (what the parent packs a page by). */
+size_t priv_entry_size(const struct priv_entry *e);
+
+/* SPAWN_LARGE's argv/env block, the tail of a SPAWN body on its own:
+ *   u32 argc | u32 envc | argc strings | envc strings
+ * at most PRIV_ARGS_BYTES_MAX bytes. priv_encode_args() writes m's argv
+ * and env (checked as SPAWN's) and returns the length, -EINVAL or
+ * -EMSGSIZE; priv_decode_args() fills m->argv and m->env from buf[0..n)
+ * (pointers into buf) with SPAWN's rules and nothing left over, else
+ * -EBADMSG. */
+long priv_encode_args(void *buf, size_t cap, const struct priv_msg *m);
+int priv_decode_args(const void *buf, size_t n, struct priv_msg *m);

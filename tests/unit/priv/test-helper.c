@@ -43,6 +43,10 @@
 #include "util/fd.h"
 #include "util/timeutil.h"
 
+/* client.h's ready-made hooks have fileops.h's types (priv/ cannot say so). */
+static const fileops_start_fn start_hook_type = priv_fileops_start;
+static const fileops_idmap_fn idmap_hook_type = priv_fileops_idmap;
+
 static char dir[64], sock_path[100];
 static int image = -1;
 
@@ -434,6 +438,8 @@ open_image(void)
     (void)snprintf(p, sizeof(p), "%s/src/abx-fileops", b ? b : "build");
     return open(p, O_RDONLY | O_CLOEXEC);
 }
+
+_Static_assert(sizeof(start_hook_type) && sizeof(idmap_hook_type), "hooks");
 
 int
 main(void)

@@ -13,9 +13,22 @@
  * unknown type, requests before HELLO, a flood without reading, a peer of
  * another uid. After every case the good client's sandbox still answers
  * and its init lives. Finally kill -> gone.
+ *
+ * Re-adoption: a network process (a child) creates a sandbox, spawns a
+ * long sleep, stores a record and is killed -9; a new client lists it
+ * (with its record), adopts it, kills the sleep through SIGNAL and gets
+ * its EXITED, spawns anew, also with argv past a body (SPAWN_LARGE).
+ * Hostile: ADOPT of a live-owned, a never-made id and twice, an
+ * oversized record, KILL_HELPER of another sandbox's helper or a made-up
+ * number, SPAWN_LARGE with an unsealed or oversized memfd, a regular
+ * file, a pipe. An orphan nobody adopts is killed after the grace. A
+ * worker thread opens and kills helpers through the thread-safe calls
+ * while the loop spawns and handles events.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -38,6 +52,8 @@
 #include "util/fd.h"
 #include "util/fdpass.h"
 #include "util/timeutil.h"
+
+#define GRACE_MS 3000
 
 static char dir[64], sock_path[100];
 static pid_t server = -1;
@@ -59,6 +75,7 @@ fake_helper(void *ud, struct jail *j, int view_fd, bool as_root, int *ret_sock, 
     pid_t pid = fork();
     if (pid == 0) {
         char b[64];
+        safe_close(sv[0]); /* else it never sees its peer's EOF */
         while (read(sv[1], b, sizeof(b)) > 0)
             ;
         _exit(0);
@@ -128,7 +145,8 @@ serve(int ready_fd, int ctl_fd)
                                     .peer_uid = 0,
                                     .max_sandboxes = 4,
                                     .idmap_root_fd = idfd,
-                                    .start_helper = fake_helper};
+                                    .start_helper = fake_helper,
+                                    .orphan_grace_ms = GRACE_MS};
     if (priv_parent_new(&pc, &parent, &err) < 0)
         _exit(3);
     int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -239,6 +257,16 @@ check_alive(void)
     assert_int_equal(priv_jail_stats(gj, &st), 0);
     assert_true(priv_jail_is_ready(gj));
     assert_int_equal(kill(priv_jail_init_pid(gj), 0), 0);
+}
+
+static void
+check_alive_j(struct priv_client *c, struct priv_jail *j)
+{
+    struct cgroup_stats st;
+    (void)loop_run_once(loop, 0);
+    assert_true(priv_client_connected(c));
+    assert_int_equal(priv_jail_stats(j, &st), 0);
+    assert_int_equal(kill(priv_jail_init_pid(j), 0), 0);
 }
 
 /* --- raw packets --- */
@@ -574,6 +602,399 @@ test_parent(void **state)
     good = priv_client_free(good);
 }
 
+/* --- re-adoption --- */
+
+struct count {
+    int ready, spawned, spawn_err, exited, gone;
+    pid_t last_pid;
+    int last_status;
+};
+
+static void
+c_ready(struct priv_jail *j, int r, const struct err *err, void *ud)
+{
+    struct count *k = ud;
+    (void)j;
+    (void)err;
+    k->ready += r == 0;
+}
+
+static void
+c_spawned(struct priv_jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
+{
+    struct count *k = ud;
+    (void)j;
+    (void)token;
+    (void)step;
+    k->spawned++;
+    k->spawn_err += r != 0;
+    k->last_pid = pid;
+}
+
+static void
+c_exited(struct priv_jail *j, pid_t pid, int status, void *ud)
+{
+    struct count *k = ud;
+    (void)j;
+    k->exited++;
+    k->last_pid = pid;
+    k->last_status = status;
+}
+
+static void
+c_gone(struct priv_jail *j, void *ud)
+{
+    struct count *k = ud;
+    (void)j;
+    k->gone++;
+}
+
+static const struct priv_jail_callbacks ccb = {c_ready, c_spawned, c_exited, c_gone};
+
+/* The network process that dies: creates ad1, runs a sleep, stores its
+ * pid in the record, says so on out and waits for its SIGKILL. */
+static _noreturn_ void
+doomed(int out)
+{
+    struct loop *l = NULL;
+    struct priv_client *c = NULL;
+    struct priv_jail *j = NULL;
+    struct count k = {0};
+    int p[2];
+    char rec[64];
+    if (loop_new(&l) < 0 || priv_client_new(l, dial(), &c, NULL) < 0)
+        _exit(2);
+    struct jail_limits lim = {.memory_bytes = 256 << 20, .pids = 64};
+    if (priv_jail_create(c, "ad1", &lim, NULL, &ccb, &k, &j, NULL) < 0)
+        _exit(3);
+    for (uint64_t end = now_msec() + 30000; !k.ready && now_msec() < end;)
+        (void)loop_run_once(l, 100);
+    static const char *const argv[] = {"/bin/sleep", "1000", NULL};
+    struct jail_spawn sp = {.cwd = "/", .argv = argv, .fds = {0, 0, 0}};
+    if (pipe2(p, O_CLOEXEC) < 0)
+        _exit(4);
+    sp.fds[0] = p[0];
+    sp.fds[1] = sp.fds[2] = p[1];
+    if (priv_jail_spawn(j, 1, &sp, NULL) < 0)
+        _exit(5);
+    for (uint64_t end = now_msec() + 30000; !k.spawned && now_msec() < end;)
+        (void)loop_run_once(l, 100);
+    int n = snprintf(rec, sizeof(rec), "pid=%d", (int)k.last_pid);
+    if (k.spawn_err || priv_jail_set_record(j, rec, (size_t)n, NULL) < 0)
+        _exit(6);
+    if (write(out, "R", 1) != 1)
+        _exit(7);
+    for (;;)
+        pause();
+}
+
+struct found {
+    bool ad1, gr1;
+    pid_t sleep_pid;
+};
+
+static int
+on_orphan(const struct priv_entry *e, void *ud)
+{
+    struct found *f = ud;
+    if (!strcmp(e->id, "ad1")) {
+        int pid = 0;
+        char rec[64] = "";
+        f->ad1 = e->ready && e->facts.init_pid > 0;
+        memcpy(rec, e->record, e->record_len < 63 ? e->record_len : 63);
+        if (sscanf(rec, "pid=%d", &pid) == 1)
+            f->sleep_pid = pid;
+    }
+    if (!strcmp(e->id, "gr1"))
+        f->gr1 = true;
+    return 0;
+}
+
+static void
+raw_ok(int fd, const struct priv_msg *m, enum priv_type want)
+{
+    int fds[PRIV_FDS_MAX];
+    raw_send(fd, m, NULL, 0);
+    assert_int_equal(raw_answer(fd, &rm, fds), 1);
+    assert_int_equal(rm.type, want);
+}
+
+/* A raw connection creating id and waiting for its ready. */
+static int
+raw_create(const char *id)
+{
+    int h = hostile_hello(), fds[PRIV_FDS_MAX];
+    unsigned nf;
+    struct priv_msg m = {.type = PRIV_CREATE, .seq = 2, .id = id};
+    raw_ok(h, &m, PRIV_R_OK);
+    for (;;) {
+        ssize_t n = fdpass_recv(h, rbuf, sizeof(rbuf), 0, fds, PRIV_FDS_MAX, &nf);
+        assert_true(n > 0);
+        assert_int_equal(priv_decode_answer(rbuf, (size_t)n, nf, &rm), 0);
+        if (rm.type == PRIV_EV_READY)
+            break;
+    }
+    assert_int_equal(rm.errnum, 0);
+    return h;
+}
+
+static int
+sealed_memfd(size_t size, bool seal)
+{
+    int fd = memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)size), 0);
+    if (seal)
+        assert_int_equal(
+                fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL),
+                0);
+    return fd;
+}
+
+struct worker {
+    struct priv_client *c;
+    int opened, failed;
+    char why[300];
+};
+
+static void *
+worker_main(void *ud)
+{
+    struct worker *w = ud;
+    struct priv_fileops t;
+    priv_fileops_init(&t, w->c, "ad1");
+    for (int i = 0; i < 200; i++) {
+        struct err err = {0};
+        int sock = -1, pidfd = -1;
+        uint32_t number = 0;
+        int r = i % 2 ? priv_fileops_start(&t, false, &sock, &pidfd, &err)
+                      : priv_client_open_helper(w->c, "ad1", true, &sock, &pidfd, &number, &err);
+        if (r < 0) {
+            w->failed++;
+            (void)snprintf(w->why, sizeof(w->why), "%d: %s", r, err.msg);
+            continue;
+        }
+        w->opened++;
+        if (number) {
+            /* while it still runs: once its socket is closed it may end first */
+            r = priv_client_kill_helper(w->c, "ad1", number, &err);
+            if (r < 0) {
+                w->failed++;
+                (void)snprintf(w->why, sizeof(w->why), "kill: %d: %s", r, err.msg);
+            }
+            safe_close(sock);
+        } else {
+            safe_close(sock); /* the fake helper exits on EOF */
+            /* it has ended when its pidfd says so; the parent may not know yet */
+            struct pollfd p = {.fd = pidfd, .events = POLLIN};
+            (void)poll(&p, 1, 5000);
+        }
+        safe_close(pidfd);
+    }
+    return NULL;
+}
+
+static void
+test_adopt(void **state)
+{
+    (void)state;
+    struct err err = {0};
+    struct priv_client *b = NULL;
+    struct priv_jail *bj = NULL;
+    struct count k = {0};
+    int p[2], fds[PRIV_FDS_MAX];
+
+    /* a network process creates ad1, runs a sleep and dies by SIGKILL */
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    pid_t a = fork();
+    if (a == 0) {
+        safe_close(p[0]);
+        doomed(p[1]);
+    }
+    safe_close(p[1]);
+    char ok = 0;
+    assert_int_equal(read(p[0], &ok, 1), 1);
+    safe_close(p[0]);
+    assert_int_equal(kill(a, SIGKILL), 0);
+    int st;
+    assert_int_equal(waitpid(a, &st, 0), a);
+
+    /* its successor lists the orphan (with the record), adopts it */
+    assert_int_equal(priv_client_new(loop, dial(), &b, &err), 0);
+    struct found f = {0};
+    for (uint64_t end = now_msec() + 10000; !f.ad1 && now_msec() < end; usleep(20000))
+        assert_int_equal(priv_client_orphans(b, on_orphan, &f, &err), 0);
+    assert_true(f.ad1);
+    assert_true(f.sleep_pid > 0);
+    assert_int_equal(kill(f.sleep_pid, 0), 0);
+    assert_int_equal(priv_jail_adopt(b, "ad1", &ccb, &k, &bj, &err), 0);
+    assert_true(priv_jail_is_ready(bj));
+    assert_true(priv_jail_init_pid(bj) > 0);
+    assert_int_equal(priv_jail_adopt(b, "ad1", &ccb, &k, &bj, &err), -EEXIST);
+    /* the old process's exit comes to the adopter */
+    assert_int_equal(priv_jail_signal(bj, f.sleep_pid, SIGKILL, false), 0);
+    run_until(&k.exited, 1);
+    assert_int_equal(k.last_pid, f.sleep_pid);
+    assert_true(WIFSIGNALED(k.last_status) && WTERMSIG(k.last_status) == SIGKILL);
+    /* a new one, and one with argv past a body (SPAWN_LARGE) */
+    int pin[2];
+    assert_int_equal(pipe2(pin, O_CLOEXEC), 0);
+    static char big[40 * 1024];
+    memset(big, 'x', sizeof(big) - 1);
+    static const char *argv1[] = {"/bin/true", NULL};
+    static const char *argv2[] = {"/bin/sh", "-c", "exit 3", big, NULL};
+    struct jail_spawn sp = {.cwd = "/", .argv = argv1, .fds = {pin[0], pin[1], pin[1]}};
+    assert_int_equal(priv_jail_spawn(bj, 2, &sp, &err), 0);
+    run_until(&k.exited, 2);
+    assert_true(WIFEXITED(k.last_status) && WEXITSTATUS(k.last_status) == 0);
+    sp.argv = argv2;
+    assert_int_equal(priv_jail_spawn(bj, 3, &sp, &err), 0);
+    run_until(&k.exited, 3);
+    assert_int_equal(k.spawn_err, 0);
+    assert_true(WIFEXITED(k.last_status) && WEXITSTATUS(k.last_status) == 3);
+
+    /* --- hostile --- */
+    int h = hostile_hello();
+    struct priv_msg m = {.type = PRIV_ADOPT, .seq = 2, .id = "ad1"};
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, EBUSY); /* b owns it */
+    m.id = "never";
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT);
+    m = (struct priv_msg){.type = PRIV_KILL_HELPER, .seq = 3, .id = "ad1", .a = 1};
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT); /* not its sandbox */
+    check_alive_j(b, bj);
+    /* a record one byte past the bound: the connection ends */
+    {
+        static char body[PRIV_RECORD_MAX + 64];
+        uint32_t l = 3, rl = PRIV_RECORD_MAX + 1;
+        memcpy(body, &l, 4);
+        memcpy(body + 4, "ad1", 4);
+        memcpy(body + 8, &rl, 4);
+        memset(body + 12, 'r', rl);
+        struct priv_hdr hd = {PRIV_MAGIC, PRIV_SET_RECORD, 0, (uint32_t)(12 + rl), 4};
+        static char pkt[sizeof(hd) + sizeof(body)];
+        memcpy(pkt, &hd, sizeof(hd));
+        memcpy(pkt + sizeof(hd), body, 12 + rl);
+        assert_int_equal(fdpass_send(h, pkt, sizeof(hd) + 12 + rl, NULL, 0, 0), 0);
+        expect_end(h);
+    }
+    check_alive_j(b, bj);
+    /* its own sandbox: a made-up helper number, another sandbox's helper */
+    h = raw_create("ad2");
+    int hs, hp;
+    uint32_t number;
+    assert_int_equal(priv_client_open_helper(b, "ad1", true, &hs, &hp, &number, &err), 0);
+    assert_true(number > 0);
+    m = (struct priv_msg){.type = PRIV_KILL_HELPER, .seq = 5, .id = "ad2", .a = 12345};
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ESRCH);
+    m.a = number;
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ESRCH);
+    assert_int_equal(priv_client_kill_helper(b, "ad1", number, &err), 0);
+    assert_int_equal(priv_client_kill_helper(b, "ad1", number, &err), -ESRCH);
+    safe_close(hs);
+    safe_close(hp);
+    /* SPAWN_LARGE: unsealed, oversized, a regular file, a pipe */
+    {
+        struct priv_msg lm = {
+                .type = PRIV_SPAWN_LARGE, .seq = 6, .id = "ad2", .u64 = 1, .cwd = "/"};
+        int pp[2];
+        assert_int_equal(pipe2(pp, O_CLOEXEC), 0);
+        int four[4] = {pp[0], pp[1], pp[1], sealed_memfd(64, false)};
+        raw_send(h, &lm, four, 4);
+        expect_err(h, EPERM);
+        safe_close(four[3]);
+        four[3] = sealed_memfd(PRIV_ARGS_BYTES_MAX + 1, true);
+        raw_send(h, &lm, four, 4);
+        expect_err(h, E2BIG);
+        safe_close(four[3]);
+        char path[300];
+        (void)snprintf(path, sizeof(path), "%s/args", dir);
+        four[3] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(four[3] >= 0);
+        assert_int_equal(write(four[3], "\1\0\0\0\0\0\0\0\2\0\0\0/x\0", 15), 15);
+        raw_send(h, &lm, four, 4);
+        expect_err(h, EPERM);
+        safe_close(four[3]);
+        four[3] = pp[0];
+        raw_send(h, &lm, four, 4);
+        expect_err(h, EINVAL);
+        /* a sealed memfd whose block does not decode */
+        four[3] = sealed_memfd(16, true);
+        raw_send(h, &lm, four, 4);
+        expect_err(h, EINVAL);
+        safe_close(four[3]);
+        safe_close(pp[0]);
+        safe_close(pp[1]);
+    }
+    check_alive_j(b, bj);
+    safe_close(h); /* ad2 is an orphan now */
+    /* adopting twice */
+    h = hostile_hello();
+    m = (struct priv_msg){.type = PRIV_ADOPT, .seq = 2, .id = "ad2"};
+    raw_ok(h, &m, PRIV_R_LIST);
+    assert_int_equal(rm.nlist, 1);
+    assert_string_equal(rm.list[0].id, "ad2");
+    assert_true(rm.list[0].ready);
+    m.seq = 3;
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, EALREADY);
+    m = (struct priv_msg){.type = PRIV_KILL, .seq = 4, .id = "ad2"};
+    raw_ok(h, &m, PRIV_R_OK);
+    safe_close(h);
+
+    /* nobody adopts gr1: the grace kills it, ad1 (adopted) lives on */
+    h = raw_create("gr1");
+    safe_close(h);
+    f = (struct found){0};
+    assert_int_equal(priv_client_orphans(b, on_orphan, &f, &err), 0);
+    assert_true(f.gr1);
+    uint64_t gone_at = now_msec() + GRACE_MS + 20000;
+    while (f.gr1 && now_msec() < gone_at) {
+        (void)loop_run_once(loop, 200);
+        f = (struct found){0};
+        assert_int_equal(priv_client_orphans(b, on_orphan, &f, &err), 0);
+    }
+    assert_false(f.gr1);
+    check_alive_j(b, bj);
+
+    /* a worker's helpers while the loop spawns and handles events */
+    struct worker w = {.c = b};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, worker_main, &w), 0);
+    int spawns = 0;
+    sp.argv = argv1;
+    uint64_t end = now_msec() + 60000;
+    while (w.opened + w.failed < 200 && now_msec() < end) {
+        if (k.spawned - 2 == spawns && k.exited - 3 == spawns && spawns < 400) {
+            assert_int_equal(priv_jail_spawn(bj, 100 + (uint64_t)spawns, &sp, &err), 0);
+            spawns++;
+        }
+        (void)loop_run_once(loop, 5);
+    }
+    assert_int_equal(pthread_join(t, NULL), 0);
+    if (w.failed)
+        fprintf(stderr, "worker: %s\n", w.why);
+    assert_int_equal(w.failed, 0);
+    assert_int_equal(w.opened, 200);
+    run_until(&k.exited, 3 + spawns);
+    assert_int_equal(k.spawned, 2 + spawns); /* the sleep's went to its creator */
+    assert_int_equal(k.spawn_err, 0);
+    assert_true(spawns > 0);
+    check_alive_j(b, bj);
+    safe_close(pin[0]);
+    safe_close(pin[1]);
+
+    priv_jail_kill(bj);
+    run_until(&k.gone, 1);
+    priv_jail_free(bj);
+    b = priv_client_free(b);
+    (void)fds;
+}
+
 int
 main(void)
 {
@@ -606,7 +1027,8 @@ main(void)
     if (read(ready[0], &ok, 1) != 1 || ok != 'R') {
         rc = ok == 'S' ? 77 : 1;
     } else {
-        const struct CMUnitTest tests[] = {cmocka_unit_test(test_parent)};
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_parent),
+                                           cmocka_unit_test(test_adopt)};
         if (loop_new(&loop) < 0)
             return 1;
         rc = cmocka_run_group_tests(tests, NULL, NULL);

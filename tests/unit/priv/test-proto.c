@@ -4,7 +4,10 @@
  * hostile peer could send instead: truncated and oversized packets, a bad
  * magic, wrong descriptor counts, bad ids and names, host paths as layer
  * names, strings without their NUL or with one inside, unknown types,
- * counts past their bounds, seq rules, trailing bytes.
+ * counts past their bounds, seq rules, trailing bytes. The re-adoption
+ * verbs (SET_RECORD, LIST, ADOPT and R_LIST's pages), KILL_HELPER and
+ * SPAWN_LARGE with its argv/env block likewise: records and pages past
+ * their bounds, lengths past the packet, argv in SPAWN_LARGE's body.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -414,14 +417,241 @@ test_decoder_refuses(void **state)
                      -EBADMSG);
 }
 
+static void
+test_readoption(void **state)
+{
+    (void)state;
+    static char rec[PRIV_RECORD_MAX + 1];
+    memset(rec, 'r', sizeof(rec));
+    memset(&in, 0, sizeof(in));
+    in = (struct priv_msg){
+            .type = PRIV_SET_RECORD, .seq = 1, .id = "sb1", .record = "k1\0x", .record_len = 4};
+    round_trip(&in);
+    assert_int_equal(out.record_len, 4);
+    assert_memory_equal(out.record, "k1\0x", 4); /* bytes: a NUL inside is fine */
+    in.record = NULL;
+    in.record_len = 0;
+    round_trip(&in);
+    assert_null(out.record);
+    in.record = rec;
+    in.record_len = PRIV_RECORD_MAX;
+    round_trip(&in);
+    assert_int_equal(out.record_len, PRIV_RECORD_MAX);
+    in.record_len = PRIV_RECORD_MAX + 1; /* past the bound */
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    in.record = NULL;
+    in.record_len = 3;
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+
+    in = (struct priv_msg){.type = PRIV_LIST, .seq = 2, .a = 7};
+    round_trip(&in);
+    assert_int_equal(out.a, 7);
+    assert_null(out.id);
+    in = (struct priv_msg){.type = PRIV_ADOPT, .seq = 3, .id = "sb1"};
+    round_trip(&in);
+    assert_string_equal(out.id, "sb1");
+    assert_int_equal(priv_reply_type(PRIV_ADOPT), PRIV_R_LIST);
+    assert_int_equal(priv_reply_type(PRIV_LIST), PRIV_R_LIST);
+    in.id = "../x";
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    in = (struct priv_msg){.type = PRIV_KILL_HELPER, .seq = 4, .id = "sb1", .a = 12345};
+    round_trip(&in);
+    assert_int_equal(out.a, 12345);
+    in = (struct priv_msg){.type = PRIV_R_HELPER, .seq = 5, .a = 99};
+    round_trip(&in);
+    assert_int_equal(out.a, 99);
+
+    /* pages: empty, mixed, one with a record at the bound */
+    memset(&in, 0, sizeof(in));
+    in.type = PRIV_R_LIST;
+    in.seq = 6;
+    in.a = PRIV_LIST_END;
+    round_trip(&in);
+    assert_int_equal(out.nlist, 0);
+    in.a = 3;
+    in.nlist = 2;
+    in.list[0] = (struct priv_entry){.id = "a1", .ready = false, .record = "x", .record_len = 1};
+    in.list[1] = (struct priv_entry){
+            .id = "b2",
+            .ready = true,
+            .facts = {{1, 2, 3, 4}, 1000, 1001, 65536, 77, "/home/user", "/root"},
+    };
+    round_trip(&in);
+    assert_int_equal(out.nlist, 2);
+    assert_false(out.list[0].ready);
+    assert_memory_equal(out.list[0].record, "x", 1);
+    assert_true(out.list[1].ready);
+    assert_int_equal(out.list[1].facts.init_pid, 77);
+    assert_string_equal(out.list[1].facts.home_root, "/root");
+    assert_null(out.list[1].record);
+    long n = priv_encode(buf, sizeof(buf), &in);
+    assert_int_equal((size_t)n, PRIV_HDR_SIZE + 8 + priv_entry_size(&in.list[0]) +
+                                        priv_entry_size(&in.list[1]));
+    in.nlist = 1;
+    in.list[0].record = rec;
+    in.list[0].record_len = PRIV_RECORD_MAX;
+    round_trip(&in);
+    /* an entry with a bad id, facts without homes, a record past the bound */
+    in.list[0].id = "A";
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    in.list[0] = in.list[1];
+    in.list[0].facts.home_user = "home";
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    in.list[0] = (struct priv_entry){.id = "a1", .record = rec, .record_len = PRIV_RECORD_MAX + 1};
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    /* more entries than a page takes */
+    in.nlist = PRIV_LIST_MAX + 1;
+    for (int i = 0; i <= PRIV_LIST_MAX; i++)
+        in.list[i < PRIV_LIST_MAX ? i : 0] = (struct priv_entry){.id = "a1"};
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    in.nlist = PRIV_LIST_MAX;
+    round_trip(&in);
+    assert_int_equal(out.nlist, PRIV_LIST_MAX);
+}
+
+/* Hand-made re-adoption packets. */
+static size_t raw(uint16_t type, uint16_t nfds, uint32_t seq, const void *body, size_t len);
+static size_t put_s(char *p, const char *s, size_t n, bool nul);
+
+static void
+test_readoption_refused(void **state)
+{
+    (void)state;
+    static char body[PRIV_BODY_MAX];
+    size_t k;
+    uint32_t v;
+
+    /* SET_RECORD: one byte past the bound, a length past the packet */
+    k = put_s(body, "sb1", 3, true);
+    v = PRIV_RECORD_MAX + 1;
+    memcpy(body + k, &v, 4);
+    memset(body + k + 4, 'r', v);
+    assert_int_equal(priv_decode_request(buf, raw(PRIV_SET_RECORD, 0, 1, body, k + 4 + v), 0, &out),
+                     -EBADMSG);
+    v = PRIV_RECORD_MAX;
+    memcpy(body + k, &v, 4);
+    assert_int_equal(priv_decode_request(buf, raw(PRIV_SET_RECORD, 0, 1, body, k + 4 + v), 0, &out),
+                     0);
+    assert_int_equal(
+            priv_decode_request(buf, raw(PRIV_SET_RECORD, 0, 1, body, k + 4 + 10), 0, &out),
+            -EBADMSG);
+    /* LIST with an id, ADOPT without one */
+    k = put_s(body, "sb1", 3, true);
+    assert_int_equal(priv_decode_request(buf, raw(PRIV_LIST, 0, 1, body, k), 0, &out), -EBADMSG);
+    assert_int_equal(priv_decode_request(buf, raw(PRIV_ADOPT, 0, 1, body, 0), 0, &out), -EBADMSG);
+    assert_int_equal(priv_decode_request(buf, raw(PRIV_ADOPT, 0, 1, body, k), 0, &out), 0);
+    assert_int_equal(priv_decode_request(buf, raw(PRIV_ADOPT, 1, 1, body, k), 1, &out), -EBADMSG);
+    /* R_LIST: a count past the page, one claiming more than comes */
+    v = 0;
+    memcpy(body, &v, 4);
+    v = PRIV_LIST_MAX + 1;
+    memcpy(body + 4, &v, 4);
+    assert_int_equal(priv_decode_answer(buf, raw(PRIV_R_LIST, 0, 1, body, 8), 0, &out), -EBADMSG);
+    v = 2;
+    memcpy(body + 4, &v, 4);
+    k = 8 + put_s(body + 8, "a1", 2, true);
+    v = 0;
+    memcpy(body + k, &v, 4);     /* not ready */
+    memcpy(body + k + 4, &v, 4); /* no record */
+    k += 8;
+    assert_int_equal(priv_decode_answer(buf, raw(PRIV_R_LIST, 0, 1, body, k), 0, &out), -EBADMSG);
+    v = 1;
+    memcpy(body + 4, &v, 4);
+    assert_int_equal(priv_decode_answer(buf, raw(PRIV_R_LIST, 0, 1, body, k), 0, &out), 0);
+    v = 2;
+    memcpy(body + k - 8, &v, 4); /* ready is 0 or 1 */
+    assert_int_equal(priv_decode_answer(buf, raw(PRIV_R_LIST, 0, 1, body, k), 0, &out), -EBADMSG);
+    /* an R_HELPER without its number */
+    assert_int_equal(priv_decode_answer(buf, raw(PRIV_R_HELPER, 2, 1, body, 0), 2, &out), -EBADMSG);
+}
+
+static void
+test_spawn_large(void **state)
+{
+    (void)state;
+    static char block[PRIV_ARGS_BYTES_MAX + 64];
+    static char big[64 * 1024];
+    static struct priv_msg a;
+
+    memset(&in, 0, sizeof(in));
+    in = (struct priv_msg){
+            .type = PRIV_SPAWN_LARGE, .seq = 1, .id = "sb1", .u64 = 5, .flag = 1, .cwd = "/"};
+    round_trip(&in);
+    assert_int_equal(out.u64, 5);
+    assert_null(out.argv[0]);
+    assert_int_equal(priv_type_fds(PRIV_SPAWN_LARGE), 4);
+    in.argv[0] = "/bin/true"; /* argv goes in the memfd, never the body */
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+
+    /* the block: round trip with an argument larger than a body */
+    memset(&a, 0, sizeof(a));
+    memset(big, 'x', sizeof(big) - 1);
+    a.argv[0] = "/bin/echo";
+    a.argv[1] = big;
+    a.argv[2] = "";
+    a.env[0] = "A=b";
+    long n = priv_encode_args(block, sizeof(block), &a);
+    assert_true(n > (long)sizeof(big));
+    memset(&out, 0, sizeof(out));
+    assert_int_equal(priv_decode_args(block, (size_t)n, &out), 0);
+    assert_string_equal(out.argv[0], "/bin/echo");
+    assert_int_equal(strlen(out.argv[1]), sizeof(big) - 1);
+    assert_string_equal(out.argv[2], "");
+    assert_null(out.argv[3]);
+    assert_string_equal(out.env[0], "A=b");
+    assert_null(out.env[1]);
+    for (long k = 0; k < n; k += 997)
+        assert_int_equal(priv_decode_args(block, (size_t)k, &out), -EBADMSG);
+    assert_null(out.argv[0]); /* nothing half-decoded is left */
+    block[n] = 0;
+    assert_int_equal(priv_decode_args(block, (size_t)n + 1, &out), -EBADMSG); /* trailing */
+    /* what the encoder refuses: no argv, a bad env, past the bound */
+    a.argv[0] = "";
+    assert_int_equal(priv_encode_args(block, sizeof(block), &a), -EINVAL);
+    a.argv[0] = "/bin/echo";
+    a.env[0] = "=b";
+    assert_int_equal(priv_encode_args(block, sizeof(block), &a), -EINVAL);
+    a.env[0] = NULL;
+    for (int i = 1; i < 5; i++)
+        a.argv[i] = big; /* 4 x 64 KiB > 256 KiB */
+    assert_int_equal(priv_encode_args(block, sizeof(block), &a), -EMSGSIZE);
+    /* what the decoder refuses: argc 0, a count past PRIV_ARGS_MAX, a string without NUL,
+     * a bad env, a block over the bound */
+    uint32_t v[2] = {0, 0};
+    memcpy(block, v, 8);
+    assert_int_equal(priv_decode_args(block, 8, &out), -EBADMSG);
+    v[0] = 1;
+    v[1] = PRIV_ARGS_MAX;
+    memcpy(block, v, 8);
+    size_t k = 8 + put_s(block + 8, "/x", 2, true);
+    assert_int_equal(priv_decode_args(block, k, &out), -EBADMSG);
+    v[1] = 0;
+    memcpy(block, v, 8);
+    assert_int_equal(priv_decode_args(block, k, &out), 0);
+    k = 8 + put_s(block + 8, "/x", 2, false);
+    assert_int_equal(priv_decode_args(block, k, &out), -EBADMSG);
+    v[1] = 1;
+    memcpy(block, v, 8);
+    k = 8 + put_s(block + 8, "/x", 2, true);
+    k += put_s(block + k, "noequals", 8, true);
+    assert_int_equal(priv_decode_args(block, k, &out), -EBADMSG);
+    v[1] = 0;
+    memcpy(block, v, 8);
+    uint32_t len = PRIV_ARGS_BYTES_MAX;
+    memcpy(block + 8, &len, 4);
+    memset(block + 12, 'y', len);
+    block[12 + len] = 0;
+    assert_int_equal(priv_decode_args(block, 13 + len, &out), -EBADMSG);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_requests),
-            cmocka_unit_test(test_answers),
-            cmocka_unit_test(test_encoder_refuses),
-            cmocka_unit_test(test_decoder_refuses),
+            cmocka_unit_test(test_requests),        cmocka_unit_test(test_answers),
+            cmocka_unit_test(test_encoder_refuses), cmocka_unit_test(test_decoder_refuses),
+            cmocka_unit_test(test_readoption),      cmocka_unit_test(test_readoption_refused),
+            cmocka_unit_test(test_spawn_large),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
