@@ -879,11 +879,24 @@ priv_fileops_init(struct priv_fileops *t, struct priv_client *c, const char *id)
 }
 
 int
-priv_fileops_start(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, struct err *err)
+priv_fileops_start(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, uint64_t *ret_token,
+                   struct err *err)
 {
     const struct priv_fileops *t = ud;
-    uint32_t number;
-    return priv_client_open_helper(t->c, t->id, as_root, ret_sock, ret_pidfd, &number, err);
+    uint32_t number = 0;
+    int r = priv_client_open_helper(t->c, t->id, as_root, ret_sock, ret_pidfd, &number, err);
+    if (r >= 0)
+        *ret_token = number;
+    return r;
+}
+
+void
+priv_fileops_stop(void *ud, uint64_t token)
+{
+    const struct priv_fileops *t = ud;
+    /* Gone already, or the sandbox is: nothing left to kill. */
+    if (token && token <= UINT32_MAX)
+        (void)priv_client_kill_helper(t->c, t->id, (uint32_t)token, NULL);
 }
 
 int

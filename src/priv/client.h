@@ -162,10 +162,12 @@ int priv_client_kill_helper(struct priv_client *c, const char *id, uint32_t help
 int priv_client_idmap(struct priv_client *c, const char *id, int dirfd, int *ret_fd,
                       struct err *err);
 
-/* A ready-made start/idmap hook pair for sandbox/fileops.h's struct
- * fileops_remote (start, idmap, start_ud = a struct priv_fileops): the
- * types are fileops_start_fn's and fileops_idmap_fn's (priv/ may not
- * include sandbox/; test-helper.c checks they match). The struct is the
+/* Ready-made start/idmap/stop hooks for sandbox/fileops.h's struct
+ * fileops_remote (start, idmap, stop, start_ud = a struct priv_fileops):
+ * the types are fileops_start_fn's, fileops_idmap_fn's and
+ * fileops_stop_fn's (priv/ may not include sandbox/; test-helper.c checks
+ * they match). start's token is the parent's helper number, which stop
+ * hands to priv_client_kill_helper(). The struct is the
  * caller's and must outlive every handle using it; its client must
  * outlive it. */
 struct priv_fileops {
@@ -173,7 +175,9 @@ struct priv_fileops {
     char id[PRIV_ID_MAX + 1];
 };
 void priv_fileops_init(struct priv_fileops *t, struct priv_client *c, const char *id);
-int priv_fileops_start(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, struct err *err);
+int priv_fileops_start(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, uint64_t *ret_token,
+                       struct err *err);
+void priv_fileops_stop(void *ud, uint64_t token);
 int priv_fileops_idmap(void *ud, int dirfd, int *ret_fd, struct err *err);
 
 int priv_area_create(struct priv_client *c, const char *name, uint64_t limit_bytes,

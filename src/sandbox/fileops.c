@@ -40,7 +40,8 @@ struct helper {
     pid_t pid;
     uint64_t gen; /* bumped at every start: uploads belong to one life */
     bool busy;
-    bool child; /* we forked it (we reap it), else it came from f->start */
+    bool child;     /* we forked it (we reap it), else it came from f->start */
+    uint64_t token; /* f->start's name for it, for f->stop */
 };
 
 struct fileops {
@@ -63,6 +64,7 @@ struct fileops {
     char label[96];
     fileops_start_fn start; /* NULL: we start our helpers ourselves */
     fileops_idmap_fn idmap;
+    fileops_stop_fn stop;
     void *start_ud;
     bool has_view; /* with start: whether the helper has a view */
     struct helper h[FILEOPS_HELPERS];
@@ -198,6 +200,7 @@ fileops_new_remote(const struct fileops_remote *c, struct fileops **ret, struct 
         /* The starter holds the descriptors and sends the identity. */
         f->start = c->start;
         f->idmap = c->idmap;
+        f->stop = c->stop;
         f->start_ud = c->start_ud;
         f->has_view = c->has_view;
         *ret = f;
@@ -240,9 +243,10 @@ fileops_ref(struct fileops *f)
 
 /* Ends a helper process, if any: kill, reap, close. By its owner (or
  * with the lock when it is idle). One from f->start is not our child: the
- * kill may be refused (the closed socket ends it anyway) and its parent
- * reaps it; waiting for it here could only fail, or take another
- * process's exit if its pid were reused. */
+ * kill may be refused (the closed socket ends a healthy one anyway; one
+ * that hangs failed() has its starter kill) and its parent reaps it;
+ * waiting for it here could only fail, or take another process's exit if
+ * its pid were reused. */
 static void
 stop_helper(struct helper *h)
 {
@@ -340,6 +344,11 @@ helper_err(struct err *err, int errnum, const char *msg)
 static int
 failed(struct fileops *f, struct helper *h, int r, struct err *err, const char *why)
 {
+    /* It may hang (a deadline) or be taken over (a malformed answer): the
+     * closed socket is not enough, and a helper we did not fork only its
+     * starter may kill. */
+    if (!h->child && h->pidfd >= 0 && f->stop)
+        f->stop(f->start_ud, h->token);
     stop_helper(h);
     return err_set(err, r == -ETIMEDOUT ? ETIMEDOUT : EIO, "the file helper of %s failed: %s",
                    f->label, why);
@@ -386,7 +395,8 @@ static int
 spawn_elsewhere(struct fileops *f, struct helper *h, struct err *err)
 {
     int sock = -EBADF, pidfd = -EBADF;
-    int r = f->start(f->start_ud, f->as_root, &sock, &pidfd, err);
+    uint64_t token = 0;
+    int r = f->start(f->start_ud, f->as_root, &sock, &pidfd, &token, err);
     if (r < 0)
         return r;
     if (sock < 0 || pidfd < 0) {
@@ -399,6 +409,7 @@ spawn_elsewhere(struct fileops *f, struct helper *h, struct err *err)
     h->pidfd = pidfd;
     h->pid = pidfd_pid(pidfd);
     h->child = false;
+    h->token = token;
     return 0;
 }
 

@@ -65,7 +65,13 @@ struct fileops;
  * with no lock of the handle held, so it must be safe on every thread
  * that calls into the handle. */
 typedef int (*fileops_start_fn)(void *ud, bool as_root, int *ret_sock, int *ret_pidfd,
-                                struct err *err);
+                                uint64_t *ret_token, struct err *err);
+/* Kills a helper that start gave (token: what start returned with it),
+ * which the handle itself may not be allowed to signal (another uid).
+ * Called when a helper failed a call (a deadline, a malformed answer): a
+ * healthy one ends when its socket closes. From the thread of that call,
+ * with no lock of the handle held. */
+typedef void (*fileops_stop_fn)(void *ud, uint64_t token);
 /* The directory dirfd (the caller's own storage) as an idmapped tree for
  * this sandbox's helper (jail_idmap_tree()), for snapshots and copies in
  * ns mode when the handle holds no user namespace. */
@@ -89,10 +95,11 @@ struct fileops_remote {
     /* Helpers from elsewhere (NULL: the handle starts its own from the
      * fields above with fileops_helper_start()). With start, only ns,
      * as_root, label and has_view count: the identity is the starter's
-     * to send. */
+     * to send. start_ud is passed to start, idmap and stop. */
     fileops_start_fn start;
     fileops_idmap_fn idmap; /* with start, ns mode: for snapshots and copies; NULL: refused */
-    void *start_ud;         /* for both; borrowed, must outlive the handle */
+    fileops_stop_fn stop;   /* with start: kills a helper it gave; NULL: the socket's close only */
+    void *start_ud;         /* for the hooks; borrowed, must outlive the handle */
     bool has_view;          /* with start: the helper has the sandbox's view (ns mode) */
 };
 

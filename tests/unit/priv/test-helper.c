@@ -46,6 +46,7 @@
 /* client.h's ready-made hooks have fileops.h's types (priv/ cannot say so). */
 static const fileops_start_fn start_hook_type = priv_fileops_start;
 static const fileops_idmap_fn idmap_hook_type = priv_fileops_idmap;
+static const fileops_stop_fn stop_hook_type = priv_fileops_stop;
 
 static char dir[64], sock_path[100];
 static int image = -1;
@@ -191,20 +192,29 @@ run_until(int *counter, int want)
     assert_int_equal(*counter, want);
 }
 
-/* The hooks: every helper through the parent, counted. */
-static unsigned starts;
+/* The hooks: client.h's ready-made ones, counted. */
+static unsigned starts, stops;
+static struct priv_fileops pf;
 
 static int
-start_via_parent(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, struct err *err)
+start_via_parent(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, uint64_t *ret_token,
+                 struct err *err)
 {
     starts++;
-    return priv_jail_open_helper(ud, as_root, ret_sock, ret_pidfd, err);
+    return priv_fileops_start(ud, as_root, ret_sock, ret_pidfd, ret_token, err);
 }
 
 static int
 idmap_via_parent(void *ud, int dirfd, int *ret_fd, struct err *err)
 {
-    return priv_jail_idmap(ud, dirfd, ret_fd, err);
+    return priv_fileops_idmap(ud, dirfd, ret_fd, err);
+}
+
+static void
+stop_via_parent(void *ud, uint64_t token)
+{
+    stops++;
+    priv_fileops_stop(ud, token);
 }
 
 static struct fileops *
@@ -222,7 +232,8 @@ handle(bool as_root)
             .label = "sandbox 'ph1'",
             .start = start_via_parent,
             .idmap = idmap_via_parent,
-            .start_ud = pj,
+            .stop = stop_via_parent,
+            .start_ud = &pf,
             .has_view = true,
     };
     assert_int_equal(fileops_new_remote(&c, &f, &err), 0);
@@ -289,6 +300,7 @@ test_helper(void **state)
     assert_int_equal(priv_client_new(loop, dial(), &client, &err), 0);
     struct jail_limits lim = {.memory_bytes = 256 << 20, .pids = 64};
     assert_int_equal(priv_jail_create(client, "ph1", &lim, NULL, &wcb, NULL, &pj, &err), 0);
+    priv_fileops_init(&pf, client, "ph1");
     run_until(&readies, 1);
     assert_int_equal(ready_r, 0);
     (void)snprintf(ws, sizeof(ws), "%s/state/sandboxes/ph1/home", dir);
@@ -377,14 +389,18 @@ test_helper(void **state)
         assert_int_equal(starts, before + 1);
         assert_true(fileops_helper_pid(fu) != pid);
     }
-    /* one that hangs: its call fails at the deadline, the handle ends it
-     * through the pidfd, the next call gets a new one */
+    /* one that hangs: its call fails at the deadline, the handle asks the
+     * parent to kill it (the stop hook: a network process could not signal
+     * it), the next call gets a new one; a healthy helper's end needs no
+     * stop (its socket's close ends it) */
     pid_t pid = fileops_helper_pid(fu);
+    unsigned stops_before = stops;
     assert_int_equal(kill(pid, SIGSTOP), 0);
     fileops_set_timeouts(fu, 300, 300);
     err_clear(&err);
     assert_int_equal(fileops_stat(fu, "notes/hello.txt", &st, &err), -ETIMEDOUT);
     assert_non_null(strstr(err.msg, "in time"));
+    assert_int_equal(stops, stops_before + 1);
     wait_reaped(pid);
     unsigned before = starts;
     read_back(fu, "notes/hello.txt", "hi there", &err);
@@ -439,7 +455,8 @@ open_image(void)
     return open(p, O_RDONLY | O_CLOEXEC);
 }
 
-_Static_assert(sizeof(start_hook_type) && sizeof(idmap_hook_type), "hooks");
+_Static_assert(sizeof(start_hook_type) && sizeof(idmap_hook_type) && sizeof(stop_hook_type),
+               "hooks");
 
 int
 main(void)

@@ -767,7 +767,8 @@ worker_main(void *ud)
         struct err err = {0};
         int sock = -1, pidfd = -1;
         uint32_t number = 0;
-        int r = i % 2 ? priv_fileops_start(&t, false, &sock, &pidfd, &err)
+        uint64_t token = 0;
+        int r = i % 2 ? priv_fileops_start(&t, false, &sock, &pidfd, &token, &err)
                       : priv_client_open_helper(w->c, "ad1", true, &sock, &pidfd, &number, &err);
         if (r < 0) {
             w->failed++;
@@ -775,6 +776,10 @@ worker_main(void *ud)
             continue;
         }
         w->opened++;
+        if (i % 2 && token == 0) {
+            w->failed++;
+            (void)snprintf(w->why, sizeof(w->why), "no helper number from the start hook");
+        }
         if (number) {
             /* while it still runs: once its socket is closed it may end first */
             r = priv_client_kill_helper(w->c, "ad1", number, &err);

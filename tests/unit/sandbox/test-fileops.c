@@ -721,7 +721,8 @@ struct starter {
 };
 
 static int
-start_hook(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, struct err *err)
+start_hook(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, uint64_t *ret_token,
+           struct err *err)
 {
     struct starter *s = ud;
     pid_t pid;
@@ -745,6 +746,7 @@ start_hook(void *ud, bool as_root, int *ret_sock, int *ret_pidfd, struct err *er
     assert_true(s->pidfd >= 0);
     s->starts++;
     s->as_root = as_root;
+    *ret_token = s->starts;
     return 0;
 }
 
