@@ -15,7 +15,8 @@ and checks the calls: which file calls a function another file defines.
 No files may call each other in a circle (CALL_CYCLE_MAX files are
 allowed in one, and never across folders): a file that both dispatches to
 others and serves them helpers is the usual cause; move the helpers below
-it.
+it. And the privileged parent's code, followed through the libraries as a
+static link would, reaches no parser of hostile input (PARENT_*).
 
 Run from the top of the checkout (make check and make test do).
 """
@@ -176,6 +177,67 @@ def lib_cycles(lib):
     return comps
 
 
+# The privileged parent (privilege separation) links no parser of hostile
+# input: no HTTP, JSON, YAML, tar, gzip, DNS, SQL, curl. What its code
+# reaches, as a static link would pull it in from these libraries starting
+# at its own files, must define and call none of that.
+PARENT_LIBS = ['libabx-priv.a', 'libabx-jail.a', 'libabx-net-host.a', 'libabx-sandbox.a',
+               'libabx-util.a']
+PARENT_ROOTS = ['priv_parent.c.o', 'priv_proto.c.o', 'sandbox_fileops-helper.c.o',
+                'net_link.c.o', 'net_nft.c.o', 'net_pool.c.o']
+PARENT_FORBID_OBJECTS = ['util_json.c.o', 'util_tar.c.o']
+PARENT_FORBID_SYMBOLS = ('json_', 'MHD_', 'yaml_', 'inflate', 'deflate', 'gz', 'ldns_', 'curl_',
+                         'PQ', 'sqlite3_', 'archive_', 'XML_')
+
+
+def lib_symbols(lib):
+    """{object: (defined symbols, undefined symbols)} of one static library."""
+    out = subprocess.run(['nm', '-A', lib], capture_output=True, text=True, check=True).stdout
+    objs = {}
+    for line in out.splitlines():
+        f = line.split()
+        if not f or f[0].count(':') < 2:
+            continue
+        obj = os.path.basename(f[0].split(':')[1])
+        d, u = objs.setdefault(obj, (set(), set()))
+        if len(f) >= 3 and f[-2] in 'TDBRVW':
+            d.add(f[-1])
+        elif len(f) >= 2 and f[-2] == 'U':
+            u.add(f[-1])
+    return objs
+
+
+def parent_parsers(build):
+    """What the parent's code would link that parses hostile input."""
+    objs = {}
+    for name in PARENT_LIBS:
+        lib = os.path.join(build, 'src', name)
+        if not os.path.exists(lib):
+            return [f'{lib}: missing (build first)']
+        objs.update(lib_symbols(lib))
+    where = {}
+    for obj, (d, _) in objs.items():
+        for sym in d:
+            where.setdefault(sym, obj)
+    bad, seen, todo = [], set(), [r for r in PARENT_ROOTS if r in objs]
+    if len(todo) != len(PARENT_ROOTS):
+        missing = sorted(set(PARENT_ROOTS) - set(objs))
+        return [f'the parent\'s files are not in {", ".join(PARENT_LIBS)}: {", ".join(missing)}']
+    while todo:
+        obj = todo.pop()
+        if obj in seen:
+            continue
+        seen.add(obj)
+        for sym in sorted(objs[obj][1]):
+            if sym in where:
+                todo.append(where[sym])
+            elif sym.startswith(PARENT_FORBID_SYMBOLS):
+                bad.append(f'parent: {obj} calls {sym} (a parser library)')
+    for obj in sorted(seen & set(PARENT_FORBID_OBJECTS)):
+        bad.append(f'parent: its code reaches {obj} (a parser)')
+    return bad
+
+
 def call_cycles(build):
     """Violations of the call rule in the static libraries under build/src."""
     libs = sorted(glob.glob(os.path.join(build, 'src', '**', 'libabx*.a'), recursive=True))
@@ -253,6 +315,7 @@ def main():
                     bad.append(f'src/{piece}: sub-pieces {sub} and {o} include each other')
     if calls:
         bad += call_cycles(calls)
+        bad += parent_parsers(calls)
     for b in bad:
         print(b)
     if bad:
