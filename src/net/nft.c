@@ -20,9 +20,9 @@
 #define T "inet " NET_NFT_TABLE
 
 struct net_nft {
-    struct nft_ctx *ctx;    /* the text's transactions */
-    struct mnl_socket *nl;  /* the batches of nft-nl.c */
-    uint32_t seq;           /* of nl's messages */
+    struct nft_ctx *ctx;   /* the text's transactions */
+    struct mnl_socket *nl; /* the batches of nft-nl.c */
+    uint32_t seq;          /* of nl's messages */
 };
 
 static const struct net_block never_ranges[] = {
