@@ -7,18 +7,22 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <libmnl/libmnl.h>
 #include <nftables/libnftables.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "net/nft-internal.h"
 #include "util/cleanup.h"
 
 #define T "inet " NET_NFT_TABLE
 
 struct net_nft {
-    struct nft_ctx *ctx;
+    struct nft_ctx *ctx;   /* the text's transactions */
+    struct mnl_socket *nl; /* the batches of nft-nl.c */
+    uint32_t seq;          /* of nl's messages */
 };
 
 static const struct net_block never_ranges[] = {
@@ -444,6 +448,8 @@ net_nft_free(struct net_nft *n)
     if (n) {
         if (n->ctx)
             nft_ctx_free(n->ctx);
+        if (n->nl)
+            (void)mnl_socket_close(n->nl);
         free(n);
     }
     return NULL;
@@ -465,6 +471,10 @@ net_nft_new(const struct net_nft_config *c, struct net_nft **ret, struct err *er
         return err_set(err, ENOMEM, "cannot make a libnftables context");
     if (nft_ctx_buffer_output(n->ctx) < 0 || nft_ctx_buffer_error(n->ctx) < 0)
         return err_set(err, ENOMEM, "cannot buffer libnftables' output");
+    r = net_nft_nl_open(&n->nl, err);
+    if (r < 0)
+        return r;
+    n->seq = 1;
     r = gen_run(n, net_nft_gen_init(c, &b, err), &b, "cannot set up table " T, err);
     if (r < 0)
         return r;
@@ -484,19 +494,24 @@ net_nft_sandbox_add(struct net_nft *n, const struct net_nft_sandbox *sb, struct 
     _cleanup_buf_ struct buf b;
     char what[64];
     buf_init(&b, NET_NFT_CMD_MAX);
-    (void)snprintf(what, sizeof(what), "cannot add the rules of '%.16s'",
-                   sb->ifname ? sb->ifname : "");
+    int r = check_sandbox(sb, err);
+    if (r < 0)
+        return r;
+    /* The hot path: one batch, no cache (nft-nl.c says why). A sandbox
+     * made with a proxy takes the text. */
+    if (!sb->proxy_port)
+        return net_nft_nl_sandbox_add(n->nl, &n->seq, sb, err);
+    (void)snprintf(what, sizeof(what), "cannot add the rules of '%.16s'", sb->ifname);
     return gen_run(n, net_nft_gen_sandbox_add(sb, &b, err), &b, what, err);
 }
 
 int
 net_nft_sandbox_remove(struct net_nft *n, const char *ifname, struct err *err)
 {
-    _cleanup_buf_ struct buf b;
-    char what[64];
-    buf_init(&b, NET_NFT_CMD_MAX);
-    (void)snprintf(what, sizeof(what), "cannot remove the rules of '%.16s'", ifname ? ifname : "");
-    return gen_run(n, net_nft_gen_sandbox_remove(ifname, &b, err), &b, what, err);
+    int r = check_ifname(ifname, err);
+    if (r < 0)
+        return r;
+    return net_nft_nl_sandbox_remove(n->nl, &n->seq, ifname, err);
 }
 
 int

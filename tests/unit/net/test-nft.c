@@ -23,6 +23,7 @@
 #include "net/nft.h"
 #include "nstest.h"
 #include "util/cleanup.h"
+#include "util/parse.h"
 
 #define DROP NSTEST_DROP_MS
 
@@ -334,6 +335,72 @@ nft_ok(const char *command)
     return r == 0;
 }
 
+/* The listing of command's objects (a context of the test's own),
+ * into out. */
+static void
+nft_list(const char *command, char *out, size_t size)
+{
+    struct nft_ctx *c = nft_ctx_new(NFT_CTX_DEFAULT);
+    assert_non_null(c);
+    (void)nft_ctx_buffer_output(c);
+    (void)nft_ctx_buffer_error(c);
+    int r = nft_run_cmd_from_buffer(c, command);
+    if (r != 0)
+        fprintf(stderr, "nft: %s\n", nft_ctx_get_error_buffer(c));
+    assert_int_equal(r, 0);
+    assert_true(strscpy(out, nft_ctx_get_output_buffer(c), size) >= 0);
+    nft_ctx_free(c);
+}
+
+/* What nft_list() reads; one command per run (libnftables narrows its
+ * cache to the last list command of a buffer). */
+static const char *const list_cmds[] = {
+        "list chain inet abx sb_abx11h",  "list chain inet abx in_abx11h",
+        "list chain inet abx nat_abx11h", "list set inet abx abx11h_a4",
+        "list set inet abx abx11h_d6",    "list map inet abx egress",
+        "list map inet abx ingress",      "list map inet abx redir",
+};
+
+static void
+list_all(char *out, size_t size)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < ELEMENTSOF(list_cmds); i++) {
+        nft_list(list_cmds[i], out + k, size - k);
+        k += strlen(out + k);
+    }
+}
+
+/* The batch of nft-nl.c makes what the text says, as nft lists it. */
+static void
+test_batch_is_text(void **state)
+{
+    struct world *w = *state;
+    static char by_batch[16384], by_text[16384];
+    _cleanup_buf_ struct buf b;
+    struct net_slot s;
+
+    buf_init(&b, NET_NFT_CMD_MAX);
+    for (int drop = 0; drop < 2; drop++) {
+        assert_int_equal(net_pool_slot(&w->pool, 11, &s, NULL), 0);
+        struct net_nft_sandbox r = {.ifname = "abx11h", .slot = &s, .default_drop = drop};
+        assert_int_equal(net_nft_sandbox_add(w->nft, &r, NULL), 0);
+        list_all(by_batch, sizeof(by_batch));
+        assert_int_equal(net_nft_sandbox_remove(w->nft, "abx11h", NULL), 0);
+        buf_reset(&b);
+        assert_int_equal(net_nft_gen_sandbox_add(&r, &b, NULL), 0);
+        assert_true(nft_ok(b.data));
+        list_all(by_text, sizeof(by_text));
+        assert_string_equal(by_batch, by_text);
+        /* The batch removes what the text made. */
+        assert_int_equal(net_nft_sandbox_remove(w->nft, "abx11h", NULL), 0);
+        assert_false(nft_ok("list chain inet abx sb_abx11h"));
+        /* Without IPv6 too. */
+        w->pool.v6.ip.family = 0;
+    }
+    w->pool.v6.ip.family = AF_INET6;
+}
+
 static void
 test_teardown_reclaim(void **state)
 {
@@ -400,6 +467,34 @@ measure(struct world *w, uint32_t slot, const char *label)
             (unsigned long long)down[ROUNDS / 2], (unsigned long long)down[ROUNDS * 9 / 10]);
 }
 
+/* p50 and p90 of ROUNDS adds and removes of one sandbox's rules alone
+ * (no links: what networking adds to a create). */
+static void
+measure_rules(struct world *w, uint32_t slot, const char *label)
+{
+    uint64_t up[ROUNDS], down[ROUNDS];
+    struct net_slot s;
+    char h[IFNAMSIZ], sb[IFNAMSIZ];
+
+    assert_int_equal(net_pool_slot(&w->pool, slot, &s, NULL), 0);
+    net_pool_ifnames(slot, h, sb);
+    struct net_nft_sandbox r = {.ifname = h, .slot = &s};
+    for (int i = 0; i < ROUNDS; i++) {
+        uint64_t t0 = nstest_now_us();
+        assert_int_equal(net_nft_sandbox_add(w->nft, &r, NULL), 0);
+        uint64_t t1 = nstest_now_us();
+        assert_int_equal(net_nft_sandbox_remove(w->nft, h, NULL), 0);
+        up[i] = t1 - t0;
+        down[i] = nstest_now_us() - t1;
+    }
+    qsort(up, ROUNDS, sizeof(up[0]), cmp_u64);
+    qsort(down, ROUNDS, sizeof(down[0]), cmp_u64);
+    fprintf(stderr,
+            "measure: rules only, %s: add p50 %llu us (p90 %llu), remove p50 %llu us (p90 %llu)\n",
+            label, (unsigned long long)up[ROUNDS / 2], (unsigned long long)up[ROUNDS * 9 / 10],
+            (unsigned long long)down[ROUNDS / 2], (unsigned long long)down[ROUNDS * 9 / 10]);
+}
+
 #define MANY (getenv("ABX_NET_MANY") ? 1000u : 200u)
 
 static void
@@ -410,6 +505,7 @@ test_measure(void **state)
     struct net_slot s;
     char h[IFNAMSIZ], sb[IFNAMSIZ];
 
+    measure_rules(w, 0, "no other sandbox");
     measure(w, 0, "1 sandbox");
     /* Rules of MANY more sandboxes (no links: their names are what the
      * rules key on), slots numbered past the test pool's. */
@@ -424,6 +520,7 @@ test_measure(void **state)
             (unsigned long long)(nstest_now_us() - t0) / 1000);
     char label[64];
     (void)snprintf(label, sizeof(label), "with %u sandboxes' rules present", MANY);
+    measure_rules(w, 0, label);
     measure(w, 0, label);
     t0 = nstest_now_us();
     assert_int_equal(net_nft_new(&w->cfg, &(struct net_nft *){NULL}, NULL), 0);
@@ -442,6 +539,7 @@ tests(void)
             cmocka_unit_test_setup_teardown(test_dns, world_setup, world_teardown),
             cmocka_unit_test_setup_teardown(test_lists, world_setup, world_teardown),
             cmocka_unit_test_setup_teardown(test_redirect, world_setup, world_teardown),
+            cmocka_unit_test_setup_teardown(test_batch_is_text, world_setup, world_teardown),
             cmocka_unit_test_setup_teardown(test_teardown_reclaim, world_setup, world_teardown),
             cmocka_unit_test_setup_teardown(test_measure, world_setup, world_teardown),
     };
