@@ -5,7 +5,7 @@
 # only; nothing is downloaded any other way.
 set -eu
 
-PKGS="gcc make pkg-config meson ninja-build libmicrohttpd-dev libjansson-dev libmnl-dev libnftables-dev
+PKGS="gcc make pkg-config meson ninja-build libmicrohttpd-dev libjansson-dev libmnl-dev libnftables-dev libnftnl-dev
 libcmocka-dev libcurl4-openssl-dev libseccomp-dev libcap-ng-dev libssl-dev clang
 libclang-rt-14-dev clang-format nodejs npm curl iproute2 procps util-linux
 python3 bubblewrap hyperfine wrk libsqlite3-dev libpq-dev postgresql libyaml-dev libldns-dev btrfs-progs
