@@ -57,6 +57,7 @@ struct sandbox_ops {
     void (*vfs_ids)(const struct sandbox *sb, struct vfs_ids *ret);
     int (*open_netns)(struct sandbox *sb);
     int (*view_fd)(const struct sandbox *sb);
+    bool (*has_view)(const struct sandbox *sb);
     int (*root_fd)(const struct sandbox *sb);
     /* All file work: the sandbox_file_* calls run on fileops(sb, false). */
     int (*fileops)(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err);

@@ -1119,6 +1119,12 @@ local_view_fd(const struct sandbox *pub)
     return sb->state == SB_READY ? sb->view_fd : -ESRCH;
 }
 
+static bool
+local_has_view(const struct sandbox *pub)
+{
+    return local_view_fd(pub) >= 0;
+}
+
 static int
 make_fileops(struct local_sb *sb, bool as_root, struct fileops **ret, struct err *err)
 {
@@ -1254,6 +1260,7 @@ static const struct sandbox_ops local_ops = {
         .vfs_ids = local_vfs_ids,
         .open_netns = local_open_netns,
         .view_fd = local_view_fd,
+        .has_view = local_has_view,
         .root_fd = local_root_fd,
         .fileops = local_fileops,
         .max_file_bytes = local_max_file_bytes,

@@ -238,6 +238,12 @@ sandbox_view_fd(const struct sandbox *sb)
     return sb->ops->view_fd ? sb->ops->view_fd(sb) : -EOPNOTSUPP;
 }
 
+bool
+sandbox_has_view(const struct sandbox *sb)
+{
+    return sb->ops->has_view && sb->ops->has_view(sb);
+}
+
 int
 sandbox_root_fd(const struct sandbox *sb)
 {

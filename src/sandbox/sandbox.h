@@ -207,11 +207,20 @@ struct proc *sandbox_proc_find(struct sandbox *sb, pid_t pid);
 size_t sandbox_proc_count(const struct sandbox *sb, bool running_only);
 struct proc *sandbox_proc_next(struct sandbox *sb, struct proc *prev); /* prev NULL = first */
 
+/* Whether the sandbox is ready and has a view of its own (the local ns
+ * mode), pinned when it became ready: what the surfaces ask before file
+ * work beyond the workspace, which runs through sandbox_fileops(). In the
+ * privilege split the parent answers it, the view staying there. */
+bool sandbox_has_view(const struct sandbox *sb);
+
 /* O_PATH descriptor of the root of the sandbox's whole view, as its
  * processes see it (for vfs.h), pinned when it became ready and closed by
  * sandbox_free(); borrowed. -ESRCH unless ready, -EOPNOTSUPP unless it
  * has a view of its own (the local ns mode), other -errno if pinning
- * failed. */
+ * failed. For the implementation's own file work and for tests: the
+ * surfaces (api/) must not use it, since the network process of the
+ * privilege split holds no descriptor of a view (they ask
+ * sandbox_has_view()). */
 int sandbox_view_fd(const struct sandbox *sb);
 
 /* A reference to the handle through which all file work on the sandbox's
