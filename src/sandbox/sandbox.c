@@ -208,6 +208,14 @@ sandbox_open_netns(struct sandbox *sb)
 }
 
 int
+sandbox_netns_socket(struct sandbox *sb, int family, int type, struct err *err)
+{
+    if (!sb->ops->netns_socket)
+        return err_set(err, EOPNOTSUPP, "sandbox '%s' has no network namespace of its own", sb->id);
+    return sb->ops->netns_socket(sb, family, type, err);
+}
+
+int
 sandbox_exec(struct sandbox *sb, const struct sandbox_exec *x, sandbox_exec_fn cb, void *ud,
              struct err *err)
 {

@@ -180,6 +180,17 @@ void sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret);
  * never fd 0..2) while it is ready: -ESRCH otherwise. In the uid and none
  * modes that is the host's own. */
 int sandbox_open_netns(struct sandbox *sb);
+/* A socket (socket(2)'s family and type; type may carry SOCK_NONBLOCK)
+ * made inside the sandbox's own network namespace, O_CLOEXEC, the
+ * caller's: what the port proxy dials the sandbox's loopback with. The
+ * surfaces never hold or enter the namespace itself; in the privilege
+ * split this is the parent's NETNS_SOCKET verb (priv/proto.h). -ESRCH
+ * unless ready, -EOPNOTSUPP when the sandbox shares the host's network
+ * (the local uid and none modes) or has none (memory), other -errno if
+ * entering it or making the socket failed; err says which. Blocks for the
+ * start and end of a short-lived thread (local), which alone enters the
+ * namespace. */
+int sandbox_netns_socket(struct sandbox *sb, int family, int type, struct err *err);
 
 struct sandbox_exec {
     const char *const *argv; /* NULL-terminated, argv[0] non-empty */
