@@ -1220,28 +1220,6 @@ local_vfs_ids(const struct sandbox *pub, struct vfs_ids *ret)
     };
 }
 
-static int
-local_open_netns(struct sandbox *pub)
-{
-    struct local_sb *sb = LSB(pub);
-    char path[64];
-    if (sb->state != SB_READY)
-        return -ESRCH;
-    /* init is our child and not reaped while we are ready: the pid is its. */
-    pid_t pid = jail_init_pid(sb->jail);
-    if (pid <= 0)
-        return -ESRCH;
-    (void)snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0 && fd < 3) {
-        /* Only if abxd was started with stdio closed. */
-        int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        (void)close(fd);
-        fd = fd2;
-    }
-    return fd < 0 ? -errno : fd;
-}
-
 /* One socket made in a sandbox's network namespace (local_netns_socket()). */
 struct netns_job {
     int nsfd; /* borrowed */
@@ -1327,7 +1305,6 @@ static const struct sandbox_ops local_ops = {
         .disk_usage = local_disk_usage,
         .freeze = local_freeze,
         .vfs_ids = local_vfs_ids,
-        .open_netns = local_open_netns,
         .netns_socket = local_netns_socket,
         .view_fd = local_view_fd,
         .has_view = local_has_view,

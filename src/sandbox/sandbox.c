@@ -202,12 +202,6 @@ sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret)
 }
 
 int
-sandbox_open_netns(struct sandbox *sb)
-{
-    return sb->ops->open_netns ? sb->ops->open_netns(sb) : -EOPNOTSUPP;
-}
-
-int
 sandbox_netns_socket(struct sandbox *sb, int family, int type, struct err *err)
 {
     if (!sb->ops->netns_socket)

@@ -176,10 +176,6 @@ int sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err);
 /* The host ids files in the sandbox's view belong to (for vfs.h). */
 struct vfs_ids;
 void sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret);
-/* Opens the sandbox's network namespace (/proc/<init>/ns/net, O_CLOEXEC,
- * never fd 0..2) while it is ready: -ESRCH otherwise. In the uid and none
- * modes that is the host's own. */
-int sandbox_open_netns(struct sandbox *sb);
 /* A socket (socket(2)'s family and type; type may carry SOCK_NONBLOCK)
  * made inside the sandbox's own network namespace, O_CLOEXEC, the
  * caller's: what the port proxy dials the sandbox's loopback with. The
