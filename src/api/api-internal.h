@@ -81,9 +81,7 @@ struct api {
     char *api_key;
     struct table *table; /* the live sandboxes */
     unsigned e2b_slot;   /* e->ext[] of the E2B surface (struct e2b_sb) */
-    unsigned ports_slot; /* e->ext[] of the port proxy (its pinned netns) */
     struct api_metrics m;
-    struct ports *ports;     /* the port proxy's state (ports.c), made on first use */
     struct e2b_snaps *snaps; /* e2b/snapshots.c: its worker and store, made on first use */
     uint32_t inotify_open;   /* e2b/watch.c: inotify instances its watches hold */
     uint64_t started_wall_ms;

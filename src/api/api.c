@@ -47,8 +47,7 @@ api_new(struct loop *loop, struct sandbox_host *sh, const struct api_config *c, 
     a->cfg = *c;
     a->api_key = strdup(c->api_key);
     a->started_wall_ms = wall_msec();
-    if (!a->api_key || table_new(loop, sh, a, &tc, &a->table) < 0 || e2b_init(a) < 0 ||
-        ports_init(a) < 0) {
+    if (!a->api_key || table_new(loop, sh, a, &tc, &a->table) < 0 || e2b_init(a) < 0) {
         table_free(a->table);
         free(a->api_key);
         free(a);
@@ -65,7 +64,6 @@ api_free(struct api *a)
     if (!a)
         return;
     e2b_snaps_free(a);
-    ports_free(a);
     table_free(a->table);
     api_keys_free(a);
     free(a->api_key);

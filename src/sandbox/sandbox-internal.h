@@ -55,8 +55,9 @@ struct sandbox_ops {
     int (*disk_usage)(struct sandbox *sb, uint64_t *ret_bytes);
     int (*freeze)(struct sandbox *sb, bool frozen, struct err *err);
     void (*vfs_ids)(const struct sandbox *sb, struct vfs_ids *ret);
-    int (*open_netns)(struct sandbox *sb);
+    int (*netns_socket)(struct sandbox *sb, int family, int type, struct err *err);
     int (*view_fd)(const struct sandbox *sb);
+    bool (*has_view)(const struct sandbox *sb);
     int (*root_fd)(const struct sandbox *sb);
     /* All file work: the sandbox_file_* calls run on fileops(sb, false). */
     int (*fileops)(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err);

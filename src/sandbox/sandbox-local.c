@@ -11,10 +11,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <termios.h>
@@ -1119,6 +1122,12 @@ local_view_fd(const struct sandbox *pub)
     return sb->state == SB_READY ? sb->view_fd : -ESRCH;
 }
 
+static bool
+local_has_view(const struct sandbox *pub)
+{
+    return local_view_fd(pub) >= 0;
+}
+
 static int
 make_fileops(struct local_sb *sb, bool as_root, struct fileops **ret, struct err *err)
 {
@@ -1211,26 +1220,70 @@ local_vfs_ids(const struct sandbox *pub, struct vfs_ids *ret)
     };
 }
 
+/* One socket made in a sandbox's network namespace (local_netns_socket()). */
+struct netns_job {
+    int nsfd; /* borrowed */
+    int family, type;
+    int r; /* the socket, or -errno */
+    bool entered;
+};
+
+/* Runs on its own short-lived thread, touches only j: setns() moves only
+ * the calling thread, and this one ends right after the socket() call, so
+ * no thread of abxd's ever runs in a sandbox's namespace or has to find
+ * its way back. The socket stays bound to the namespace it was born in. */
+static void *
+netns_socket_thread(void *ud)
+{
+    struct netns_job *j = ud;
+
+    if (setns(j->nsfd, CLONE_NEWNET) < 0) {
+        j->r = -errno;
+        return NULL; /* never make the socket anywhere else */
+    }
+    j->entered = true;
+    int fd = socket(j->family, j->type | SOCK_CLOEXEC, 0);
+    j->r = fd < 0 ? -errno : fd;
+    return NULL;
+}
+
 static int
-local_open_netns(struct sandbox *pub)
+local_netns_socket(struct sandbox *pub, int family, int type, struct err *err)
 {
     struct local_sb *sb = LSB(pub);
+    struct stat ns, home;
+    pthread_t t;
     char path[64];
+
     if (sb->state != SB_READY)
-        return -ESRCH;
+        return err_set(err, ESRCH, "sandbox '%s' is not running", pub->id);
     /* init is our child and not reaped while we are ready: the pid is its. */
     pid_t pid = jail_init_pid(sb->jail);
     if (pid <= 0)
-        return -ESRCH;
+        return err_set(err, ESRCH, "sandbox '%s' is not running", pub->id);
     (void)snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0 && fd < 3) {
-        /* Only if abxd was started with stdio closed. */
-        int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        (void)close(fd);
-        fd = fd2;
-    }
-    return fd < 0 ? -errno : fd;
+    _cleanup_close_ int nsfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (nsfd < 0)
+        return err_set(err, errno, "cannot open the network namespace of sandbox '%s'", pub->id);
+    /* uid and none isolation share the host's network: a socket there
+     * would reach the host's loopback services, not the sandbox's. The
+     * calling thread is abxd's and never changes namespace. */
+    if (fstat(nsfd, &ns) < 0 || stat("/proc/thread-self/ns/net", &home) < 0 ||
+        (ns.st_dev == home.st_dev && ns.st_ino == home.st_ino))
+        return err_set(err, EOPNOTSUPP,
+                       "sandbox '%s' shares the host's network namespace (isolation '%s')", pub->id,
+                       jail_mode_name(jail_host_mode(sb->host->jh)));
+    struct netns_job j = {.nsfd = nsfd, .family = family, .type = type, .r = -EIO};
+    int r = pthread_create(&t, NULL, netns_socket_thread, &j);
+    if (r != 0)
+        return err_set(err, r, "cannot start a thread to enter the network of sandbox '%s'",
+                       pub->id);
+    (void)pthread_join(t, NULL);
+    if (j.r < 0 && !j.entered)
+        return err_set(err, -j.r, "cannot enter the network namespace of sandbox '%s'", pub->id);
+    if (j.r < 0)
+        return err_set(err, -j.r, "cannot make a socket in the network of sandbox '%s'", pub->id);
+    return j.r;
 }
 
 static uint64_t
@@ -1252,8 +1305,9 @@ static const struct sandbox_ops local_ops = {
         .disk_usage = local_disk_usage,
         .freeze = local_freeze,
         .vfs_ids = local_vfs_ids,
-        .open_netns = local_open_netns,
+        .netns_socket = local_netns_socket,
         .view_fd = local_view_fd,
+        .has_view = local_has_view,
         .root_fd = local_root_fd,
         .fileops = local_fileops,
         .max_file_bytes = local_max_file_bytes,

@@ -202,9 +202,11 @@ sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret)
 }
 
 int
-sandbox_open_netns(struct sandbox *sb)
+sandbox_netns_socket(struct sandbox *sb, int family, int type, struct err *err)
 {
-    return sb->ops->open_netns ? sb->ops->open_netns(sb) : -EOPNOTSUPP;
+    if (!sb->ops->netns_socket)
+        return err_set(err, EOPNOTSUPP, "sandbox '%s' has no network namespace of its own", sb->id);
+    return sb->ops->netns_socket(sb, family, type, err);
 }
 
 int
@@ -236,6 +238,12 @@ int
 sandbox_view_fd(const struct sandbox *sb)
 {
     return sb->ops->view_fd ? sb->ops->view_fd(sb) : -EOPNOTSUPP;
+}
+
+bool
+sandbox_has_view(const struct sandbox *sb)
+{
+    return sb->ops->has_view && sb->ops->has_view(sb);
 }
 
 int

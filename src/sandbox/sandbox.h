@@ -176,10 +176,17 @@ int sandbox_freeze(struct sandbox *sb, bool frozen, struct err *err);
 /* The host ids files in the sandbox's view belong to (for vfs.h). */
 struct vfs_ids;
 void sandbox_vfs_ids(const struct sandbox *sb, struct vfs_ids *ret);
-/* Opens the sandbox's network namespace (/proc/<init>/ns/net, O_CLOEXEC,
- * never fd 0..2) while it is ready: -ESRCH otherwise. In the uid and none
- * modes that is the host's own. */
-int sandbox_open_netns(struct sandbox *sb);
+/* A socket (socket(2)'s family and type; type may carry SOCK_NONBLOCK)
+ * made inside the sandbox's own network namespace, O_CLOEXEC, the
+ * caller's: what the port proxy dials the sandbox's loopback with. The
+ * surfaces never hold or enter the namespace itself; in the privilege
+ * split this is the parent's NETNS_SOCKET verb (priv/proto.h). -ESRCH
+ * unless ready, -EOPNOTSUPP when the sandbox shares the host's network
+ * (the local uid and none modes) or has none (memory), other -errno if
+ * entering it or making the socket failed; err says which. Blocks for the
+ * start and end of a short-lived thread (local), which alone enters the
+ * namespace. */
+int sandbox_netns_socket(struct sandbox *sb, int family, int type, struct err *err);
 
 struct sandbox_exec {
     const char *const *argv; /* NULL-terminated, argv[0] non-empty */
@@ -207,11 +214,20 @@ struct proc *sandbox_proc_find(struct sandbox *sb, pid_t pid);
 size_t sandbox_proc_count(const struct sandbox *sb, bool running_only);
 struct proc *sandbox_proc_next(struct sandbox *sb, struct proc *prev); /* prev NULL = first */
 
+/* Whether the sandbox is ready and has a view of its own (the local ns
+ * mode), pinned when it became ready: what the surfaces ask before file
+ * work beyond the workspace, which runs through sandbox_fileops(). In the
+ * privilege split the parent answers it, the view staying there. */
+bool sandbox_has_view(const struct sandbox *sb);
+
 /* O_PATH descriptor of the root of the sandbox's whole view, as its
  * processes see it (for vfs.h), pinned when it became ready and closed by
  * sandbox_free(); borrowed. -ESRCH unless ready, -EOPNOTSUPP unless it
  * has a view of its own (the local ns mode), other -errno if pinning
- * failed. */
+ * failed. For the implementation's own file work and for tests: the
+ * surfaces (api/) must not use it, since the network process of the
+ * privilege split holds no descriptor of a view (they ask
+ * sandbox_has_view()). */
 int sandbox_view_fd(const struct sandbox *sb);
 
 /* A reference to the handle through which all file work on the sandbox's

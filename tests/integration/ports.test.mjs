@@ -508,6 +508,28 @@ describe('shutdown with live proxied connections', { skip }, () => {
   });
 });
 
+describe('a sandbox that shares the host\'s network', { skip }, () => {
+  test('uid isolation: 502, the host\'s loopback is never reached', async () => {
+    const d = await startAbxd({ args: ['--domain', DOMAIN, '--isolation', 'uid'] });
+    let id;
+    try {
+      id = (await createSandbox(d)).id;
+      // abxd's own port is open on the host's loopback: it must not answer.
+      const r = await hreq(d, hostOf(d.port, id), '/healthz');
+      assert.equal(r.status, 502);
+      assert.deepEqual(r.json, {
+        message: "Ports need the sandbox's own network namespace (isolation 'uid')",
+        sandboxId: id,
+        port: d.port,
+        code: 502,
+      });
+    } finally {
+      if (id) await killSandbox(d, id).catch(() => {});
+      await d.stop();
+    }
+  });
+});
+
 describe('without --domain nothing is forwarded', { skip }, () => {
   test('the Host is ignored', async () => {
     const d = await startAbxd();

@@ -134,7 +134,7 @@ fs_open(struct http_req *req, struct e2b_call *c, struct fsctx *f)
     }
     if (!api_need_cap(req, e, TEMPLATE_CAP_FILES))
         return -EPERM;
-    if (sandbox_view_fd(e->sb) < 0) {
+    if (!sandbox_has_view(e->sb)) {
         e2b_rpc_error(req, "unimplemented",
                       "this sandbox has no file system view of its own (isolation mode)");
         return -EOPNOTSUPP;
@@ -546,7 +546,7 @@ up_sandbox_ready(struct upload *u)
     struct entry *e = table_find(u->api->table, u->id);
     if (!e || e->state != E_READY || !e2b_of(e) || e->paused)
         return false;
-    return sandbox_view_fd(e->sb) >= 0;
+    return sandbox_has_view(e->sb);
 }
 
 /* Stages the next file of the upload; rel is what the client named. */
@@ -849,7 +849,7 @@ files_route(struct api *a, struct http_req *req, struct entry *e)
         e2b_error(req, 401, "invalid user: '%.64s'", uname);
         return;
     }
-    if (sandbox_view_fd(e->sb) < 0) {
+    if (!sandbox_has_view(e->sb)) {
         e2b_error(req, 501, "this sandbox has no file system view of its own (isolation mode)");
         return;
     }

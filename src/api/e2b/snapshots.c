@@ -158,6 +158,14 @@ snap_done(int r, const struct err *err, const char *id, const struct snapshot_st
     free(j);
 }
 
+/* Why a sandbox without a view has none, as the status tells (404 or
+ * 503, e2b_snap_status()): it is going, or its isolation gives it none. */
+static int
+view_errno(const struct entry *e)
+{
+    return sandbox_is_ready(e->sb) ? EOPNOTSUPP : ESRCH;
+}
+
 int
 e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden, e2b_snap_fn then,
                   void *ud, struct err *err)
@@ -166,7 +174,7 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
     struct e2b_snapjob *j = NULL;
     struct fileops *fo = NULL;
     struct snap_spec spec = {.name = name, .sandbox_id = e->id, .hidden = hidden};
-    int r, view;
+    int r;
 
     if ((r = snaps_get(a, &s, err)) < 0)
         return r;
@@ -176,9 +184,8 @@ e2b_snapshot_take(struct api *a, struct entry *e, const char *name, bool hidden,
                        SNAPSTORE_NAME_MAX);
     if (e2b_of(e)->snap)
         return err_set(err, EBUSY, "a snapshot of sandbox '%s' is already being taken", e->id);
-    view = sandbox_view_fd(e->sb);
-    if (view < 0)
-        return err_set(err, -view, "sandbox '%s' has no view of its files", e->id);
+    if (!sandbox_has_view(e->sb))
+        return err_set(err, view_errno(e), "sandbox '%s' has no view of its files", e->id);
     j = calloc(1, sizeof(*j));
     if (!j)
         return -ENOMEM;
@@ -412,7 +419,7 @@ e2b_restore_ready(struct api *a, struct entry *e, struct http_req *req)
     struct e2b_restore *rs = e2b_of(e) ? e2b_of(e)->restore : NULL;
     struct e2b_snaps *s;
     struct err err = {0};
-    int r, view;
+    int r;
 
     if (!rs) { /* cannot happen: attach set both */
         api_template_start(a, e, req, req ? e2b_create_answer(a, e) : NULL);
@@ -424,9 +431,8 @@ e2b_restore_ready(struct api *a, struct entry *e, struct http_req *req)
         goto fail;
     if ((r = snapstore_open_root(s->store, rs->id, &rs->srcfd, &err)) < 0)
         goto fail;
-    view = sandbox_view_fd(e->sb);
-    if (view < 0) {
-        r = err_set(&err, -view, "the new sandbox has no view of its files");
+    if (!sandbox_has_view(e->sb)) {
+        r = err_set(&err, view_errno(e), "the new sandbox has no view of its files");
         goto fail;
     }
     if ((r = sandbox_fileops(e->sb, true, &rs->fo, &err)) < 0)

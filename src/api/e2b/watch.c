@@ -564,7 +564,7 @@ ewatch_new(struct http_req *req, struct e2b_call *c, struct entry *e, json_t *ms
             "the sandbox has %d watches open (streams and watchers); end some first", WATCHES_MAX);
         return NULL;
     }
-    if (sandbox_view_fd(e->sb) < 0) {
+    if (!sandbox_has_view(e->sb)) {
         say(req, poll, "unimplemented",
             "this sandbox has no file system view of its own (isolation mode)");
         return NULL;

@@ -5,16 +5,15 @@
  * only upstream is 127.0.0.1 (or ::1) in a sandbox's own network namespace.
  *
  * A sandbox's network namespace has only loopback up, so the upstream
- * socket must be made inside it, and the loop's thread never moves there.
- * A worker thread (a one-thread workq) enters the namespace (pinned once
- * per sandbox while it is ready: its init is our unreaped child, so the pid
- * cannot have been reused), creates a non-blocking socket, starts the
- * connect and goes back; the socket stays bound to the namespace it was
- * born in. Everything after that runs on the loop.
+ * socket must be made inside it. This file never holds or enters the
+ * namespace: it asks the sandbox for a non-blocking socket made there
+ * (sandbox_netns_socket(), which refuses a sandbox that shares the host's
+ * network), one per dial, and starts the connect on the loop; the socket
+ * stays bound to the namespace it was born in.
  *
  * The HTTP itself (head and body upstream, the answer back, the pump after
  * a 101) is http/relay.c's; this file finds the sandbox, checks its
- * capability, pins its namespace, dials and words the 502s.
+ * capability, dials and words the 502s.
  *
  * No API key: E2B's proxy lets port traffic through (public ports, no
  * traffic tokens here). The sandbox's template must grant "ports"; an
@@ -25,50 +24,26 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/api-internal.h"
 #include "http/relay.h"
 #include "template/template.h"
+#include "util/cleanup.h"
 #include "util/json.h"
 #include "util/log.h"
-#include "util/workq.h"
-
-struct ports {
-    struct workq *wq;
-    int home_ns; /* abxd's own network namespace */
-    dev_t home_dev;
-    ino_t home_ino;
-};
-
-struct dial;
 
 /* One forwarded request: ports' side of its relay. */
 struct fwd {
     struct http_relay *relay; /* owns this (ops.done frees it) */
-    struct dial *dial;        /* in flight, or NULL */
     char id[PORTS_ID_MAX + 1];
     uint16_t port;
-};
-
-/* A connect on the worker thread. */
-struct dial {
-    int nsfd;    /* the sandbox's namespace (a dup, ours) */
-    int home_ns; /* borrowed from struct ports, which outlives every dial */
-    uint16_t port;
-    int r;         /* result: 0 or -errno */
-    int fd;        /* the socket, when r == 0 */
-    bool pending;  /* connect in progress */
-    struct fwd *f; /* NULL once the request is gone */
 };
 
 /* --- the host name --- */
@@ -143,10 +118,12 @@ answer_502(struct http_req *req, const char *id, uint16_t port, const char *msg)
     api_json(req, 502, o);
 }
 
-/* --- the worker side --- */
+/* --- the dial --- */
 
+/* Starts a connect from fd, a non-blocking socket of family, to the port
+ * on loopback; pending when it is still in progress. */
 static int
-try_connect(int family, uint16_t port, int *ret_fd, bool *ret_pending)
+start_connect(int fd, int family, uint16_t port, bool *ret_pending)
 {
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -165,59 +142,34 @@ try_connect(int family, uint16_t port, int *ret_fd, bool *ret_pending)
         in6->sin6_addr = in6addr_loopback;
         sl = sizeof(*in6);
     }
-    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
     *ret_pending = false;
     if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
-        if (errno != EINPROGRESS) {
-            int r = -errno;
-            (void)close(fd);
-            return r;
-        }
+        if (errno != EINPROGRESS)
+            return -errno;
         *ret_pending = true;
     }
-    *ret_fd = fd;
     return 0;
 }
 
-/* Runs on the worker thread: touches only d. */
+/* Dials the port from fd4 (taken over), an IPv4 socket in the sandbox's
+ * namespace, or else over IPv6, and hands the socket to the relay. */
 static void
-dial_work(void *ud)
+dial(struct sandbox *sb, struct fwd *f, int fd4)
 {
-    struct dial *d = ud;
+    _cleanup_close_ int fd = fd4;
+    bool pending = false;
 
-    if (setns(d->nsfd, CLONE_NEWNET) < 0) {
-        d->r = -errno;
-        return; /* never make the socket anywhere else */
-    }
-    d->r = try_connect(AF_INET, d->port, &d->fd, &d->pending);
-    if (d->r < 0) {
+    int r = start_connect(fd, AF_INET, f->port, &pending);
+    if (r < 0) {
         /* A server bound to ::1 only. */
-        int r6 = try_connect(AF_INET6, d->port, &d->fd, &d->pending);
-        if (r6 == 0)
-            d->r = 0;
+        _cleanup_close_ int fd6 =
+                sandbox_netns_socket(sb, AF_INET6, SOCK_STREAM | SOCK_NONBLOCK, NULL);
+        if (fd6 >= 0 && start_connect(fd6, AF_INET6, f->port, &pending) == 0) {
+            safe_close(fd);
+            fd = TAKE_FD(fd6);
+            r = 0;
+        }
     }
-    /* Every dial enters its own sandbox first, so a failure to return only
-     * leaves this idle thread elsewhere; nothing depends on it. */
-    (void)setns(d->home_ns, CLONE_NEWNET);
-}
-
-static void
-dial_done(void *ud)
-{
-    struct dial *d = ud;
-    struct fwd *f = d->f;
-    int r = d->r, fd = d->r == 0 ? d->fd : -EBADF;
-    bool pending = d->pending;
-
-    safe_close(d->nsfd);
-    free(d);
-    if (!f) {
-        safe_close(fd);
-        return;
-    }
-    f->dial = NULL;
     if (r == -ECONNREFUSED) {
         http_relay_fail(f->relay, HTTP_RELAY_REFUSED, ECONNREFUSED, NULL);
         return;
@@ -226,7 +178,7 @@ dial_done(void *ud)
         http_relay_fail(f->relay, HTTP_RELAY_CONNECT, -r, NULL);
         return;
     }
-    http_relay_connected(f->relay, fd, pending);
+    http_relay_connected(f->relay, TAKE_FD(fd), pending);
 }
 
 /* --- the relay's end --- */
@@ -282,10 +234,7 @@ fwd_fail(void *ud, struct http_req *req, enum http_relay_fail why, int errnum, c
 static void
 fwd_done(void *ud)
 {
-    struct fwd *f = ud;
-    if (f->dial)
-        f->dial->f = NULL; /* dial_done closes its socket */
-    free(f);
+    free(ud);
 }
 
 static const struct http_relay_ops fwd_ops = {
@@ -293,107 +242,10 @@ static const struct http_relay_ops fwd_ops = {
         .done = fwd_done,
 };
 
-static int
-ports_get(struct api *a, struct ports **ret)
-{
-    struct stat st;
-    int r;
-
-    if (a->ports) {
-        *ret = a->ports;
-        return 0;
-    }
-    struct ports *ps = calloc(1, sizeof(*ps));
-    if (!ps)
-        return -ENOMEM;
-    ps->home_ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (ps->home_ns < 0 || fstat(ps->home_ns, &st) < 0) {
-        r = -errno;
-        safe_close(ps->home_ns);
-        free(ps);
-        return r;
-    }
-    ps->home_dev = st.st_dev;
-    ps->home_ino = st.st_ino;
-    r = workq_new(a->loop, 1, &ps->wq);
-    if (r < 0) {
-        safe_close(ps->home_ns);
-        free(ps);
-        return r;
-    }
-    a->ports = ps;
-    *ret = ps;
-    return 0;
-}
-
-void
-ports_free(struct api *a)
-{
-    struct ports *ps = a->ports;
-    if (!ps)
-        return;
-    workq_free(ps->wq); /* finishes dials; their requests are gone */
-    safe_close(ps->home_ns);
-    free(ps);
-    a->ports = NULL;
-}
-
-/* The sandbox's network namespace, pinned on first use. */
-static int
-pin_netns(struct api *a, struct ports *ps, struct entry *e, struct err *err)
-{
-    struct stat st;
-
-    int *pinned = e->ext[a->ports_slot];
-    if (pinned)
-        return *pinned;
-    pinned = malloc(sizeof(*pinned));
-    if (!pinned)
-        return err_set(err, ENOMEM, "Cannot pin the sandbox's network (out of memory)");
-    int fd = sandbox_open_netns(e->sb);
-    if (fd < 0)
-        free(pinned);
-    if (fd == -ESRCH)
-        return err_set(err, ESRCH, "The sandbox was not found");
-    if (fd < 0)
-        return err_set(err, -fd, "Cannot enter the sandbox's network (%s)", strerror(-fd));
-    if (fstat(fd, &st) < 0 || (st.st_dev == ps->home_dev && st.st_ino == ps->home_ino)) {
-        (void)close(fd);
-        free(pinned);
-        /* uid and none isolation share the host's network: forwarding
-         * there would open the host's loopback services to anyone. */
-        return err_set(err, EOPNOTSUPP,
-                       "Ports need the sandbox's own network namespace (isolation '%s')",
-                       a->cfg.isolation ? a->cfg.isolation : "?");
-    }
-    *pinned = fd;
-    e->ext[a->ports_slot] = pinned;
-    return fd;
-}
-
-/* table hook: e goes, and its pinned namespace with it. */
-static void
-entry_free(struct entry *e, unsigned slot)
-{
-    int *pinned = e->ext[slot];
-    if (pinned)
-        (void)close(*pinned);
-    free(pinned);
-    e->ext[slot] = NULL;
-}
-
-int
-ports_init(struct api *a)
-{
-    static const struct table_hooks hooks = {.free = entry_free};
-    return table_add_hooks(a->table, &hooks, &a->ports_slot);
-}
-
 void
 ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id)
 {
     struct err err = {0};
-    struct ports *ps = NULL;
     int r;
 
     struct entry *e = table_find(a->table, id);
@@ -408,25 +260,30 @@ ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id)
         api_error_msg(req, 400, "bad_request", "the request target cannot be forwarded");
         return;
     }
-    r = ports_get(a, &ps);
-    if (r < 0) {
-        log_warn("sandbox=%s: cannot set up port forwarding: %s", id, strerror(-r));
-        answer_502(req, id, port, "Port forwarding is not available on this host");
-        return;
-    }
-    int nsfd = pin_netns(a, ps, e, &err);
-    if (nsfd < 0) {
+    /* The first socket before the relay: a refusal is answered as such. */
+    _cleanup_close_ int fd =
+            sandbox_netns_socket(e->sb, AF_INET, SOCK_STREAM | SOCK_NONBLOCK, &err);
+    if (fd < 0) {
+        char msg[320];
         log_debug("sandbox=%s port=%u: %s", id, port, err.msg);
-        answer_502(req, id, port, err.msg);
+        if (fd == -ESRCH)
+            (void)snprintf(msg, sizeof(msg), "The sandbox was not found");
+        else if (fd == -EOPNOTSUPP)
+            /* uid and none isolation share the host's network: forwarding
+             * there would open the host's loopback services to anyone. */
+            (void)snprintf(msg, sizeof(msg),
+                           "Ports need the sandbox's own network namespace (isolation '%s')",
+                           a->cfg.isolation ? a->cfg.isolation : "?");
+        else
+            (void)snprintf(msg, sizeof(msg), "Cannot enter the sandbox's network (%s)",
+                           strerror(-fd));
+        answer_502(req, id, port, msg);
         return;
     }
     table_touch(e);
 
     struct fwd *f = calloc(1, sizeof(*f));
-    struct dial *d = calloc(1, sizeof(*d));
-    if (!f || !d) {
-        free(f);
-        free(d);
+    if (!f) {
         api_error(req, -ENOMEM, NULL);
         return;
     }
@@ -437,7 +294,6 @@ ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id)
     r = http_relay_new(req, a->loop, target, label, &fwd_ops, f, &f->relay, &err);
     if (r < 0) {
         free(f);
-        free(d);
         if (r == -EINVAL)
             api_error_msg(req, 400, "bad_request", "%s", err.msg);
         else
@@ -445,16 +301,5 @@ ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id)
         return;
     }
 
-    d->nsfd = fcntl(nsfd, F_DUPFD_CLOEXEC, 3);
-    d->home_ns = ps->home_ns;
-    d->port = port;
-    d->fd = -EBADF;
-    d->f = f;
-    if (d->nsfd < 0 || workq_submit(ps->wq, dial_work, dial_done, d) < 0) {
-        safe_close(d->nsfd);
-        free(d);
-        http_relay_fail(f->relay, HTTP_RELAY_CONNECT, ENOMEM, "out of resources");
-        return;
-    }
-    f->dial = d;
+    dial(e->sb, f, TAKE_FD(fd)); /* may end the relay, f with it */
 }

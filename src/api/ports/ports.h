@@ -19,6 +19,3 @@ struct http_req;
 int ports_match_host(const char *host, const char *domain, uint16_t *ret_port, char *ret_id,
                      size_t idsz);
 void ports_begin(struct api *a, struct http_req *req, uint16_t port, const char *id);
-/* Registers the port proxy's per-sandbox state with the table (api_new). */
-int ports_init(struct api *a);
-void ports_free(struct api *a); /* from api_free(): finishes dials in flight */

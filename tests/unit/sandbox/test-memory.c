@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -191,7 +192,8 @@ create_ready_and_limits(void **state)
     uint64_t disk;
     assert_int_equal(sandbox_disk_usage(sb, &disk), -EOPNOTSUPP);
     assert_int_equal(sandbox_view_fd(sb), -EOPNOTSUPP);
-    assert_int_equal(sandbox_open_netns(sb), -EOPNOTSUPP);
+    assert_false(sandbox_has_view(sb));
+    assert_int_equal(sandbox_netns_socket(sb, AF_INET, SOCK_STREAM, NULL), -EOPNOTSUPP);
     assert_int_equal(sandbox_memory_created(host), 1);
     assert_int_equal(sandbox_memory_live(host), 1);
     sandbox_free(sb);
