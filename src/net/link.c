@@ -415,7 +415,7 @@ static int
 list_reply(const struct nlmsghdr *h, void *data)
 {
     struct list_ctx *c = data;
-    const struct nlattr *a;
+    struct nlattr *a; /* not const: libmnl's mnl_attr_for_each casts it to char * */
     if (h->nlmsg_type != RTM_NEWLINK)
         return 0;
     mnl_attr_for_each(a, h, sizeof(struct ifinfomsg))

@@ -48,8 +48,8 @@ test_sandbox_text(void **state)
             "add rule inet abx sb_abx0h ip daddr @private4 ip daddr != @allowed4 drop\n",
             "add rule inet abx sb_abx0h ip daddr @abx0h_a4 accept\n",
             "add rule inet abx sb_abx0h drop\n",
-            "add rule inet abx in_abx0h ip daddr 198.51.100.1 meta l4proto { tcp, udp } th dport 53 "
-            "accept\n",
+            ("add rule inet abx in_abx0h ip daddr 198.51.100.1 meta l4proto { tcp, udp } th dport 53 "
+             "accept\n"),
             "add rule inet abx in_abx0h tcp dport 3128 ct status dnat accept\n",
             "add rule inet abx nat_abx0h tcp dport { 80, 443 } redirect to :3128\n",
             "add rule inet abx in_abx0h drop\n",

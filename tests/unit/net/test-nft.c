@@ -157,8 +157,8 @@ static void
 test_host_closed(void **state)
 {
     struct world *w = *state;
-    _cleanup_close_ int api = nstest_listen(-1, SOCK_STREAM, "0.0.0.0", 8700);
-    _cleanup_close_ int lo = nstest_listen(-1, SOCK_STREAM, "127.0.0.1", 8701);
+    _cleanup_close_ _unused_ int api = nstest_listen(-1, SOCK_STREAM, "0.0.0.0", 8700);
+    _cleanup_close_ _unused_ int lo = nstest_listen(-1, SOCK_STREAM, "127.0.0.1", 8701);
     struct sb a;
 
     sb_add(w, &a, 1, false);
@@ -179,8 +179,8 @@ test_sandboxes_apart(void **state)
 
     sb_add(w, &a, 2, false);
     sb_add(w, &b, 3, false);
-    _cleanup_close_ int la = nstest_listen(a.ns, SOCK_STREAM, "0.0.0.0", 8080);
-    _cleanup_close_ int lb = nstest_listen(b.ns, SOCK_STREAM, "0.0.0.0", 8080);
+    _cleanup_close_ _unused_ int la = nstest_listen(a.ns, SOCK_STREAM, "0.0.0.0", 8080);
+    _cleanup_close_ _unused_ int lb = nstest_listen(b.ns, SOCK_STREAM, "0.0.0.0", 8080);
     assert_int_equal(nstest_tcp(a.ns, b.ip, 8080, DROP, NULL), -ETIMEDOUT);
     assert_int_equal(nstest_tcp(b.ns, a.ip, 8080, DROP, NULL), -ETIMEDOUT);
     assert_int_equal(nstest_tcp(a.ns, b.gw, 8080, DROP, NULL), -ETIMEDOUT);
@@ -194,7 +194,7 @@ static void
 test_metadata_private(void **state)
 {
     struct world *w = *state;
-    _cleanup_close_ int l = nstest_listen(w->inet, SOCK_STREAM, "0.0.0.0", 80);
+    _cleanup_close_ _unused_ int l = nstest_listen(w->inet, SOCK_STREAM, "0.0.0.0", 80);
     struct net_block allow[] = {nstest_block("203.0.113.64", 26), nstest_block("169.254.0.0", 16)};
     struct sb a;
 
@@ -242,7 +242,7 @@ test_lists(void **state)
 {
     struct world *w = *state;
     _cleanup_close_ int l = nstest_listen(w->inet, SOCK_STREAM, "0.0.0.0", 8080);
-    _cleanup_close_ int l6 = nstest_listen(w->inet, SOCK_STREAM, "::", 8080);
+    _cleanup_close_ _unused_ int l6 = nstest_listen(w->inet, SOCK_STREAM, "::", 8080);
     struct net_block deny[] = {nstest_block("203.0.113.2", 32)};
     struct net_block allow[] = {nstest_block("203.0.113.0", 25), nstest_block("203.0.113.0", 26),
                                 nstest_block("2001:db8:ff::", 64)};

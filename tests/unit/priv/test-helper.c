@@ -44,9 +44,12 @@
 #include "util/timeutil.h"
 
 /* client.h's ready-made hooks have fileops.h's types (priv/ cannot say so). */
-static const fileops_start_fn start_hook_type = priv_fileops_start;
-static const fileops_idmap_fn idmap_hook_type = priv_fileops_idmap;
-static const fileops_stop_fn stop_hook_type = priv_fileops_stop;
+_Static_assert(__builtin_types_compatible_p(__typeof__(&priv_fileops_start), fileops_start_fn),
+               "priv_fileops_start is a fileops_start_fn");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&priv_fileops_idmap), fileops_idmap_fn),
+               "priv_fileops_idmap is a fileops_idmap_fn");
+_Static_assert(__builtin_types_compatible_p(__typeof__(&priv_fileops_stop), fileops_stop_fn),
+               "priv_fileops_stop is a fileops_stop_fn");
 
 static char dir[64], sock_path[100];
 static int image = -1;
@@ -454,9 +457,6 @@ open_image(void)
     (void)snprintf(p, sizeof(p), "%s/src/abx-fileops", b ? b : "build");
     return open(p, O_RDONLY | O_CLOEXEC);
 }
-
-_Static_assert(sizeof(start_hook_type) && sizeof(idmap_hook_type) && sizeof(stop_hook_type),
-               "hooks");
 
 int
 main(void)

@@ -283,9 +283,9 @@ raw_send(int fd, const struct priv_msg *m, const int *fds, unsigned nfds)
 }
 
 /* The next answer that is not an event (events are skipped); 0 if the
- * parent ended the connection. */
+ * parent ended the connection. fds has room for PRIV_FDS_MAX. */
 static int
-raw_answer(int fd, struct priv_msg *ret, int *fds)
+raw_answer(int fd, struct priv_msg *ret, int fds[static PRIV_FDS_MAX])
 {
     for (;;) {
         unsigned nfds;
@@ -400,7 +400,7 @@ test_parent(void **state)
     check_alive();
 
     /* --- the hostile peer --- */
-    int fds3[3];
+    int fds3[PRIV_FDS_MAX];
     int h = hostile_hello();
     /* another connection's sandbox, one never made */
     struct priv_msg m = {.type = PRIV_STATS, .seq = 2, .id = "pa1"};
