@@ -186,6 +186,7 @@ host_new(struct loop *loop, const char *tag, struct jail_host **ret, struct err 
 struct counts {
     int ready, exited, gone;
     int ready_r;
+    int spawn_r; /* the last failed spawn's, 0 = none */
 };
 
 static void
@@ -205,15 +206,17 @@ l_ready(struct jail *j, int r, const struct err *err, void *ud)
     c->ready++;
     c->ready_r = r;
 }
+/* A failure comes only here: through the parent, even a refusal does. */
 static void
 l_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
 {
+    struct counts *c = ud;
     (void)j;
     (void)token;
     (void)pid;
-    (void)r;
     (void)step;
-    (void)ud;
+    if (r < 0)
+        c->spawn_r = r;
 }
 static void
 l_exited(struct jail *j, pid_t pid, int status, void *ud)
@@ -272,8 +275,10 @@ time_side(struct loop *loop, const struct side *sd, struct counts *c, struct err
         int want = c->exited + 1;
         uint64_t t0 = bench_now_ns();
         r = sd->spawn(sd->j, i + 1, &js, err);
-        if (r >= 0)
-            run_until(loop, &c->exited, want);
+        for (int k = 0; r >= 0 && k < 1000 && c->exited < want && !c->spawn_r; k++)
+            (void)loop_run_once(loop, 10);
+        if (r >= 0 && c->spawn_r)
+            r = err_set(err, -c->spawn_r, "spawn %llu failed", (unsigned long long)(i + 1));
         if (r >= 0 && c->exited < want)
             r = -ETIMEDOUT;
         if (i >= arg_warmup)
