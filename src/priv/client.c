@@ -1,7 +1,7 @@
 /*
  * client.c - the unprivileged side's calls to the parent: one synchronous
- * request/reply under a deadline, events copied out of their packet and
- * delivered from the loop.
+ * request/reply under a deadline (a spawn: the send alone), events copied
+ * out of their packet and delivered from the loop.
  *
  * The socket is shared by the loop thread and workers under c->wire (see
  * client.h for why that order is safe); what the loop alone touches (the
@@ -338,7 +338,8 @@ enum { CALL_OK, CALL_REFUSED, CALL_BROKEN };
 /* Sends m (its seq set here) with fds, waits for its reply (b->reply)
  * and the reply's descriptors (ret_fds, exactly priv_type_fds(want)).
  * Takes and releases the wire; the whole exchange is under it, so the
- * first reply read is this request's (client.h). */
+ * first reply read is this request's (client.h). A request that gets no
+ * reply (SPAWN) returns once it is sent. */
 static int
 exchange(struct priv_client *c, struct priv_msg *m, const int *fds, unsigned nfds, int *ret_fds,
          const struct bufs *b, int *ret_how, struct err *err)
@@ -378,6 +379,13 @@ exchange(struct priv_client *c, struct priv_msg *m, const int *fds, unsigned nfd
             r = -ETIMEDOUT;
             break;
         }
+    }
+    if (r == 0 && !want) {
+        /* SPAWN: no reply comes (proto.h), its EV_SPAWNED is an event like
+         * any other; the wire is free for the next caller at once. */
+        pthread_mutex_unlock(&c->wire);
+        *ret_how = CALL_OK;
+        return 0;
     }
     for (; r == 0;) {
         struct pollfd p = {.fd = c->fd, .events = POLLIN};

@@ -5,11 +5,17 @@
  * Shaped like jail.h so that sandbox-local.c can switch from jail_* to
  * priv_* with little change: a create answers at once and its ready
  * callback fires later, a spawn's outcome and its exit come as callbacks,
- * a kill ends with gone. The other calls are synchronous: the parent
- * answers every request at once (it makes no blocking call for one), so
- * they wait at most PRIV_CALL_TIMEOUT_MS; events that arrive meanwhile
- * are delivered afterwards, from the loop, in order. Nothing names a host
- * path: layers and areas are names, files come back as descriptors.
+ * a kill ends with gone. A spawn does not wait for the parent at all, as
+ * jail_spawn() does not wait for init: priv_jail_spawn() returns once
+ * SPAWN is sent, and whatever the parent says of it - init's pid or
+ * failure, or the parent's own refusal (no such sandbox, dying, bad
+ * stdio, a bad memfd, init behind) - comes as the spawned callback, from
+ * the loop, never from inside priv_jail_spawn(). The other calls are
+ * synchronous: the parent answers every other request at once (it makes
+ * no blocking call for one), so they wait at most PRIV_CALL_TIMEOUT_MS;
+ * events that arrive meanwhile are delivered afterwards, from the loop,
+ * in order. Nothing names a host path: layers and areas are names, files
+ * come back as descriptors.
  *
  * What the parent sends is decoded strictly; anything malformed, a reply
  * out of order or a timeout ends the connection: every jail not yet gone
@@ -24,12 +30,17 @@
  * the wire, held by whichever thread does a whole exchange - send the
  * request, read until its reply - and by the loop thread for each packet
  * it reads between calls. Why a reply can never reach the wrong caller:
- * the parent answers requests one at a time, in order, each exactly once
- * (proto.h); a caller sends only while it holds the wire and holds it to
- * its reply, so every request sent before it has been answered and read
- * by its own caller, and the first reply after its request is its own;
- * the loop thread reads only while holding the wire, so it never takes a
- * reply either (one outside a call ends the connection, as before).
+ * the parent handles requests one at a time, in order, and answers each
+ * but SPAWN with exactly one reply (proto.h); a SPAWN's answer, refusal
+ * or not, is an EV_SPAWNED with seq 0, which every reader takes as an
+ * event and none as a reply. A caller sends only while it holds the wire
+ * and, unless it sent a SPAWN (which it releases the wire after), holds
+ * it to its reply, so every request sent before it has either been
+ * answered and read by its own caller or gets no reply, and the first
+ * reply after its request is its own, however many EV_SPAWNED of earlier
+ * spawns come before or after it; the loop thread reads only while
+ * holding the wire, so it never takes a reply either (one outside a
+ * call, an R_OK for a SPAWN say, ends the connection, as before).
  * Events read by a caller are copied into the queue (PRIV_EVQ_MAX, under
  * the wire) and the loop is woken through an eventfd; the loop delivers
  * a packet it read itself only when that queue is empty, so events keep
@@ -100,8 +111,14 @@ int priv_jail_create(struct priv_client *c, const char *id, const struct jail_li
                      struct priv_jail **ret, struct err *err);
 void priv_jail_set_callbacks(struct priv_jail *j, const struct priv_jail_callbacks *cb,
                              void *userdata);
-/* sp->fds are borrowed (sent, then still the caller's). argv and env
- * that do not fit a body go as SPAWN_LARGE, in a sealed memfd. */
+/* Sends SPAWN and returns: 0 once sent, the outcome comes to the spawned
+ * callback with token (exactly once, unless gone comes first: the
+ * sandbox died with the spawn in flight); -errno when it could not be
+ * sent (-ESRCH not ready or gone, -E2BIG, -ENOTCONN; a send failure ends
+ * the connection). sp->fds are borrowed (sent, then still the caller's).
+ * argv and env that do not fit a body go as SPAWN_LARGE, in a sealed
+ * memfd. Blocks only while the parent's socket is full, at most
+ * PRIV_CALL_TIMEOUT_MS. */
 int priv_jail_spawn(struct priv_jail *j, uint64_t token, const struct jail_spawn *sp,
                     struct err *err);
 int priv_jail_signal(struct priv_jail *j, pid_t pid, int sig, bool group);

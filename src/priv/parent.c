@@ -5,7 +5,9 @@
  * A request is handled to the end before the next is read: every jail.h
  * call it makes returns at once, so a reply is always the next answer
  * with that seq, and "in flight" is one request per connection. What is
- * asynchronous (a create, a spawn, an exit, a kill) comes back as events.
+ * asynchronous (a create, a spawn, an exit, a kill) comes back as events;
+ * a SPAWN gets no reply at all, only its EV_SPAWNED (do_spawn()), so the
+ * peer sends it without waiting.
  * Answers go out at once unless the peer's socket is full; then they
  * queue, up to PRIV_SENDQ_MAX, and past that the connection ends rather
  * than grow. Received descriptors are closed on every path.
@@ -191,13 +193,19 @@ send_msg(struct conn *c, const struct priv_msg *m, int *fds, unsigned nfds)
 static void reply_err(struct conn *c, uint32_t seq, int r, const struct err *err, const char *fmt,
                       ...) _printf_(5, 6);
 
+/* r (-errno) as the wire's positive errno; EIO when out of its range. */
+static int
+wire_errno(int r)
+{
+    int e = r < 0 ? -r : r;
+    return e <= 0 || e > PRIV_ERRNO_MAX ? EIO : e;
+}
+
 static void
 reply_err(struct conn *c, uint32_t seq, int r, const struct err *err, const char *fmt, ...)
 {
     char text[PRIV_TEXT_MAX + 1] = "";
-    int e = r < 0 ? -r : r;
-    if (e <= 0 || e > PRIV_ERRNO_MAX)
-        e = EIO;
+    int e = wire_errno(r);
     if (err_isset(err)) {
         (void)snprintf(text, sizeof(text), "%s", err->msg);
     } else {
@@ -218,6 +226,19 @@ reply(struct conn *c, uint32_t seq, enum priv_type t)
 {
     struct priv_msg m = {.type = t, .seq = seq};
     send_msg(c, &m, NULL, 0);
+}
+
+/* A SPAWN refused before init was asked: its one answer, an EV_SPAWNED
+ * with its token (proto.h), never a reply. step is a fixed word. */
+static void
+spawn_refuse(struct conn *c, const struct priv_msg *m, int r, const char *step)
+{
+    struct priv_msg e = {.type = PRIV_EV_SPAWNED,
+                         .id = m->id,
+                         .u64 = m->u64,
+                         .errnum = wire_errno(r),
+                         .text = step};
+    send_msg(c, &e, NULL, 0);
 }
 
 /* --- sandboxes --- */
@@ -423,24 +444,35 @@ static const struct jail_callbacks jail_cb = {
 
 /* --- the verbs --- */
 
-/* The sandbox a request names, if this connection may use it in state
- * want (or any state but dying when want is -1); else an error reply. */
+/* The sandbox id names, if this connection may use it in state want (or
+ * any state but dying when want is -1); else NULL and *ret_r: -ENOENT
+ * (none of this connection's), -ESRCH (dying), -EBUSY (not ready yet). */
+static struct sandbox *
+sb_get(struct conn *c, const char *id, int want, int *ret_r)
+{
+    struct sandbox *sb = sb_find(c->p, id);
+    *ret_r = 0;
+    if (!sb || sb->owner != c)
+        *ret_r = -ENOENT;
+    else if (sb->state == SB_DYING)
+        *ret_r = -ESRCH;
+    else if (want >= 0 && sb->state != (enum sb_state)want)
+        *ret_r = -EBUSY;
+    return *ret_r < 0 ? NULL : sb;
+}
+
+/* sb_get() for a request that gets a reply: a refusal is its R_ERR. */
 static struct sandbox *
 sb_of(struct conn *c, const struct priv_msg *m, int want)
 {
-    struct sandbox *sb = sb_find(c->p, m->id);
-    if (!sb || sb->owner != c) {
-        reply_err(c, m->seq, -ENOENT, NULL, "no sandbox '%s'", m->id);
-        return NULL;
-    }
-    if (sb->state == SB_DYING) {
-        reply_err(c, m->seq, -ESRCH, NULL, "sandbox '%s' is being killed", m->id);
-        return NULL;
-    }
-    if (want >= 0 && sb->state != (enum sb_state)want) {
-        reply_err(c, m->seq, -EBUSY, NULL, "sandbox '%s' is not ready yet", m->id);
-        return NULL;
-    }
+    int r;
+    struct sandbox *sb = sb_get(c, m->id, want, &r);
+    if (r == -ENOENT)
+        reply_err(c, m->seq, r, NULL, "no sandbox '%s'", m->id);
+    else if (r == -ESRCH)
+        reply_err(c, m->seq, r, NULL, "sandbox '%s' is being killed", m->id);
+    else if (r < 0)
+        reply_err(c, m->seq, r, NULL, "sandbox '%s' is not ready yet", m->id);
     return sb;
 }
 
@@ -589,70 +621,68 @@ stdio_ok(int fd)
 
 /* SPAWN_LARGE's argv/env block from its memfd fd into m (pointers into
  * *ret_block, the caller's to free). Only a memfd sealed against every
- * change: the peer cannot alter what is decoded while it is decoded. */
+ * change: the peer cannot alter what is decoded while it is decoded.
+ * -EINVAL (no regular file, or a block that does not decode), -EPERM (not
+ * sealed), -E2BIG, -ENOMEM, -EIO. */
 static int
-read_args(struct conn *c, int fd, struct priv_msg *m, char **ret_block)
+read_args(int fd, struct priv_msg *m, char **ret_block)
 {
     const int want = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
     struct stat st;
 
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        reply_err(c, m->seq, -EINVAL, NULL, "the argv/env of a large spawn is not in a memfd");
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return -EINVAL;
-    }
     int seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || (seals & want) != want) {
-        reply_err(c, m->seq, -EPERM, NULL, "the memfd of a large spawn is not sealed");
+    if (seals < 0 || (seals & want) != want)
         return -EPERM;
-    }
-    if (st.st_size <= 0 || st.st_size > PRIV_ARGS_BYTES_MAX) {
-        reply_err(c, m->seq, -E2BIG, NULL, "the argv/env of a large spawn is over %d bytes",
-                  PRIV_ARGS_BYTES_MAX);
+    if (st.st_size <= 0 || st.st_size > PRIV_ARGS_BYTES_MAX)
         return -E2BIG;
-    }
     _cleanup_free_ char *block = malloc((size_t)st.st_size);
-    if (!block) {
-        reply_err(c, m->seq, -ENOMEM, NULL, "out of memory");
+    if (!block)
         return -ENOMEM;
-    }
     for (size_t got = 0; got < (size_t)st.st_size;) {
         ssize_t n = pread(fd, block + got, (size_t)st.st_size - got, (off_t)got);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0) {
-            reply_err(c, m->seq, n < 0 ? -errno : -EIO, NULL,
-                      "cannot read the argv/env of a large spawn");
+        if (n <= 0)
             return -EIO;
-        }
         got += (size_t)n;
     }
-    if (priv_decode_args(block, (size_t)st.st_size, m) < 0) {
-        reply_err(c, m->seq, -EINVAL, NULL, "the argv/env of a large spawn is malformed");
+    /* A packet that decodes with a block that does not is refused, not
+     * ended: the line between the two is the packet's own decoder. */
+    if (priv_decode_args(block, (size_t)st.st_size, m) < 0)
         return -EINVAL;
-    }
     *ret_block = TAKE_PTR(block);
     return 0;
 }
 
-/* SPAWN and SPAWN_LARGE (m's argv/env are filled from the memfd). */
+/* SPAWN and SPAWN_LARGE (m's argv/env are filled from the memfd). Every
+ * path ends in exactly one EV_SPAWNED with m's token and no reply: a
+ * refusal here, at once (spawn_refuse()); an accepted spawn when init
+ * answers (on_spawned()), unless the sandbox goes first (proto.h). */
 static void
 do_spawn(struct conn *c, struct priv_msg *m, const int *fds)
 {
-    struct sandbox *sb = sb_of(c, m, SB_READY);
     struct err err = {0};
     char cwd[PATH_MAX];
     _cleanup_free_ char *block = NULL;
+    int r;
 
-    if (!sb)
+    struct sandbox *sb = sb_get(c, m->id, SB_READY, &r);
+    if (!sb) {
+        spawn_refuse(c, m, r, "sandbox");
         return;
+    }
     for (int i = 0; i < 3; i++)
         if (!stdio_ok(fds[i])) {
-            reply_err(c, m->seq, -EINVAL, NULL,
-                      "descriptor %d of a spawn is not a pipe, socket or terminal", i);
+            /* not a pipe, socket or terminal */
+            spawn_refuse(c, m, -EINVAL, "stdio");
             return;
         }
-    if (m->type == PRIV_SPAWN_LARGE && read_args(c, fds[3], m, &block) < 0)
+    if (m->type == PRIV_SPAWN_LARGE && (r = read_args(fds[3], m, &block)) < 0) {
+        spawn_refuse(c, m, r, "args");
         return;
+    }
     /* Outside the ns mode the home is the workspace on the host: the peer
      * names it as processes do, the parent knows where it is. */
     const char *rest;
@@ -660,7 +690,7 @@ do_spawn(struct conn *c, struct priv_msg *m, const int *fds)
         (!strcmp(m->cwd, "/home/user") || startswith(m->cwd, "/home/user/", &rest))) {
         int w = snprintf(cwd, sizeof(cwd), "%s%s", jail_workspace_path(sb->j), m->cwd + 10);
         if (w < 0 || (size_t)w >= sizeof(cwd)) {
-            reply_err(c, m->seq, -ENAMETOOLONG, NULL, "the working directory is too long");
+            spawn_refuse(c, m, -ENAMETOOLONG, "cwd");
             return;
         }
     } else {
@@ -671,11 +701,9 @@ do_spawn(struct conn *c, struct priv_msg *m, const int *fds)
                             .argv = m->argv,
                             .env = m->env,
                             .fds = {fds[0], fds[1], fds[2]}};
-    int r = jail_spawn(sb->j, m->u64, &sp, &err);
+    r = jail_spawn(sb->j, m->u64, &sp, &err);
     if (r < 0)
-        reply_err(c, m->seq, r, &err, "cannot spawn in sandbox '%s'", m->id);
-    else
-        reply(c, m->seq, PRIV_R_OK);
+        spawn_refuse(c, m, r, "init"); /* -EAGAIN: init is not keeping up */
 }
 
 static void

@@ -38,10 +38,17 @@
  * helpers, never by pid. When a sandbox's PRIV_HELPERS_MAX slots are
  * full, ended helpers whose exit event has not come yet are reaped
  * first (waitid WNOHANG on their pidfds), so a replacement is not
- * refused. SPAWN_LARGE's memfd must be a regular file sealed with
- * F_SEAL_WRITE, _GROW, _SHRINK and _SEAL, of at most
- * PRIV_ARGS_BYTES_MAX bytes: else -EINVAL (not a memfd), -EPERM (not
- * sealed), -E2BIG; it is read with pread and decoded as SPAWN's body.
+ * refused.
+ *
+ * Spawns. SPAWN and SPAWN_LARGE are answered by one EV_SPAWNED with their
+ * token and no reply (proto.h); a refusal carries the errno and the step
+ * refused: "sandbox" (-ENOENT, -ESRCH dying, -EBUSY not ready), "stdio"
+ * (-EINVAL: a descriptor is no pipe, socket or terminal), "args", "cwd"
+ * (-ENAMETOOLONG), "init" (jail_spawn()'s, -EAGAIN when init is behind).
+ * SPAWN_LARGE's memfd must be a regular file sealed with F_SEAL_WRITE,
+ * _GROW, _SHRINK and _SEAL, of at most PRIV_ARGS_BYTES_MAX bytes: else
+ * "args" with -EINVAL (not a memfd), -EPERM (not sealed), -E2BIG; it is
+ * read with pread and decoded as SPAWN's body (-EINVAL if it does not).
  *
  * On the caller's loop, not thread-safe. Functions return 0 or -errno.
  */

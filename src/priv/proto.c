@@ -241,6 +241,9 @@ priv_reply_type(enum priv_type t)
     case PRIV_LIST:
     case PRIV_ADOPT:
         return PRIV_R_LIST;
+    case PRIV_SPAWN:
+    case PRIV_SPAWN_LARGE:
+        return 0; /* EV_SPAWNED answers */
     default:
         return priv_is_request(t) ? PRIV_R_OK : 0;
     }

@@ -17,9 +17,19 @@
  *           then id "ab12" (04 00 00 00 'a' 'b' '1' '2' 00), pid, sig, group
  *
  * Requests go from the unprivileged side to the parent, each with a seq of
- * its choosing (not 0); every request gets exactly one reply with that seq,
- * in order: R_ERR, or the reply type priv_reply_type() names. Events come
- * from the parent with seq 0. A sandbox id names a sandbox from the CREATE
+ * its choosing (not 0). Every request but SPAWN and SPAWN_LARGE gets
+ * exactly one reply with that seq, in order: R_ERR, or the reply type
+ * priv_reply_type() names. A SPAWN (or SPAWN_LARGE) gets no reply
+ * (priv_reply_type() is 0): its outcome is one EV_SPAWNED with its token,
+ * refusals included (no such sandbox, not ready, dying, bad stdio, a bad
+ * memfd, init not keeping up), so the sender need not wait for the
+ * parent; only one the decoder refuses ends the connection, as any
+ * malformed message does. The parent handles requests one at a time, so
+ * a refusal's EV_SPAWNED comes before the answer to any later request,
+ * and init's verdict on an accepted one comes later; the sandbox's
+ * EV_GONE ends any spawn still in flight (init died or was killed before
+ * it answered: no EV_SPAWNED then, as jail.h's gone). Events come from
+ * the parent with seq 0. A sandbox id names a sandbox from the CREATE
  * the parent accepted to the EV_GONE that ends it; one connection at a
  * time owns it (the creator, or the one that ADOPTed it once its owner's
  * connection ended: parent.h); nothing but names ever
@@ -44,7 +54,7 @@
 #include "jail/jail.h"
 
 #define PRIV_MAGIC     0x70786261u /* "abxp" in memory */
-#define PRIV_VERSION   1
+#define PRIV_VERSION   2           /* 2: SPAWN answered by EV_SPAWNED alone */
 #define PRIV_BODY_MAX  (16 * 1024)
 #define PRIV_HDR_SIZE  16
 #define PRIV_MSG_MAX   (PRIV_HDR_SIZE + PRIV_BODY_MAX)
@@ -80,7 +90,7 @@ enum priv_type {
     /* requests (unprivileged side -> parent) */
     PRIV_HELLO = 1,         /* u32 version                       -> R_HELLO */
     PRIV_CREATE = 2,        /* id, limits, fs                    -> R_OK, later EV_READY */
-    PRIV_SPAWN = 3,         /* id, u64 token, u32 root, cwd, argv/env; 3 fds -> R_OK, EV_SPAWNED */
+    PRIV_SPAWN = 3,         /* id, u64 token, u32 root, cwd, argv/env; 3 fds -> EV_SPAWNED only */
     PRIV_SIGNAL = 4,        /* id, i32 pid, u32 sig, u32 group   -> R_OK */
     PRIV_SET_LIMITS = 5,    /* id, limits                        -> R_OK */
     PRIV_FREEZE = 6,        /* id, u32 frozen                    -> R_OK */
@@ -99,7 +109,7 @@ enum priv_type {
     PRIV_KILL_HELPER = 19,  /* id, u32 helper (R_HELPER's)       -> R_OK */
     PRIV_SPAWN_LARGE = 20,  /* id, u64 token, u32 root, cwd; 4 fds: stdio, the
                              * sealed memfd holding the argv/env block (see
-                             * priv_encode_args())      -> R_OK, EV_SPAWNED */
+                             * priv_encode_args())      -> EV_SPAWNED only */
     _PRIV_REQUEST_MAX,
 
     /* replies (parent -> unprivileged side, the request's seq) */
@@ -118,7 +128,9 @@ enum priv_type {
 
     /* events (parent -> unprivileged side, seq 0) */
     PRIV_EV_READY = 200,   /* id, u32 errnum, text, see struct priv_ready */
-    PRIV_EV_SPAWNED = 201, /* id, u64 token, i32 pid, u32 errnum, step */
+    PRIV_EV_SPAWNED = 201, /* id, u64 token, i32 pid, u32 errnum, step (a SPAWN's outcome:
+                            * pid, or errnum and the step that failed, for a refusal
+                            * "sandbox", "stdio", "args", "cwd" or "init") */
     PRIV_EV_EXITED = 202,  /* id, i32 pid, i32 status */
     PRIV_EV_GONE = 203,    /* id; the id is free again */
     _PRIV_EVENT_MAX,
@@ -197,7 +209,8 @@ struct priv_msg {
 
 /* How many descriptors a message of type t carries (exactly). */
 unsigned priv_type_fds(enum priv_type t);
-/* The reply a successful request of type t gets; 0 for no request. */
+/* The reply a successful request of type t gets; 0 for no request, and
+ * for SPAWN and SPAWN_LARGE, which get none (their EV_SPAWNED answers). */
 enum priv_type priv_reply_type(enum priv_type t);
 bool priv_is_request(int t);
 bool priv_is_reply(int t);

@@ -8,7 +8,10 @@
  * sandbox, runs /bin/true with pipes (exit 0), opens its terminal, a
  * socket in its network, a file helper (a fake one), an idmapped mount;
  * then the hostile peer tries another connection's id, an id never made,
- * spawn and kill after kill, host paths as layer names, an oversized
+ * spawn and kill after kill (every refused SPAWN answered by exactly one
+ * EV_SPAWNED with its token and errno, and no reply; through the client
+ * the refusal comes as the spawned callback, also amid calls that wait),
+ * host paths as layer names, an oversized
  * body, a cut header, wrong descriptor counts, directories as stdio, an
  * unknown type, requests before HELLO, a flood without reading, a peer of
  * another uid. After every case the good client's sandbox still answers
@@ -21,9 +24,11 @@
  * Hostile: ADOPT of a live-owned, a never-made id and twice, an
  * oversized record, KILL_HELPER of another sandbox's helper or a made-up
  * number, SPAWN_LARGE with an unsealed or oversized memfd, a regular
- * file, a pipe. An orphan nobody adopts is killed after the grace. A
- * worker thread opens and kills helpers through the thread-safe calls
- * while the loop spawns and handles events.
+ * file, a pipe, a block that does not decode, a directory as stdio (each
+ * one EV_SPAWNED), a body that does not decode (the connection ends). An
+ * orphan nobody adopts is killed after the grace. A worker thread opens
+ * and kills helpers through the thread-safe calls while the loop spawns,
+ * has a spawn refused before each, and handles events.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -175,6 +180,7 @@ serve(int ready_fd, int ctl_fd)
 struct watch {
     int ready, spawned, exited, gone;
     int ready_r, spawned_r;
+    uint64_t token;
     pid_t pid;
     int status;
 };
@@ -195,10 +201,10 @@ w_spawned(struct priv_jail *j, uint64_t token, pid_t pid, int r, const char *ste
 {
     struct watch *w = ud;
     (void)j;
-    (void)token;
     (void)step;
     w->spawned++;
     w->spawned_r = r;
+    w->token = token;
     w->pid = pid;
 }
 
@@ -320,6 +326,54 @@ expect_err(int fd, int errnum)
     assert_int_equal(rm.errnum, errnum);
 }
 
+static bool saw_ready; /* an EV_READY went by in expect_spawned() */
+
+/* A SPAWN's one answer: reads until the EV_SPAWNED of token (a reply
+ * before it fails: SPAWN gets none) and checks its errno is one of a or b
+ * with pid 0 and a step; then sends STATS of a sandbox never made (seq
+ * probe) and reads to its R_ERR. A refusal is made at once, so a second
+ * EV_SPAWNED of token, or any reply to the SPAWN, would come before it:
+ * exactly one. */
+static void
+expect_spawned(int fd, uint64_t token, int a, int b, uint32_t probe)
+{
+    int fds[PRIV_FDS_MAX];
+    unsigned nf;
+    int seen = 0;
+    struct priv_msg pm = {.type = PRIV_STATS, .seq = probe, .id = "never"};
+
+    while (!seen) {
+        ssize_t n = fdpass_recv(fd, rbuf, sizeof(rbuf), 0, fds, PRIV_FDS_MAX, &nf);
+        assert_true(n > 0);
+        assert_int_equal(priv_decode_answer(rbuf, (size_t)n, nf, &rm), 0);
+        fdpass_close(fds, nf);
+        assert_true(priv_is_event(rm.type));
+        saw_ready |= rm.type == PRIV_EV_READY;
+        if (rm.type == PRIV_EV_SPAWNED && rm.u64 == token)
+            seen++;
+    }
+    if (rm.errnum != a && rm.errnum != b)
+        fail_msg("EV_SPAWNED errno %d, not %d or %d (step '%s')", rm.errnum, a, b, rm.text);
+    assert_int_equal(rm.pid, 0);
+    assert_true(rm.text[0]);
+    raw_send(fd, &pm, NULL, 0);
+    for (;;) {
+        ssize_t n = fdpass_recv(fd, rbuf, sizeof(rbuf), 0, fds, PRIV_FDS_MAX, &nf);
+        assert_true(n > 0);
+        assert_int_equal(priv_decode_answer(rbuf, (size_t)n, nf, &rm), 0);
+        fdpass_close(fds, nf);
+        saw_ready |= rm.type == PRIV_EV_READY;
+        if (rm.type == PRIV_EV_SPAWNED)
+            assert_true(rm.u64 != token);
+        if (priv_is_event(rm.type))
+            continue;
+        assert_int_equal(rm.type, PRIV_R_ERR);
+        assert_int_equal(rm.seq, probe);
+        assert_int_equal(rm.errnum, ENOENT);
+        return;
+    }
+}
+
 static void
 expect_end(int fd)
 {
@@ -360,13 +414,39 @@ test_parent(void **state)
     run_until(&gw.spawned, 1);
     assert_int_equal(gw.spawned_r, 0);
     assert_true(gw.pid > 0);
+    assert_int_equal(gw.token, 7);
     run_until(&gw.exited, 1);
     assert_true(WIFEXITED(gw.status) && WEXITSTATUS(gw.status) == 0);
+    check_alive();
+    assert_int_equal(gw.spawned, 1); /* exactly one */
+
+    /* The parent's refusal comes as the callback, not the return: a
+     * directory as stdout. The STATS right after reads the refusal's
+     * EV_SPAWNED as an event and still gets its own reply. */
+    int dirfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    sp.fds[1] = dirfd;
+    assert_int_equal(priv_jail_spawn(gj, 8, &sp, &err), 0);
+    check_alive();
+    run_until(&gw.spawned, 2);
+    assert_int_equal(gw.spawned_r, -EINVAL);
+    assert_int_equal(gw.token, 8);
+    assert_int_equal(gw.pid, 0);
+    /* many in a row, each refused once, between calls that wait */
+    for (uint64_t t = 9; t < 9 + 50; t++) {
+        assert_int_equal(priv_jail_spawn(gj, t, &sp, &err), 0);
+        if (t % 5 == 0)
+            check_alive();
+    }
+    run_until(&gw.spawned, 2 + 50);
+    assert_int_equal(gw.token, 58); /* in order */
+    check_alive();
+    assert_int_equal(gw.spawned, 2 + 50);
+    safe_close(dirfd);
+    sp.fds[1] = pout[1];
     safe_close(pin[0]);
     safe_close(pin[1]);
     safe_close(pout[0]);
     safe_close(pout[1]);
-    check_alive();
 
     /* descriptors from the parent */
     int a = -1, b = -1;
@@ -425,12 +505,13 @@ test_parent(void **state)
     sm.id = "pb1";
     sm.cwd = "/";
     sm.argv[0] = "/bin/true";
+    sm.u64 = 50;
     int d = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int dirs[3] = {d, d, d};
     raw_send(h, &sm, dirs, 3);
-    assert_int_equal(raw_answer(h, &rm, fds3), 1);
-    assert_int_equal(rm.type, PRIV_R_ERR); /* not ready yet, or not a pipe */
-    {
+    saw_ready = false;
+    expect_spawned(h, 50, EBUSY, EINVAL, 100); /* not ready yet, or not a pipe */
+    if (!saw_ready) {
         /* wait for its ready */
         unsigned nf;
         for (;;) {
@@ -443,8 +524,19 @@ test_parent(void **state)
         assert_int_equal(rm.errnum, 0);
     }
     sm.seq = 6;
+    sm.u64 = 51;
     raw_send(h, &sm, dirs, 3);
-    expect_err(h, EINVAL);
+    expect_spawned(h, 51, EINVAL, EINVAL, 101);
+    /* another connection's sandbox, one never made: refused alike */
+    sm.id = "pa1";
+    sm.u64 = 52;
+    raw_send(h, &sm, dirs, 3);
+    expect_spawned(h, 52, ENOENT, ENOENT, 102);
+    sm.id = "never";
+    sm.u64 = 53;
+    raw_send(h, &sm, dirs, 3);
+    expect_spawned(h, 53, ENOENT, ENOENT, 103);
+    sm.id = "pb1";
     m = (struct priv_msg){.type = PRIV_KILL, .seq = 7, .id = "pb1"};
     raw_send(h, &m, NULL, 0);
     assert_int_equal(raw_answer(h, &rm, fds3), 1);
@@ -453,11 +545,11 @@ test_parent(void **state)
     raw_send(h, &m, NULL, 0);
     expect_err(h, ESRCH);
     sm.seq = 9;
+    sm.u64 = 54;
     assert_int_equal(pipe2(pin, O_CLOEXEC), 0);
     int pp[3] = {pin[0], pin[1], pin[1]};
     raw_send(h, &sm, pp, 3);
-    assert_int_equal(raw_answer(h, &rm, fds3), 1);
-    assert_int_equal(rm.type, PRIV_R_ERR);
+    expect_spawned(h, 54, ESRCH, ENOENT, 104); /* dying, or gone already */
     safe_close(pin[0]);
     safe_close(pin[1]);
     check_alive();
@@ -598,14 +690,18 @@ test_parent(void **state)
     assert_false(priv_jail_is_ready(gj));
     struct cgroup_stats st;
     assert_int_equal(priv_jail_stats(gj, &st), -ESRCH);
+    assert_int_equal(priv_jail_spawn(gj, 99, &sp, &err), -ESRCH);
     priv_jail_free(gj);
     good = priv_client_free(good);
 }
 
 /* --- re-adoption --- */
 
+#define REFUSED_TOKEN 10000 /* test_adopt's spawns from here on are refused */
+
 struct count {
     int ready, spawned, spawn_err, exited, gone;
+    int refused, mixed; /* refusals of REFUSED_TOKEN+ spawns; outcomes of the wrong kind */
     pid_t last_pid;
     int last_status;
 };
@@ -624,8 +720,12 @@ c_spawned(struct priv_jail *j, uint64_t token, pid_t pid, int r, const char *ste
 {
     struct count *k = ud;
     (void)j;
-    (void)token;
     (void)step;
+    if (token >= REFUSED_TOKEN) {
+        k->refused++;
+        k->mixed += r != -EINVAL || pid != 0;
+        return;
+    }
     k->spawned++;
     k->spawn_err += r != 0;
     k->last_pid = pid;
@@ -910,33 +1010,59 @@ test_adopt(void **state)
         assert_int_equal(pipe2(pp, O_CLOEXEC), 0);
         int four[4] = {pp[0], pp[1], pp[1], sealed_memfd(64, false)};
         raw_send(h, &lm, four, 4);
-        expect_err(h, EPERM);
+        expect_spawned(h, 1, EPERM, EPERM, 100);
         safe_close(four[3]);
         four[3] = sealed_memfd(PRIV_ARGS_BYTES_MAX + 1, true);
+        lm.u64 = 2;
         raw_send(h, &lm, four, 4);
-        expect_err(h, E2BIG);
+        expect_spawned(h, 2, E2BIG, E2BIG, 101);
         safe_close(four[3]);
         char path[300];
         (void)snprintf(path, sizeof(path), "%s/args", dir);
         four[3] = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         assert_true(four[3] >= 0);
         assert_int_equal(write(four[3], "\1\0\0\0\0\0\0\0\2\0\0\0/x\0", 15), 15);
+        lm.u64 = 3;
         raw_send(h, &lm, four, 4);
-        expect_err(h, EPERM);
+        expect_spawned(h, 3, EPERM, EPERM, 102);
         safe_close(four[3]);
         four[3] = pp[0];
+        lm.u64 = 4;
         raw_send(h, &lm, four, 4);
-        expect_err(h, EINVAL);
+        expect_spawned(h, 4, EINVAL, EINVAL, 103);
         /* a sealed memfd whose block does not decode */
         four[3] = sealed_memfd(16, true);
+        lm.u64 = 5;
         raw_send(h, &lm, four, 4);
-        expect_err(h, EINVAL);
+        expect_spawned(h, 5, EINVAL, EINVAL, 104);
         safe_close(four[3]);
+        /* a stdio descriptor that is a directory, with a sealed memfd */
+        four[3] = sealed_memfd(64, true);
+        int dd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        four[1] = dd;
+        lm.u64 = 6;
+        raw_send(h, &lm, four, 4);
+        expect_spawned(h, 6, EINVAL, EINVAL, 105);
+        four[1] = pp[1];
+        safe_close(dd);
+        safe_close(four[3]);
+        /* a SPAWN_LARGE whose cwd runs past the packet: malformed, so the
+         * connection ends (and ad2 is an orphan) */
+        {
+            long n = priv_encode(rbuf, sizeof(rbuf), &lm);
+            assert_true(n > 0);
+            four[3] = sealed_memfd(64, true);
+            /* the body's cwd "/" becomes "/x": a length past the packet */
+            uint32_t bad = 2;
+            memcpy(rbuf + n - 6, &bad, 4);
+            assert_int_equal(fdpass_send(h, rbuf, (size_t)n, four, 4, 0), 0);
+            safe_close(four[3]);
+            expect_end(h);
+        }
         safe_close(pp[0]);
         safe_close(pp[1]);
     }
-    check_alive_j(b, bj);
-    safe_close(h); /* ad2 is an orphan now */
+    check_alive_j(b, bj); /* h has ended: ad2 is an orphan now */
     /* adopting twice */
     h = hostile_hello();
     m = (struct priv_msg){.type = PRIV_ADOPT, .seq = 2, .id = "ad2"};
@@ -966,15 +1092,20 @@ test_adopt(void **state)
     assert_false(f.gr1);
     check_alive_j(b, bj);
 
-    /* a worker's helpers while the loop spawns and handles events */
+    /* a worker's helpers while the loop spawns and handles events, and
+     * the parent refuses a spawn before each good one: the refusals'
+     * EV_SPAWNED come between the worker's replies */
     struct worker w = {.c = b};
     pthread_t t;
+    int dirfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct jail_spawn bad = {.cwd = "/", .argv = argv1, .fds = {pin[0], dirfd, pin[1]}};
     assert_int_equal(pthread_create(&t, NULL, worker_main, &w), 0);
     int spawns = 0;
     sp.argv = argv1;
     uint64_t end = now_msec() + 60000;
     while (w.opened + w.failed < 200 && now_msec() < end) {
         if (k.spawned - 2 == spawns && k.exited - 3 == spawns && spawns < 400) {
+            assert_int_equal(priv_jail_spawn(bj, REFUSED_TOKEN + (uint64_t)spawns, &bad, &err), 0);
             assert_int_equal(priv_jail_spawn(bj, 100 + (uint64_t)spawns, &sp, &err), 0);
             spawns++;
         }
@@ -988,7 +1119,10 @@ test_adopt(void **state)
     run_until(&k.exited, 3 + spawns);
     assert_int_equal(k.spawned, 2 + spawns); /* the sleep's went to its creator */
     assert_int_equal(k.spawn_err, 0);
+    assert_int_equal(k.refused, spawns); /* exactly one each */
+    assert_int_equal(k.mixed, 0);
     assert_true(spawns > 0);
+    safe_close(dirfd);
     check_alive_j(b, bj);
     safe_close(pin[0]);
     safe_close(pin[1]);

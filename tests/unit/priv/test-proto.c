@@ -644,6 +644,42 @@ test_spawn_large(void **state)
     assert_int_equal(priv_decode_args(block, 13 + len, &out), -EBADMSG);
 }
 
+/* Which request gets which reply: SPAWN and SPAWN_LARGE none (their
+ * EV_SPAWNED answers), every other request exactly one type, answers and
+ * events none. */
+static void
+test_reply_types(void **state)
+{
+    (void)state;
+    assert_int_equal(priv_reply_type(PRIV_SPAWN), 0);
+    assert_int_equal(priv_reply_type(PRIV_SPAWN_LARGE), 0);
+    assert_int_equal(priv_reply_type(PRIV_HELLO), PRIV_R_HELLO);
+    assert_int_equal(priv_reply_type(PRIV_CREATE), PRIV_R_OK);
+    assert_int_equal(priv_reply_type(PRIV_KILL), PRIV_R_OK);
+    assert_int_equal(priv_reply_type(PRIV_STATS), PRIV_R_STATS);
+    assert_int_equal(priv_reply_type(PRIV_OPEN_HELPER), PRIV_R_HELPER);
+    assert_int_equal(priv_reply_type(PRIV_IDMAP), PRIV_R_FD);
+    for (int t = PRIV_HELLO; t < _PRIV_REQUEST_MAX; t++) {
+        enum priv_type want = priv_reply_type((enum priv_type)t);
+        if (t == PRIV_SPAWN || t == PRIV_SPAWN_LARGE)
+            assert_int_equal(want, 0);
+        else
+            assert_true(priv_is_reply((int)want));
+    }
+    assert_int_equal(priv_reply_type(PRIV_R_OK), 0);
+    assert_int_equal(priv_reply_type(PRIV_EV_SPAWNED), 0);
+    /* a SPAWN's answer, a refusal's as well, is an event: seq 0 */
+    in = (struct priv_msg){
+            .type = PRIV_EV_SPAWNED, .id = "sb1", .u64 = 9, .errnum = ENOENT, .text = "sandbox"};
+    round_trip(&in);
+    assert_int_equal(out.seq, 0);
+    assert_int_equal(out.u64, 9);
+    assert_int_equal(out.pid, 0);
+    assert_string_equal(out.text, "sandbox");
+    in.seq = 5;
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+}
+
 int
 main(void)
 {
@@ -651,7 +687,7 @@ main(void)
             cmocka_unit_test(test_requests),        cmocka_unit_test(test_answers),
             cmocka_unit_test(test_encoder_refuses), cmocka_unit_test(test_decoder_refuses),
             cmocka_unit_test(test_readoption),      cmocka_unit_test(test_readoption_refused),
-            cmocka_unit_test(test_spawn_large),
+            cmocka_unit_test(test_spawn_large),     cmocka_unit_test(test_reply_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
