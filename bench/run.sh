@@ -911,8 +911,8 @@ done)
 
 | what | through the parent | in-process | the hop's extra p50 |
 | --- | --- | --- | --- |
-$(for op in stats spawn; do
-    case $op in stats) l="a sandbox's cgroup stats" ;; spawn) l="spawn of /bin/true in a sandbox until its exit is seen" ;; esac
+$(for op in stats spawn_call spawn; do
+    case $op in stats) l="a sandbox's cgroup stats" ;; spawn_call) l="the spawn call itself (what the caller's loop waits)" ;; spawn) l="spawn of /bin/true in a sandbox until its exit is seen" ;; esac
     a=$(get priv.${op}_parent.p50_us); b=$(get priv.${op}_local.p50_us)
     d=-; if [ "$a" != - ] && [ "$b" != - ]; then d=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", a - b }'); fi
     printf '| %s | %s / %s | %s / %s | %s |\n' "$l" "$a" "$(get priv.${op}_parent.p99_us)" "$b" "$(get priv.${op}_local.p99_us)" "$d"
