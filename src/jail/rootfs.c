@@ -73,6 +73,11 @@ static const char *const allow[] = {
         "magic.mime",
         "ca-certificates",
         "ca-certificates.conf",
+        /* The host's CA bundle (certs/, ca-certificates.crt, openssl.cnf),
+         * so TLS clients in sandboxes (pip, curl, git, requests, Node
+         * with NODE_EXTRA_CA_CERTS) verify servers; ssl/private is a
+         * denied name and never copied. */
+        "ssl",
         "fonts",
         "terminfo",
         "skel",

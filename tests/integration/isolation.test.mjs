@@ -75,6 +75,17 @@ describe('isolation', { skip }, () => {
     }
   });
 
+  test("the host's CA bundle is there, its private keys are not", async () => {
+    // TLS clients in sandboxes (pip, curl, git, requests) verify servers
+    // against /etc/ssl/certs; /etc/ssl/private never enters a sandbox.
+    const r = await sh(d, a,
+      'python3 -c "import ssl; print(len(ssl.create_default_context().get_ca_certs()) > 0)"; ' +
+      'test -s /etc/ssl/certs/ca-certificates.crt && echo bundle; ls /etc/ssl/private 2>&1; echo done');
+    assert.match(r.out, /^True$/m);
+    assert.match(r.out, /^bundle$/m);
+    assert.match(r.out, /No such file/);
+  });
+
   test('no network but loopback', async () => {
     const r = await sh(d, a, 'ls /sys/class/net 2>/dev/null; ip -o link | cut -d: -f2; python3 -c "import socket; s=socket.socket(); s.settimeout(2); s.connect((\'1.1.1.1\', 53))" 2>&1 | tail -1');
     assert.match(r.out, /\blo\b/);

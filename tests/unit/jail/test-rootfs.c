@@ -202,6 +202,12 @@ test_nothing_secret_copied(void **state)
     /* what the allowlist names and the host has is there; symlinks stay
      * symlinks with the same target */
     struct stat st;
+    /* the CA bundle, so TLS clients in sandboxes verify servers */
+    if (stat("/etc/ssl/certs/ca-certificates.crt", &st) == 0 && (st.st_mode & S_IROTH)) {
+        struct stat cp;
+        assert_int_equal(fstatat(statefd, "etc/ssl/certs/ca-certificates.crt", &cp, 0), 0);
+        assert_int_equal(cp.st_size, st.st_size);
+    }
     if (lstat("/etc/ld.so.cache", &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & S_IROTH))
         assert_int_equal(faccessat(statefd, "etc/ld.so.cache", F_OK, 0), 0);
     char host_target[PATH_MAX], copy_target[PATH_MAX];
