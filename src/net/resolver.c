@@ -90,6 +90,7 @@ struct resolver {
     struct resolver_upstream ups[RESOLVER_UPSTREAMS_MAX];
     size_t n_ups;
     unsigned timeout_ms, inflight_max, inflight_sandbox_max, conns_max, conns_sandbox_max;
+    unsigned idle_ms;
     struct list queries;
     struct list conns;
     unsigned n_inflight, n_conns, n_tcp_up;
@@ -610,7 +611,7 @@ conn_update(struct rconn *c)
     /* Idle counts from the last whole message: dribbling bytes does not
      * keep a connection. */
     if (idle)
-        (void)loop_timer_arm(c->idle, c->active_msec + RESOLVER_TCP_IDLE_MS);
+        (void)loop_timer_arm(c->idle, c->active_msec + c->r->idle_ms);
     else
         loop_timer_disarm(c->idle);
 }
@@ -778,6 +779,7 @@ resolver_new(const struct resolver_config *c, struct resolver **ret, struct err 
     r->conns_max = c->tcp_conns_max ? c->tcp_conns_max : RESOLVER_TCP_CONNS_MAX;
     r->conns_sandbox_max =
             c->tcp_conns_sandbox_max ? c->tcp_conns_sandbox_max : RESOLVER_TCP_CONNS_SANDBOX;
+    r->idle_ms = c->tcp_idle_ms ? c->tcp_idle_ms : RESOLVER_TCP_IDLE_MS;
 
     if (c->udp_fd >= 0) {
         r->udp_fd = c->udp_fd;

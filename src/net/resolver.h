@@ -51,7 +51,7 @@
  * length past DNS_QUERY_MAX or a full output buffer closes the
  * connection; at most RESOLVER_TCP_INFLIGHT queries of a connection are in
  * flight (reading pauses meanwhile); idle (nothing in flight, nothing to
- * write) for RESOLVER_TCP_IDLE_MS closes it; a half-close is answered and
+ * write) for RESOLVER_TCP_IDLE_MS (tcp_idle_ms) closes it; a half-close is answered and
  * then closed. Connections are capped in all and per sandbox; past a cap a
  * new connection is closed at once.
  *
@@ -172,6 +172,7 @@ struct resolver_config {
     unsigned inflight_sandbox_max;
     unsigned tcp_conns_max;
     unsigned tcp_conns_sandbox_max;
+    unsigned tcp_idle_ms;
 };
 
 struct resolver;

@@ -39,6 +39,9 @@
 
 #define TIMEOUT_MS 200 /* the resolver's wait per upstream in these tests */
 #define CAP        4   /* queries in flight per sandbox */
+#define CAP_ALL    6   /* queries in flight in all */
+#define CONNS      2   /* TCP connections per sandbox */
+#define IDLE_MS    200 /* an idle TCP connection is closed */
 #define SB         3   /* sandboxes */
 
 struct sandbox {
@@ -318,6 +321,9 @@ setup(void **state)
     c.lookup = lookup;
     c.timeout_ms = TIMEOUT_MS;
     c.inflight_sandbox_max = CAP;
+    c.inflight_max = CAP_ALL;
+    c.tcp_conns_sandbox_max = CONNS;
+    c.tcp_idle_ms = IDLE_MS;
     if (resolver_new(&c, &res, &err) < 0)
         fail_msg("resolver_new: %s", err.msg);
     assert_int_equal(resolver_udp_port(res), resolver_tcp_port(res));
@@ -736,6 +742,98 @@ test_cap(void **state)
 }
 
 static void
+test_cap_all(void **state)
+{
+    uint8_t m[512];
+    size_t n;
+    ldns_pkt *p;
+
+    (void)state;
+    int fd = bound(SOCK_DGRAM, "127.0.0.2", 0);
+    int fd4 = bound(SOCK_DGRAM, "127.0.0.4", 0);
+    for (uint16_t id = 1; id <= CAP; id++) {
+        n = query_wire("slow.x.test", LDNS_RR_TYPE_A, id, m, sizeof(m));
+        send_raw(fd, m, n);
+        if (id <= CAP_ALL - CAP)
+            send_raw(fd4, m, n);
+    }
+    for (int i = 0; i < 20 && sbs[0].stats.inflight + sbs[2].stats.inflight < CAP_ALL; i++)
+        (void)loop_run_once(loop, 5);
+    assert_int_equal(sbs[0].stats.inflight + sbs[2].stats.inflight, CAP_ALL);
+
+    /* A third sandbox, under its own cap, meets the resolver's. */
+    p = ask("127.0.0.3", "a.x.test", LDNS_RR_TYPE_A);
+    assert_non_null(p);
+    assert_int_equal(rcode(p), DNS_REFUSED);
+    ldns_pkt_free(p);
+    assert_int_equal(sbs[1].stats.over_limit, 1);
+
+    /* Room again once one sandbox's queries are gone. */
+    assert_int_equal(resolver_forget(res, 3), CAP_ALL - CAP);
+    p = ask("127.0.0.3", "a.x.test", LDNS_RR_TYPE_A);
+    assert_non_null(p);
+    assert_int_equal(rcode(p), DNS_NOERROR);
+    ldns_pkt_free(p);
+    close(fd);
+    close(fd4);
+}
+
+/* Whether the resolver closed fd within ms. */
+static bool
+closed_within(int fd, int ms)
+{
+    char c;
+
+    return pump(fd, ms) && read(fd, &c, 1) <= 0;
+}
+
+static void
+test_tcp_limits(void **state)
+{
+    int fds[CONNS + 1];
+    uint8_t m[512];
+    size_t n;
+    ldns_pkt *p;
+
+    (void)state;
+    uint64_t t0 = now_msec();
+    for (size_t i = 0; i < CONNS + 1; i++) {
+        fds[i] = tcp_client("127.0.0.2");
+        for (int k = 0; k < 4; k++)
+            (void)loop_run_once(loop, 5);
+    }
+    /* The one past the per-sandbox cap is closed at once; the others are
+     * served. */
+    assert_true(closed_within(fds[CONNS], 500));
+    assert_int_equal(sbs[0].stats.tcp_conns, CONNS);
+    assert_int_equal(sbs[0].stats.over_limit, 1);
+    n = query_wire("a.x.test", LDNS_RR_TYPE_A, 3, m + 2, sizeof(m) - 2);
+    m[0] = (uint8_t)(n >> 8), m[1] = (uint8_t)n;
+    assert_int_equal(write(fds[0], m, 2 + n), (ssize_t)(2 + n));
+    p = tcp_receive(fds[0]);
+    assert_non_null(p);
+    assert_int_equal(ldns_pkt_id(p), 3);
+    ldns_pkt_free(p);
+
+    /* Idle connections are closed; dribbling a message that never
+     * completes does not keep one open. */
+    bool gone = false;
+    for (int k = 0; k < 3 * IDLE_MS / 50 && !gone; k++) {
+        static const uint8_t one = 0x01;
+        (void)send(fds[1], &one, 1, MSG_NOSIGNAL);
+        gone = closed_within(fds[1], 50);
+    }
+    assert_true(gone);
+    assert_true(now_msec() - t0 >= IDLE_MS);
+    assert_true(closed_within(fds[0], 2 * IDLE_MS + 500));
+    for (int k = 0; k < 4; k++)
+        (void)loop_run_once(loop, 5);
+    assert_int_equal(sbs[0].stats.tcp_conns, 0);
+    for (size_t i = 0; i < CONNS + 1; i++)
+        close(fds[i]);
+}
+
+static void
 test_malformed(void **state)
 {
     static const uint8_t runt[] = {0x12, 0x34, 0x01};
@@ -806,6 +904,8 @@ main(void)
             cmocka_unit_test_setup_teardown(test_spoofed, setup, teardown),
             cmocka_unit_test_setup_teardown(test_tcp_client, setup, teardown),
             cmocka_unit_test_setup_teardown(test_cap, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_cap_all, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_tcp_limits, setup, teardown),
             cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
     };
 
