@@ -833,6 +833,56 @@ test_tcp_limits(void **state)
         close(fds[i]);
 }
 
+/* A resolver on ::1: IPv6 sources and listeners take the same path. */
+static void
+test_ipv6(void **state)
+{
+    struct resolver_upstream u = {0};
+    struct resolver_config c = {0};
+    struct resolver *r6 = NULL;
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6};
+    uint8_t m[512], buf[4096];
+    ldns_pkt *p = NULL;
+    struct err err = {0};
+    int fd;
+
+    (void)state;
+    fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    a.sin6_addr = in6addr_loopback;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        if (fd >= 0)
+            close(fd);
+        skip(); /* no IPv6 loopback here */
+    }
+    sbs[2].addr = "::1";
+    assert_int_equal(net_addr_parse("127.0.0.1", &u.addr, NULL), 0);
+    u.port = port_of(up_udp);
+    c.loop = loop;
+    c.udp_fd = c.tcp_fd = -EBADF;
+    assert_int_equal(net_addr_parse("::1", &c.listen, NULL), 0);
+    c.upstreams = &u;
+    c.n_upstreams = 1;
+    c.lookup = lookup;
+    c.timeout_ms = TIMEOUT_MS;
+    if (resolver_new(&c, &r6, &err) < 0)
+        fail_msg("resolver_new: %s", err.msg);
+
+    size_t n = query_wire("a.x.test", LDNS_RR_TYPE_AAAA, 0x6666, m, sizeof(m));
+    a.sin6_port = htons(resolver_udp_port(r6));
+    assert_int_equal(sendto(fd, m, n, 0, (struct sockaddr *)&a, sizeof(a)), (ssize_t)n);
+    assert_true(pump(fd, 1000));
+    ssize_t k = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    assert_true(k > 0);
+    assert_int_equal(ldns_wire2pkt(&p, buf, (size_t)k), LDNS_STATUS_OK);
+    assert_int_equal(ldns_pkt_id(p), 0x6666);
+    assert_int_equal(rcode(p), DNS_NOERROR);
+    expect_addr(p, 0, "2001:db8::7");
+    ldns_pkt_free(p);
+    assert_true(recorded(&sbs[2], "a.x.test", "2001:db8::7"));
+    close(fd);
+    r6 = resolver_free(r6);
+}
+
 static void
 test_malformed(void **state)
 {
@@ -906,6 +956,7 @@ main(void)
             cmocka_unit_test_setup_teardown(test_cap, setup, teardown),
             cmocka_unit_test_setup_teardown(test_cap_all, setup, teardown),
             cmocka_unit_test_setup_teardown(test_tcp_limits, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_ipv6, setup, teardown),
             cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
     };
 
