@@ -1,16 +1,16 @@
 /*
- * nft-nl.c - a sandbox's chains, sets and map entries added and removed
- * as one netlink batch built with libnftnl: the bytecode libnftables
- * makes of net_nft_gen_sandbox_add()/_remove()'s text, written out.
+ * nft-nl.c - the hot path's transactions as netlink batches built with
+ * libnftnl: a sandbox's chains and map entries added and removed, its
+ * lists replaced, its redirect rewritten; the bytecode libnftables makes
+ * of nft.c's text for the same call, written out.
  *
  * Why not the text: before running any command libnftables fills its
  * cache from the kernel, and for these commands that means the elements
  * of every set, one dump request per set, each of which the kernel finds
- * by a linear scan of the table's sets: with 1,000 sandboxes (4,000 sets)
- * an add took ~0.6 s. Nothing here reads the kernel's state; the kernel
- * checks what it must (names exist or not) and the batch is all or
- * nothing. Not for the rare, bigger transactions (set-up, lists,
- * redirect), which stay text.
+ * by a linear scan of the table's sets: with 1,000 sandboxes an add took
+ * ~0.6 s. Nothing here reads the kernel's state; the kernel checks what
+ * it must (names exist or not) and the batch is all or nothing. Only the
+ * table's set-up and the operator's allowed ranges stay text.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,6 +21,7 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <linux/netfilter.h>
+#include <linux/netfilter/nf_nat.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <net/if.h>
@@ -33,15 +34,10 @@
 #include "util/cleanup.h"
 #include "util/parse.h"
 
-/* nftables' datatype numbers (src/datatype.h), which the kernel keeps for
- * listing only. */
-#define TYPE_IPADDR        7
-#define TYPE_IP6ADDR       8
-#define TYPE_INET_PROTOCOL 12
-#define TYPE_ICMP6_TYPE    29
-
 #define CT_ESTABLISHED_RELATED 0x6u /* NF_CT_STATE_BIT(ESTABLISHED) | ..(RELATED) */
 #define CT_INVALID             0x1u
+#define CT_STATUS_DNAT         0x20u /* IPS_DST_NAT */
+#define ELEMS_PER_MSG          64u /* list elements in one message: its nest's length is 16 bits */
 
 /* One batch being built: the buffer, its messages' sequence numbers and
  * the first failure (a full buffer, an allocation). */
@@ -49,7 +45,6 @@ struct batch {
     struct mnl_nlmsg_batch *b;
     uint32_t *seq;
     uint32_t first_seq, last_seq;
-    uint32_t set_id; /* sets made so far: the last one's id */
     int r;
 };
 
@@ -64,6 +59,16 @@ net_nft_nl_open(struct mnl_socket **ret, struct err *err)
         (void)mnl_socket_close(nl);
         return err_set(err, r, "cannot bind a netfilter netlink socket");
     }
+    /* A failed message's answer without the message (a list's can be tens
+     * of KiB, past our read buffer), and room to send a lists batch in one
+     * sendmsg(): the default send buffer (~208 KiB) is smaller. FORCE
+     * needs CAP_NET_ADMIN, which nftables needs too; without it the plain
+     * option gets what net.core.wmem_max allows. */
+    int one = 1, size = (int)NET_NFT_NL_BATCH_MAX;
+    int fd = mnl_socket_get_fd(nl);
+    (void)setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
     *ret = nl;
     return 0;
 }
@@ -115,8 +120,9 @@ put_chain(struct batch *t, uint16_t type, uint16_t flags, const char *prefix, co
     nftnl_chain_free(c);
 }
 
+/* A set named for its elements' messages. */
 static struct nftnl_set *
-set_new(const char *name, uint32_t key_type, uint32_t key_len, uint32_t flags)
+set_new(const char *name)
 {
     struct nftnl_set *s = nftnl_set_alloc();
     if (!s)
@@ -124,22 +130,7 @@ set_new(const char *name, uint32_t key_type, uint32_t key_len, uint32_t flags)
     nftnl_set_set_str(s, NFTNL_SET_TABLE, NET_NFT_TABLE);
     nftnl_set_set_str(s, NFTNL_SET_NAME, name);
     nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
-    if (key_len) {
-        nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, key_type);
-        nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, key_len);
-        nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
-    }
     return s;
-}
-
-static void
-put_set(struct batch *t, uint16_t type, uint16_t flags, struct nftnl_set *s)
-{
-    struct nlmsghdr *h = batch_msg(t, type, flags);
-    if (h) {
-        nftnl_set_nlmsg_build_payload(h, s);
-        batch_done(t);
-    }
 }
 
 static void
@@ -150,52 +141,6 @@ put_elems(struct batch *t, uint16_t type, uint16_t flags, struct nftnl_set *s)
         nftnl_set_elems_nlmsg_build_payload(h, s);
         batch_done(t);
     }
-}
-
-/* A sandbox's named set (X_a4 ...): interval, of addresses. */
-static void
-put_named_set(struct batch *t, const char *x, const char *suffix, int family)
-{
-    char name[NET_IFNAME_MAX + 8];
-    (void)snprintf(name, sizeof(name), "%s_%s", x, suffix);
-    struct nftnl_set *s = set_new(name, family == AF_INET ? TYPE_IPADDR : TYPE_IP6ADDR,
-                                  family == AF_INET ? 4 : 16, NFT_SET_INTERVAL);
-    if (!s) {
-        t->r = -ENOMEM;
-        return;
-    }
-    /* The kernel wants an id on every new set, named or not. */
-    nftnl_set_set_u32(s, NFTNL_SET_ID, ++t->set_id);
-    put_set(t, NFT_MSG_NEWSET, NLM_F_CREATE, s);
-    nftnl_set_free(s);
-}
-
-/* An anonymous constant set of one-byte keys (protocols, ICMPv6 types),
- * for one lookup in the same batch; returns its id (0 on failure). */
-static uint32_t
-put_anon_set(struct batch *t, uint32_t key_type, const uint8_t *keys, size_t n)
-{
-    uint32_t id = ++t->set_id;
-    struct nftnl_set *s = set_new("__set%d", key_type, 1, NFT_SET_ANONYMOUS | NFT_SET_CONSTANT);
-    if (!s) {
-        t->r = -ENOMEM;
-        return 0;
-    }
-    nftnl_set_set_u32(s, NFTNL_SET_ID, id);
-    nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, (uint32_t)n);
-    put_set(t, NFT_MSG_NEWSET, NLM_F_CREATE, s);
-    for (size_t i = 0; i < n && t->r >= 0; i++) {
-        struct nftnl_set_elem *e = nftnl_set_elem_alloc();
-        if (!e) {
-            t->r = -ENOMEM;
-            break;
-        }
-        nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, &keys[i], 1);
-        nftnl_set_elem_add(s, e);
-    }
-    put_elems(t, NFT_MSG_NEWSETELEM, NLM_F_CREATE, s);
-    nftnl_set_free(s);
-    return id;
 }
 
 /* A rule being built: expressions appended in order, a failed
@@ -225,6 +170,20 @@ e_meta(struct rule *u, uint32_t key)
     add_expr(u, e);
 }
 
+/* Loads into dreg (no match on it yet). */
+static void
+e_payload_to(struct rule *u, uint32_t dreg, uint32_t base, uint32_t offset, uint32_t len)
+{
+    struct nftnl_expr *e = nftnl_expr_alloc("payload");
+    if (e) {
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, dreg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
+    }
+    add_expr(u, e);
+}
+
 static void
 e_cmp(struct rule *u, uint32_t op, const void *data, uint32_t len)
 {
@@ -240,24 +199,17 @@ e_cmp(struct rule *u, uint32_t op, const void *data, uint32_t len)
 static void
 e_payload(struct rule *u, uint32_t base, uint32_t offset, uint32_t len)
 {
-    struct nftnl_expr *e = nftnl_expr_alloc("payload");
-    if (e) {
-        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
-        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
-        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
-        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
-    }
-    add_expr(u, e);
+    e_payload_to(u, NFT_REG_1, base, offset, len);
 }
 
-/* ct state & mask != 0. */
+/* ct state (or status) & mask != 0. */
 static void
-e_ct_state(struct rule *u, uint32_t mask)
+e_ct(struct rule *u, uint32_t key, uint32_t mask)
 {
     uint32_t zero = 0;
     struct nftnl_expr *e = nftnl_expr_alloc("ct");
     if (e) {
-        nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, key);
         nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
     }
     add_expr(u, e);
@@ -274,14 +226,12 @@ e_ct_state(struct rule *u, uint32_t mask)
 }
 
 static void
-e_lookup(struct rule *u, const char *set, uint32_t id, bool inv)
+e_lookup(struct rule *u, const char *set, bool inv)
 {
     struct nftnl_expr *e = nftnl_expr_alloc("lookup");
     if (e) {
         nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
         nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
-        if (id)
-            nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, id);
         if (inv)
             nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
     }
@@ -320,15 +270,41 @@ e_addr(struct rule *u, int family, bool saddr)
         e_payload(u, NFT_PAYLOAD_NETWORK_HEADER, saddr ? 8 : 24, 16);
 }
 
-/* meta l4proto { tcp, udp } th dport 53 */
+/* meta l4proto @dnsproto th dport 53 */
 static void
-e_dns(struct rule *u, uint32_t set_id)
+e_dns(struct rule *u)
 {
     uint16_t port = htons(53);
     e_meta(u, NFT_META_L4PROTO);
-    e_lookup(u, "__set%d", set_id, false);
+    e_lookup(u, "dnsproto", false);
     e_payload(u, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2);
     e_cmp(u, NFT_CMP_EQ, &port, sizeof(port));
+}
+
+/* tcp dport == port */
+static void
+e_tcp_dport(struct rule *u, uint16_t port)
+{
+    uint8_t tcp = IPPROTO_TCP;
+    uint16_t p = htons(port);
+    e_meta(u, NFT_META_L4PROTO);
+    e_cmp(u, NFT_CMP_EQ, &tcp, 1);
+    e_payload(u, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2);
+    e_cmp(u, NFT_CMP_EQ, &p, sizeof(p));
+}
+
+/* iifname . ip(6) daddr @set: the name fills NFT_REG_1 (16 bytes), the
+ * address follows it from NFT_REG_2, the lookup reads both. */
+static void
+e_list(struct rule *u, int family, const char *set)
+{
+    e_nfproto(u, family);
+    e_meta(u, NFT_META_IIFNAME);
+    if (family == AF_INET)
+        e_payload_to(u, NFT_REG_2, NFT_PAYLOAD_NETWORK_HEADER, 16, 4);
+    else
+        e_payload_to(u, NFT_REG_2, NFT_PAYLOAD_NETWORK_HEADER, 24, 16);
+    e_lookup(u, set, false);
 }
 
 static struct rule
@@ -380,7 +356,7 @@ put_map_elem(struct batch *t, uint16_t type, uint16_t flags, const char *map, co
              const char *prefix)
 {
     char key[IFNAMSIZ] = {0}, chain[NET_IFNAME_MAX + 8];
-    struct nftnl_set *s = set_new(map, 0, 0, 0);
+    struct nftnl_set *s = set_new(map);
     struct nftnl_set_elem *e = nftnl_set_elem_alloc();
     if (!s || !e) {
         t->r = -ENOMEM;
@@ -401,32 +377,49 @@ put_map_elem(struct batch *t, uint16_t type, uint16_t flags, const char *map, co
     nftnl_set_free(s);
 }
 
-/* The rules of in_X for a sandbox without a proxy (put_in_nat()). */
+/* The rules of in_X and nat_X (put_in_nat()). */
 static void
-put_in(struct batch *t, const struct net_nft_sandbox *sb)
+put_in_nat(struct batch *t, const struct net_nft_sandbox *sb)
 {
-    static const uint8_t l4[] = {IPPROTO_TCP, IPPROTO_UDP};
-    static const uint8_t nd[] = {135, 136, 133}; /* neighbour solicit, advert, router solicit */
     const char *x = sb->ifname;
     const struct net_slot *s = sb->slot;
-    uint32_t est = CT_ESTABLISHED_RELATED;
     uint8_t icmp6 = IPPROTO_ICMPV6;
 
-    RULE(t, "in", x, NF_ACCEPT, e_ct_state(u, est));
+    RULE(t, "in", x, NF_ACCEPT, e_ct(u, NFT_CT_STATE, CT_ESTABLISHED_RELATED));
     RULE(t, "in", x, NF_DROP, e_addr(u, AF_INET, true), e_cmp(u, NFT_CMP_NEQ, s->sb4.bytes, 4));
-    uint32_t id = put_anon_set(t, TYPE_INET_PROTOCOL, l4, ELEMENTSOF(l4));
     RULE(t, "in", x, NF_ACCEPT, e_addr(u, AF_INET, false), e_cmp(u, NFT_CMP_EQ, s->gw4.bytes, 4),
-         e_dns(u, id));
+         e_dns(u));
     if (s->has6) {
-        id = put_anon_set(t, TYPE_ICMP6_TYPE, nd, ELEMENTSOF(nd));
         RULE(t, "in", x, NF_ACCEPT, e_nfproto(u, AF_INET6), e_meta(u, NFT_META_L4PROTO),
              e_cmp(u, NFT_CMP_EQ, &icmp6, 1), e_payload(u, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1),
-             e_lookup(u, "__set%d", id, false));
+             e_lookup(u, "nd6", false));
         RULE(t, "in", x, NF_DROP, e_addr(u, AF_INET6, true),
              e_cmp(u, NFT_CMP_NEQ, s->sb6.bytes, 16));
-        id = put_anon_set(t, TYPE_INET_PROTOCOL, l4, ELEMENTSOF(l4));
         RULE(t, "in", x, NF_ACCEPT, e_addr(u, AF_INET6, false),
-             e_cmp(u, NFT_CMP_EQ, s->gw6.bytes, 16), e_dns(u, id));
+             e_cmp(u, NFT_CMP_EQ, s->gw6.bytes, 16), e_dns(u));
+    }
+    if (sb->proxy_port) {
+        RULE(t, "in", x, NF_ACCEPT, e_tcp_dport(u, sb->proxy_port),
+             e_ct(u, NFT_CT_STATUS, CT_STATUS_DNAT));
+        uint16_t to = htons(sb->proxy_port);
+        for (size_t i = 0; i < sb->n_proxy_dports; i++) {
+            /* tcp dport P redirect to :proxy_port (no verdict). */
+            struct rule u = rule_new("nat", x);
+            e_tcp_dport(&u, sb->proxy_dports[i]);
+            struct nftnl_expr *e = nftnl_expr_alloc("immediate");
+            if (e) {
+                nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+                nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &to, sizeof(to));
+            }
+            add_expr(&u, e);
+            e = nftnl_expr_alloc("redir");
+            if (e) {
+                nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG_1);
+                nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_FLAGS, NF_NAT_RANGE_PROTO_SPECIFIED);
+            }
+            add_expr(&u, e);
+            put_rule(t, &u);
+        }
     }
     RULE(t, "in", x, NF_DROP, (void)0);
 }
@@ -434,21 +427,15 @@ put_in(struct batch *t, const struct net_nft_sandbox *sb)
 static void
 put_sandbox_add(struct batch *t, const struct net_nft_sandbox *sb)
 {
-    static const uint8_t l4[] = {IPPROTO_TCP, IPPROTO_UDP};
     const char *x = sb->ifname;
     const struct net_slot *s = sb->slot;
-    char set[NET_IFNAME_MAX + 8];
 
     put_chain(t, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, "sb", x);
     put_chain(t, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, "in", x);
     put_chain(t, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, "nat", x);
-    put_named_set(t, x, "a4", AF_INET);
-    put_named_set(t, x, "a6", AF_INET6);
-    put_named_set(t, x, "d4", AF_INET);
-    put_named_set(t, x, "d6", AF_INET6);
 
-    RULE(t, "sb", x, NF_ACCEPT, e_ct_state(u, CT_ESTABLISHED_RELATED));
-    RULE(t, "sb", x, NF_DROP, e_ct_state(u, CT_INVALID));
+    RULE(t, "sb", x, NF_ACCEPT, e_ct(u, NFT_CT_STATE, CT_ESTABLISHED_RELATED));
+    RULE(t, "sb", x, NF_DROP, e_ct(u, NFT_CT_STATE, CT_INVALID));
     RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET, true), e_cmp(u, NFT_CMP_NEQ, s->sb4.bytes, 4));
     if (s->has6) {
         RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET6, true),
@@ -459,67 +446,165 @@ put_sandbox_add(struct batch *t, const struct net_nft_sandbox *sb)
     }
     RULE(t, "sb", x, NF_DROP, e_meta(u, NFT_META_OIFNAME),
          e_cmp(u, NFT_CMP_EQ, NET_NFT_PREFIX, sizeof(NET_NFT_PREFIX) - 1));
-    uint32_t id = put_anon_set(t, TYPE_INET_PROTOCOL, l4, ELEMENTSOF(l4));
-    RULE(t, "sb", x, NF_DROP, e_dns(u, id));
-    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET, false), e_lookup(u, "never4", 0, false));
-    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET6, false), e_lookup(u, "never6", 0, false));
-    (void)snprintf(set, sizeof(set), "%s_d4", x);
-    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET, false), e_lookup(u, set, 0, false));
-    (void)snprintf(set, sizeof(set), "%s_d6", x);
-    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET6, false), e_lookup(u, set, 0, false));
-    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET, false), e_lookup(u, "private4", 0, false),
-         e_payload(u, NFT_PAYLOAD_NETWORK_HEADER, 16, 4), e_lookup(u, "allowed4", 0, true));
-    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET6, false), e_lookup(u, "private6", 0, false),
-         e_payload(u, NFT_PAYLOAD_NETWORK_HEADER, 24, 16), e_lookup(u, "allowed6", 0, true));
-    (void)snprintf(set, sizeof(set), "%s_a4", x);
-    RULE(t, "sb", x, NF_ACCEPT, e_addr(u, AF_INET, false), e_lookup(u, set, 0, false));
-    (void)snprintf(set, sizeof(set), "%s_a6", x);
-    RULE(t, "sb", x, NF_ACCEPT, e_addr(u, AF_INET6, false), e_lookup(u, set, 0, false));
+    RULE(t, "sb", x, NF_DROP, e_dns(u));
+    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET, false), e_lookup(u, "never4", false));
+    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET6, false), e_lookup(u, "never6", false));
+    RULE(t, "sb", x, NF_DROP, e_list(u, AF_INET, "sbdeny4"));
+    RULE(t, "sb", x, NF_DROP, e_list(u, AF_INET6, "sbdeny6"));
+    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET, false), e_lookup(u, "private4", false),
+         e_payload(u, NFT_PAYLOAD_NETWORK_HEADER, 16, 4), e_lookup(u, "allowed4", true));
+    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET6, false), e_lookup(u, "private6", false),
+         e_payload(u, NFT_PAYLOAD_NETWORK_HEADER, 24, 16), e_lookup(u, "allowed6", true));
+    RULE(t, "sb", x, NF_ACCEPT, e_list(u, AF_INET, "sballow4"));
+    RULE(t, "sb", x, NF_ACCEPT, e_list(u, AF_INET6, "sballow6"));
     RULE(t, "sb", x, sb->default_drop ? NF_DROP : NF_ACCEPT, (void)0);
 
-    put_in(t, sb);
+    put_in_nat(t, sb);
     put_map_elem(t, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "egress", x, "sb");
     put_map_elem(t, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "ingress", x, "in");
     put_map_elem(t, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "redir", x, "nat");
 }
 
+/* Deletes every rule of chain prefix_x (flush chain). */
 static void
-put_sandbox_remove(struct batch *t, const char *x)
+put_flush(struct batch *t, const char *prefix, const char *x)
+{
+    struct rule u = rule_new(prefix, x);
+    if (!u.r) {
+        t->r = -ENOMEM;
+        return;
+    }
+    struct nlmsghdr *h = batch_msg(t, NFT_MSG_DELRULE, 0);
+    if (h) {
+        nftnl_rule_nlmsg_build_payload(h, u.r);
+        batch_done(t);
+    }
+    nftnl_rule_free(u.r);
+}
+
+/* The elements of one shared set going into messages of at most
+ * ELEMS_PER_MSG elements. */
+struct elems {
+    struct batch *t;
+    uint16_t type, flags; /* NFT_MSG_NEWSETELEM or _DELSETELEM, and its flags */
+    const char *set;
+    struct nftnl_set *s; /* the message being filled, NULL = none */
+    size_t n;            /* elements in s */
+};
+
+static void
+elems_flush(struct elems *q)
+{
+    if (!q->s)
+        return;
+    if (q->n)
+        put_elems(q->t, q->type, q->flags, q->s);
+    nftnl_set_free(q->s);
+    q->s = NULL;
+    q->n = 0;
+}
+
+/* The element x . b: its first and last key (the kernel's concatenated
+ * ranges are closed), each field padded to 4 bytes as the kernel's
+ * registers are. */
+static void
+elems_add(struct elems *q, const char *x, const struct net_block *b)
+{
+    uint8_t start[IFNAMSIZ + 16] = {0}, end[IFNAMSIZ + 16] = {0};
+    size_t alen = b->ip.family == AF_INET ? 4 : 16;
+    struct nftnl_set_elem *e;
+
+    if (q->t->r < 0)
+        return;
+    if (!q->s) {
+        q->s = set_new(q->set);
+        if (!q->s) {
+            q->t->r = -ENOMEM;
+            return;
+        }
+    }
+    e = nftnl_set_elem_alloc();
+    if (!e) {
+        q->t->r = -ENOMEM;
+        return;
+    }
+    (void)strscpy((char *)start, x, IFNAMSIZ);
+    (void)strscpy((char *)end, x, IFNAMSIZ);
+    memcpy(start + IFNAMSIZ, b->ip.bytes, alen);
+    memcpy(end + IFNAMSIZ, b->ip.bytes, alen);
+    for (unsigned i = b->prefix; i < alen * 8; i++)
+        end[IFNAMSIZ + i / 8] |= (uint8_t)(0x80u >> (i % 8));
+    nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, start, (uint32_t)(IFNAMSIZ + alen));
+    nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY_END, end, (uint32_t)(IFNAMSIZ + alen));
+    nftnl_set_elem_add(q->s, e);
+    if (++q->n == ELEMS_PER_MSG)
+        elems_flush(q);
+}
+
+/* The blocks of a that b lacks (both sorted by net_nft_block_cmp()), into
+ * q[0] (IPv4) and q[1] (IPv6). */
+static void
+put_diff(struct elems q[2], const char *x, const struct net_block *a, size_t na,
+         const struct net_block *b, size_t nb)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < na; i++) {
+        while (j < nb && net_nft_block_cmp(&b[j], &a[i]) < 0)
+            j++;
+        if (j < nb && net_nft_block_cmp(&b[j], &a[i]) == 0)
+            continue;
+        elems_add(&q[a[i].ip.family == AF_INET ? 0 : 1], x, &a[i]);
+    }
+}
+
+/* What in old and not in new goes, then what is in new and not in old
+ * comes; all in the one batch. */
+static void
+put_lists(struct batch *t, const char *x, const struct net_nft_lists *old,
+          const struct net_nft_lists *new)
+{
+    static const char *const names[] = {"sballow4", "sballow6", "sbdeny4", "sbdeny6"};
+    struct elems q[4];
+
+    for (int pass = 0; pass < 2; pass++) {
+        bool del = pass == 0;
+        const struct net_nft_lists *a = del ? old : new, *b = del ? new : old;
+        for (size_t i = 0; i < ELEMENTSOF(q); i++)
+            q[i] = (struct elems){.t = t,
+                                  .type = del ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM,
+                                  .flags = del ? 0 : NLM_F_CREATE,
+                                  .set = names[i]};
+        put_diff(&q[0], x, a->allow, a->n_allow, b->allow, b->n_allow);
+        put_diff(&q[2], x, a->deny, a->n_deny, b->deny, b->n_deny);
+        for (size_t i = 0; i < ELEMENTSOF(q); i++)
+            elems_flush(&q[i]);
+    }
+}
+
+struct remove_arg {
+    const char *ifname;
+    const struct net_nft_lists *old;
+};
+
+static void
+put_sandbox_remove(struct batch *t, const struct remove_arg *a)
 {
     static const char *const chains[] = {"sb", "in", "nat"};
-    static const char *const sets[] = {"a4", "a6", "d4", "d6"};
-    char name[NET_IFNAME_MAX + 8];
+    static const struct net_nft_lists none = {0};
+    const char *x = a->ifname;
 
     /* In the text's order: the map entries hold references to the
-     * chains, the rules to the sets. */
+     * chains. */
     put_map_elem(t, NFT_MSG_DELSETELEM, 0, "egress", x, NULL);
     put_map_elem(t, NFT_MSG_DELSETELEM, 0, "ingress", x, NULL);
     put_map_elem(t, NFT_MSG_DELSETELEM, 0, "redir", x, NULL);
-    for (size_t i = 0; i < ELEMENTSOF(chains); i++) {
-        struct rule u = rule_new(chains[i], x);
-        if (u.r) {
-            struct nlmsghdr *h = batch_msg(t, NFT_MSG_DELRULE, 0);
-            if (h) {
-                nftnl_rule_nlmsg_build_payload(h, u.r);
-                batch_done(t);
-            }
-            nftnl_rule_free(u.r);
-        } else {
-            t->r = -ENOMEM;
-        }
-    }
+    for (size_t i = 0; i < ELEMENTSOF(chains); i++)
+        put_flush(t, chains[i], x);
     for (size_t i = 0; i < ELEMENTSOF(chains); i++)
         put_chain(t, NFT_MSG_DELCHAIN, 0, chains[i], x);
-    for (size_t i = 0; i < ELEMENTSOF(sets); i++) {
-        (void)snprintf(name, sizeof(name), "%s_%s", x, sets[i]);
-        struct nftnl_set *s = set_new(name, 0, 0, 0);
-        if (!s) {
-            t->r = -ENOMEM;
-            break;
-        }
-        put_set(t, NFT_MSG_DELSET, 0, s);
-        nftnl_set_free(s);
-    }
+    /* Left behind, its elements would be the lists of the next sandbox
+     * on the same interface name. */
+    put_lists(t, x, a->old, &none);
 }
 
 /* Reads the answers to the batch's messages up to its last: 0, or the
@@ -556,20 +641,25 @@ batch_answers(struct mnl_socket *nl, const struct batch *t, uint32_t *ret_failed
     return first < 0 ? first : -EPROTO;
 }
 
-/* Builds with fn and sends one batch; what is the failure's prefix. */
+/* Builds with fn and sends one batch of at most size bytes; what is the
+ * failure's prefix. */
 static int
-batch_run(struct mnl_socket *nl, uint32_t *seq, void (*fn)(struct batch *, const void *),
-          const void *arg, const char *what, struct err *err)
+batch_run(struct mnl_socket *nl, uint32_t *seq, size_t size,
+          void (*fn)(struct batch *, const void *), const void *arg, const char *what,
+          struct err *err)
 {
-    _cleanup_free_ char *buf = malloc(NET_NFT_NL_BATCH_MAX);
+    _cleanup_free_ char *buf = NULL;
     struct batch t = {.seq = seq};
     uint32_t failed = 0;
     int r;
 
+    if (size > NET_NFT_NL_BATCH_MAX)
+        size = NET_NFT_NL_BATCH_MAX;
+    buf = malloc(size);
     if (!buf)
         return -ENOMEM;
-    /* The last message may run past the page size into the rest. */
-    t.b = mnl_nlmsg_batch_start(buf, NET_NFT_NL_BATCH_MAX / 2);
+    /* The last message may run past the limit into the rest. */
+    t.b = mnl_nlmsg_batch_start(buf, size / 2);
     if (!t.b)
         return -ENOMEM;
     nftnl_batch_begin(mnl_nlmsg_batch_current(t.b), (*seq)++);
@@ -594,6 +684,13 @@ batch_run(struct mnl_socket *nl, uint32_t *seq, void (*fn)(struct batch *, const
     return 0;
 }
 
+/* Bytes of a batch of rules and n list elements. */
+static size_t
+batch_size(size_t n)
+{
+    return 2u * (64u * 1024u + n * NET_NFT_NL_ELEM_MAX);
+}
+
 static void
 fn_add(struct batch *t, const void *arg)
 {
@@ -606,21 +703,62 @@ fn_remove(struct batch *t, const void *arg)
     put_sandbox_remove(t, arg);
 }
 
+struct lists_arg {
+    const char *ifname;
+    const struct net_nft_lists *old, *new;
+};
+
+static void
+fn_lists(struct batch *t, const void *arg)
+{
+    const struct lists_arg *a = arg;
+    put_lists(t, a->ifname, a->old, a->new);
+}
+
+static void
+fn_redirect(struct batch *t, const void *arg)
+{
+    const struct net_nft_sandbox *sb = arg;
+    put_flush(t, "in", sb->ifname);
+    put_flush(t, "nat", sb->ifname);
+    put_in_nat(t, sb);
+}
+
 int
 net_nft_nl_sandbox_add(struct mnl_socket *nl, uint32_t *seq, const struct net_nft_sandbox *sb,
                        struct err *err)
 {
     char what[64];
-    if (sb->proxy_port)
-        return -EOPNOTSUPP;
     (void)snprintf(what, sizeof(what), "cannot add the rules of '%.16s'", sb->ifname);
-    return batch_run(nl, seq, fn_add, sb, what, err);
+    return batch_run(nl, seq, batch_size(0), fn_add, sb, what, err);
 }
 
 int
-net_nft_nl_sandbox_remove(struct mnl_socket *nl, uint32_t *seq, const char *ifname, struct err *err)
+net_nft_nl_sandbox_remove(struct mnl_socket *nl, uint32_t *seq, const char *ifname,
+                          const struct net_nft_lists *old, struct err *err)
 {
+    struct remove_arg a = {.ifname = ifname, .old = old};
     char what[64];
     (void)snprintf(what, sizeof(what), "cannot remove the rules of '%.16s'", ifname);
-    return batch_run(nl, seq, fn_remove, ifname, what, err);
+    return batch_run(nl, seq, batch_size(old->n_allow + old->n_deny), fn_remove, &a, what, err);
+}
+
+int
+net_nft_nl_lists(struct mnl_socket *nl, uint32_t *seq, const char *ifname,
+                 const struct net_nft_lists *old, const struct net_nft_lists *new, struct err *err)
+{
+    struct lists_arg a = {.ifname = ifname, .old = old, .new = new};
+    char what[64];
+    (void)snprintf(what, sizeof(what), "cannot set the lists of '%.16s'", ifname);
+    return batch_run(nl, seq, batch_size(old->n_allow + old->n_deny + new->n_allow + new->n_deny),
+                     fn_lists, &a, what, err);
+}
+
+int
+net_nft_nl_redirect(struct mnl_socket *nl, uint32_t *seq, const struct net_nft_sandbox *sb,
+                    struct err *err)
+{
+    char what[64];
+    (void)snprintf(what, sizeof(what), "cannot set the redirect of '%.16s'", sb->ifname);
+    return batch_run(nl, seq, batch_size(0), fn_redirect, sb, what, err);
 }

@@ -276,6 +276,8 @@ test_lists(void **state)
     /* Deny wins over allow. */
     assert_int_equal(net_nft_sandbox_set_lists(w->nft, b.h, allow, 3, deny, 1, &e), 0);
     assert_int_equal(nstest_tcp(b.ns, "203.0.113.2", 8080, DROP, NULL), -ETIMEDOUT);
+    /* One sandbox's lists are not another's (the sets are shared). */
+    assert_int_equal(nstest_tcp(a.ns, "203.0.113.2", 8080, 2000, NULL), 0);
     /* Too many, or a bad block: refused, nothing changed. */
     assert_int_equal(
             net_nft_sandbox_set_lists(w->nft, b.h, allow, NET_NFT_LIST_MAX + 1, NULL, 0, NULL),
@@ -356,8 +358,8 @@ nft_list(const char *command, char *out, size_t size)
  * cache to the last list command of a buffer). */
 static const char *const list_cmds[] = {
         "list chain inet abx sb_abx11h",  "list chain inet abx in_abx11h",
-        "list chain inet abx nat_abx11h", "list set inet abx abx11h_a4",
-        "list set inet abx abx11h_d6",    "list map inet abx egress",
+        "list chain inet abx nat_abx11h", "list set inet abx sballow4",
+        "list set inet abx sbdeny6",      "list map inet abx egress",
         "list map inet abx ingress",      "list map inet abx redir",
 };
 
@@ -384,6 +386,13 @@ test_batch_is_text(void **state)
     for (int drop = 0; drop < 2; drop++) {
         assert_int_equal(net_pool_slot(&w->pool, 11, &s, NULL), 0);
         struct net_nft_sandbox r = {.ifname = "abx11h", .slot = &s, .default_drop = drop};
+        /* With a proxy once. */
+        if (drop == 0)
+            r = (struct net_nft_sandbox){.ifname = "abx11h",
+                                         .slot = &s,
+                                         .proxy_port = 3128,
+                                         .proxy_dports = {80, 443},
+                                         .n_proxy_dports = 2};
         assert_int_equal(net_nft_sandbox_add(w->nft, &r, NULL), 0);
         list_all(by_batch, sizeof(by_batch));
         assert_int_equal(net_nft_sandbox_remove(w->nft, "abx11h", NULL), 0);
@@ -409,14 +418,24 @@ test_teardown_reclaim(void **state)
     struct err e = {0};
     struct sb a, b;
 
+    static char listed[16384];
+    struct net_block allow[] = {nstest_block("203.0.113.0", 25), nstest_block("2001:db8:ff::", 64)};
+
     sb_add(w, &a, 9, false);
     sb_add(w, &b, 10, false);
     assert_true(nft_ok("list chain inet abx sb_abx9h"));
+    assert_int_equal(net_nft_sandbox_set_lists(w->nft, a.h, allow, 2, allow, 1, NULL), 0);
+    assert_int_equal(net_nft_sandbox_set_lists(w->nft, b.h, allow, 2, NULL, 0, NULL), 0);
     assert_int_equal(net_nft_sandbox_add(w->nft, &a.rules, &e), -EEXIST);
     assert_non_null(strstr(e.msg, "abx9h"));
     sb_del(w, &a);
     assert_false(nft_ok("list chain inet abx sb_abx9h"));
-    assert_false(nft_ok("list set inet abx abx9h_a4"));
+    /* Its lists' elements go with it; b's stay. */
+    nft_list("list set inet abx sballow4", listed, sizeof(listed));
+    assert_null(strstr(listed, "\"abx9h\""));
+    assert_non_null(strstr(listed, "\"abx10h\""));
+    nft_list("list set inet abx sbdeny4", listed, sizeof(listed));
+    assert_null(strstr(listed, "\"abx9h\""));
     assert_false(nft_ok("list chain inet abx in_abx9h"));
     assert_int_equal(net_nft_sandbox_remove(w->nft, a.h, NULL), -ENOENT);
     assert_true(nft_ok("list chain inet abx sb_abx10h"));
@@ -495,6 +514,30 @@ measure_rules(struct world *w, uint32_t slot, const char *label)
             (unsigned long long)down[ROUNDS / 2], (unsigned long long)down[ROUNDS * 9 / 10]);
 }
 
+/* p50 and p90 of ROUNDS replacements of a sandbox's lists, alternating
+ * between two lists of 8 blocks that share half. */
+static void
+measure_lists(struct world *w, const char *ifname, const char *label)
+{
+    uint64_t t[ROUNDS];
+    struct net_block l[2][8];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 8; i++) {
+            char a[NET_IP_STR];
+            (void)snprintf(a, sizeof(a), "203.0.113.%d", (i + 4 * k) * 8);
+            l[k][i] = nstest_block(a, 29);
+        }
+    for (int i = 0; i < ROUNDS; i++) {
+        uint64_t t0 = nstest_now_us();
+        assert_int_equal(
+                net_nft_sandbox_set_lists(w->nft, ifname, l[i % 2], 8, l[1 - i % 2], 4, NULL), 0);
+        t[i] = nstest_now_us() - t0;
+    }
+    qsort(t, ROUNDS, sizeof(t[0]), cmp_u64);
+    fprintf(stderr, "measure: set_lists, %s: p50 %llu us (p90 %llu)\n", label,
+            (unsigned long long)t[ROUNDS / 2], (unsigned long long)t[ROUNDS * 9 / 10]);
+}
+
 #define MANY (getenv("ABX_NET_MANY") ? 1000u : 200u)
 
 static void
@@ -508,20 +551,30 @@ test_measure(void **state)
     measure_rules(w, 0, "no other sandbox");
     measure(w, 0, "1 sandbox");
     /* Rules of MANY more sandboxes (no links: their names are what the
-     * rules key on), slots numbered past the test pool's. */
+     * rules key on), slots numbered past the test pool's, each with lists
+     * of 8 blocks: the shared sets hold 8 * MANY elements. */
+    struct net_block lists[8];
+    for (int i = 0; i < 8; i++) {
+        char a[NET_IP_STR];
+        (void)snprintf(a, sizeof(a), "198.51.100.%d", i * 16);
+        lists[i] = nstest_block(a, 28);
+    }
     uint64_t t0 = nstest_now_us();
     assert_int_equal(net_pool_slot(&big, 1, &s, NULL), 0);
     for (uint32_t i = 0; i < MANY; i++) {
         net_pool_ifnames(1000 + i, h, sb);
         struct net_nft_sandbox r = {.ifname = h, .slot = &s};
         assert_int_equal(net_nft_sandbox_add(w->nft, &r, NULL), 0);
+        assert_int_equal(net_nft_sandbox_set_lists(w->nft, h, lists, 6, lists + 6, 2, NULL), 0);
     }
-    fprintf(stderr, "measure: adding %u sandboxes' rules took %llu ms\n", MANY,
+    fprintf(stderr, "measure: adding %u sandboxes' rules and lists took %llu ms\n", MANY,
             (unsigned long long)(nstest_now_us() - t0) / 1000);
     char label[64];
     (void)snprintf(label, sizeof(label), "with %u sandboxes' rules present", MANY);
     measure_rules(w, 0, label);
     measure(w, 0, label);
+    net_pool_ifnames(1000, h, sb);
+    measure_lists(w, h, label);
     t0 = nstest_now_us();
     assert_int_equal(net_nft_new(&w->cfg, &(struct net_nft *){NULL}, NULL), 0);
     fprintf(stderr, "measure: reclaiming the table with %u sandboxes took %llu ms\n", MANY,
