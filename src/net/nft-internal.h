@@ -17,13 +17,12 @@ struct mnl_socket;
 int net_nft_nl_open(struct mnl_socket **ret, struct err *err);
 
 /* Bytes of the buffer of one batch we build: twice (the last message may
- * run past the limit) a sandbox's rules and every element of its old and
- * new lists once, at most. */
-#define NET_NFT_NL_ELEM_MAX  128u /* bytes of one list element in a message, at most */
+ * run past the limit) a sandbox's rules and both ends of every block of
+ * its lists, at most. */
+#define NET_NFT_NL_ELEM_MAX  64u /* bytes of one set element in a message, at most */
 #define NET_NFT_NL_BATCH_MAX (2u * (64u * 1024u + 4u * NET_NFT_LIST_MAX * NET_NFT_NL_ELEM_MAX))
 
-/* A sandbox's lists, normalised by net_nft_blocks_normal(): what the
- * shared sets hold for it (borrowed). */
+/* A sandbox's lists, normalised by net_nft_blocks_normal() (borrowed). */
 struct net_nft_lists {
     const struct net_block *allow, *deny;
     size_t n_allow, n_deny;
@@ -39,23 +38,15 @@ int net_nft_block_cmp(const void *a, const void *b);
 int net_nft_blocks_normal(const struct net_block *blocks, size_t n, const char *what,
                           struct net_block **ret, size_t *ret_n, struct err *err);
 
-/* What net_nft_gen_sandbox_add() and net_nft_gen_sandbox_remove() say, as
- * one batch each sent on nl: the same objects, rules and errors (-EEXIST,
- * -ENOENT), without reading anything back from the kernel first. Remove
- * also deletes the sandbox's elements old from the shared sets. seq is
- * the socket's sequence counter, advanced. */
+/* What net_nft_gen_sandbox_add(), _remove(), _lists() and _redirect() say,
+ * as one batch each sent on nl: the same objects, rules and errors
+ * (-EEXIST, -ENOENT), without reading anything back from the kernel
+ * first. seq is the socket's sequence counter, advanced. */
 int net_nft_nl_sandbox_add(struct mnl_socket *nl, uint32_t *seq, const struct net_nft_sandbox *sb,
                            struct err *err);
 int net_nft_nl_sandbox_remove(struct mnl_socket *nl, uint32_t *seq, const char *ifname,
-                              const struct net_nft_lists *old, struct err *err);
-
-/* One batch: deletes the elements of old that new lacks, then adds those
- * of new that old lacks (interval sets refuse overlaps, so deletions go
- * first). Both normalised. */
+                              struct err *err);
 int net_nft_nl_lists(struct mnl_socket *nl, uint32_t *seq, const char *ifname,
-                     const struct net_nft_lists *old, const struct net_nft_lists *new,
-                     struct err *err);
-
-/* What net_nft_gen_redirect() says, as one batch. */
+                     const struct net_nft_lists *l, struct err *err);
 int net_nft_nl_redirect(struct mnl_socket *nl, uint32_t *seq, const struct net_nft_sandbox *sb,
                         struct err *err);

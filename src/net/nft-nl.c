@@ -34,6 +34,11 @@
 #include "util/cleanup.h"
 #include "util/parse.h"
 
+/* nftables' datatype numbers (src/datatype.h), which the kernel keeps for
+ * listing only. */
+#define TYPE_IPADDR  7
+#define TYPE_IP6ADDR 8
+
 #define CT_ESTABLISHED_RELATED 0x6u /* NF_CT_STATE_BIT(ESTABLISHED) | ..(RELATED) */
 #define CT_INVALID             0x1u
 #define CT_STATUS_DNAT         0x20u /* IPS_DST_NAT */
@@ -45,6 +50,7 @@ struct batch {
     struct mnl_nlmsg_batch *b;
     uint32_t *seq;
     uint32_t first_seq, last_seq;
+    uint32_t set_id; /* sets made so far: the last one's id */
     int r;
 };
 
@@ -120,7 +126,7 @@ put_chain(struct batch *t, uint16_t type, uint16_t flags, const char *prefix, co
     nftnl_chain_free(c);
 }
 
-/* A set named for its elements' messages. */
+/* A set by name, for its elements' messages or its deletion. */
 static struct nftnl_set *
 set_new(const char *name)
 {
@@ -131,6 +137,39 @@ set_new(const char *name)
     nftnl_set_set_str(s, NFTNL_SET_NAME, name);
     nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
     return s;
+}
+
+static void
+put_set(struct batch *t, uint16_t type, uint16_t flags, struct nftnl_set *s)
+{
+    struct nlmsghdr *h = batch_msg(t, type, flags);
+    if (h) {
+        nftnl_set_nlmsg_build_payload(h, s);
+        batch_done(t);
+    }
+}
+
+/* A sandbox's list set X_suffix (a4, a6, d4, d6): made (NFT_MSG_NEWSET,
+ * interval, of addresses of family) or deleted (NFT_MSG_DELSET). */
+static void
+put_list_set(struct batch *t, uint16_t type, const char *x, const char *suffix, int family)
+{
+    char name[NET_IFNAME_MAX + 8];
+    (void)snprintf(name, sizeof(name), "%s_%s", x, suffix);
+    struct nftnl_set *s = set_new(name);
+    if (!s) {
+        t->r = -ENOMEM;
+        return;
+    }
+    if (type == NFT_MSG_NEWSET) {
+        nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, family == AF_INET ? TYPE_IPADDR : TYPE_IP6ADDR);
+        nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, family == AF_INET ? 4 : 16);
+        nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL);
+        /* The kernel wants an id on every new set, named or not. */
+        nftnl_set_set_u32(s, NFTNL_SET_ID, ++t->set_id);
+    }
+    put_set(t, type, type == NFT_MSG_NEWSET ? NLM_F_CREATE : 0, s);
+    nftnl_set_free(s);
 }
 
 static void
@@ -293,20 +332,6 @@ e_tcp_dport(struct rule *u, uint16_t port)
     e_cmp(u, NFT_CMP_EQ, &p, sizeof(p));
 }
 
-/* iifname . ip(6) daddr @set: the name fills NFT_REG_1 (16 bytes), the
- * address follows it from NFT_REG_2, the lookup reads both. */
-static void
-e_list(struct rule *u, int family, const char *set)
-{
-    e_nfproto(u, family);
-    e_meta(u, NFT_META_IIFNAME);
-    if (family == AF_INET)
-        e_payload_to(u, NFT_REG_2, NFT_PAYLOAD_NETWORK_HEADER, 16, 4);
-    else
-        e_payload_to(u, NFT_REG_2, NFT_PAYLOAD_NETWORK_HEADER, 24, 16);
-    e_lookup(u, set, false);
-}
-
 static struct rule
 rule_new(const char *chain_prefix, const char *x)
 {
@@ -429,10 +454,15 @@ put_sandbox_add(struct batch *t, const struct net_nft_sandbox *sb)
 {
     const char *x = sb->ifname;
     const struct net_slot *s = sb->slot;
+    char set[NET_IFNAME_MAX + 8];
 
     put_chain(t, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, "sb", x);
     put_chain(t, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, "in", x);
     put_chain(t, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL, "nat", x);
+    put_list_set(t, NFT_MSG_NEWSET, x, "a4", AF_INET);
+    put_list_set(t, NFT_MSG_NEWSET, x, "a6", AF_INET6);
+    put_list_set(t, NFT_MSG_NEWSET, x, "d4", AF_INET);
+    put_list_set(t, NFT_MSG_NEWSET, x, "d6", AF_INET6);
 
     RULE(t, "sb", x, NF_ACCEPT, e_ct(u, NFT_CT_STATE, CT_ESTABLISHED_RELATED));
     RULE(t, "sb", x, NF_DROP, e_ct(u, NFT_CT_STATE, CT_INVALID));
@@ -449,14 +479,18 @@ put_sandbox_add(struct batch *t, const struct net_nft_sandbox *sb)
     RULE(t, "sb", x, NF_DROP, e_dns(u));
     RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET, false), e_lookup(u, "never4", false));
     RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET6, false), e_lookup(u, "never6", false));
-    RULE(t, "sb", x, NF_DROP, e_list(u, AF_INET, "sbdeny4"));
-    RULE(t, "sb", x, NF_DROP, e_list(u, AF_INET6, "sbdeny6"));
+    (void)snprintf(set, sizeof(set), "%s_d4", x);
+    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET, false), e_lookup(u, set, false));
+    (void)snprintf(set, sizeof(set), "%s_d6", x);
+    RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET6, false), e_lookup(u, set, false));
     RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET, false), e_lookup(u, "private4", false),
          e_payload(u, NFT_PAYLOAD_NETWORK_HEADER, 16, 4), e_lookup(u, "allowed4", true));
     RULE(t, "sb", x, NF_DROP, e_addr(u, AF_INET6, false), e_lookup(u, "private6", false),
          e_payload(u, NFT_PAYLOAD_NETWORK_HEADER, 24, 16), e_lookup(u, "allowed6", true));
-    RULE(t, "sb", x, NF_ACCEPT, e_list(u, AF_INET, "sballow4"));
-    RULE(t, "sb", x, NF_ACCEPT, e_list(u, AF_INET6, "sballow6"));
+    (void)snprintf(set, sizeof(set), "%s_a4", x);
+    RULE(t, "sb", x, NF_ACCEPT, e_addr(u, AF_INET, false), e_lookup(u, set, false));
+    (void)snprintf(set, sizeof(set), "%s_a6", x);
+    RULE(t, "sb", x, NF_ACCEPT, e_addr(u, AF_INET6, false), e_lookup(u, set, false));
     RULE(t, "sb", x, sb->default_drop ? NF_DROP : NF_ACCEPT, (void)0);
 
     put_in_nat(t, sb);
@@ -482,12 +516,11 @@ put_flush(struct batch *t, const char *prefix, const char *x)
     nftnl_rule_free(u.r);
 }
 
-/* The elements of one shared set going into messages of at most
- * ELEMS_PER_MSG elements. */
+/* The elements of one set going into messages of at most ELEMS_PER_MSG
+ * elements. */
 struct elems {
     struct batch *t;
-    uint16_t type, flags; /* NFT_MSG_NEWSETELEM or _DELSETELEM, and its flags */
-    const char *set;
+    char set[NET_IFNAME_MAX + 8];
     struct nftnl_set *s; /* the message being filled, NULL = none */
     size_t n;            /* elements in s */
 };
@@ -498,20 +531,15 @@ elems_flush(struct elems *q)
     if (!q->s)
         return;
     if (q->n)
-        put_elems(q->t, q->type, q->flags, q->s);
+        put_elems(q->t, NFT_MSG_NEWSETELEM, NLM_F_CREATE, q->s);
     nftnl_set_free(q->s);
     q->s = NULL;
     q->n = 0;
 }
 
-/* The element x . b: its first and last key (the kernel's concatenated
- * ranges are closed), each field padded to 4 bytes as the kernel's
- * registers are. */
 static void
-elems_add(struct elems *q, const char *x, const struct net_block *b)
+elems_one(struct elems *q, const uint8_t *key, uint32_t len, bool end)
 {
-    uint8_t start[IFNAMSIZ + 16] = {0}, end[IFNAMSIZ + 16] = {0};
-    size_t alen = b->ip.family == AF_INET ? 4 : 16;
     struct nftnl_set_elem *e;
 
     if (q->t->r < 0)
@@ -528,73 +556,72 @@ elems_add(struct elems *q, const char *x, const struct net_block *b)
         q->t->r = -ENOMEM;
         return;
     }
-    (void)strscpy((char *)start, x, IFNAMSIZ);
-    (void)strscpy((char *)end, x, IFNAMSIZ);
-    memcpy(start + IFNAMSIZ, b->ip.bytes, alen);
-    memcpy(end + IFNAMSIZ, b->ip.bytes, alen);
-    for (unsigned i = b->prefix; i < alen * 8; i++)
-        end[IFNAMSIZ + i / 8] |= (uint8_t)(0x80u >> (i % 8));
-    nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, start, (uint32_t)(IFNAMSIZ + alen));
-    nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY_END, end, (uint32_t)(IFNAMSIZ + alen));
+    nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, len);
+    if (end)
+        nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
     nftnl_set_elem_add(q->s, e);
     if (++q->n == ELEMS_PER_MSG)
         elems_flush(q);
 }
 
-/* The blocks of a that b lacks (both sorted by net_nft_block_cmp()), into
- * q[0] (IPv4) and q[1] (IPv6). */
+/* The block as an interval of the kernel's rbtree set: its first address,
+ * and the one past its last flagged as the end (none when the block runs
+ * to the end of the address space), as libnftables sends it. */
 static void
-put_diff(struct elems q[2], const char *x, const struct net_block *a, size_t na,
-         const struct net_block *b, size_t nb)
+elems_add(struct elems *q, const struct net_block *b)
 {
-    size_t j = 0;
-    for (size_t i = 0; i < na; i++) {
-        while (j < nb && net_nft_block_cmp(&b[j], &a[i]) < 0)
-            j++;
-        if (j < nb && net_nft_block_cmp(&b[j], &a[i]) == 0)
-            continue;
-        elems_add(&q[a[i].ip.family == AF_INET ? 0 : 1], x, &a[i]);
-    }
+    uint8_t end[16];
+    uint32_t len = b->ip.family == AF_INET ? 4 : 16;
+
+    elems_one(q, b->ip.bytes, len, false);
+    memcpy(end, b->ip.bytes, len);
+    for (unsigned i = b->prefix; i < len * 8; i++)
+        end[i / 8] |= (uint8_t)(0x80u >> (i % 8));
+    /* Plus one, carrying. */
+    int i = (int)len - 1;
+    for (; i >= 0 && end[i] == 0xff; i--)
+        end[i] = 0;
+    if (i < 0)
+        return;
+    end[i]++;
+    elems_one(q, end, len, true);
 }
 
-/* What in old and not in new goes, then what is in new and not in old
- * comes; all in the one batch. */
+/* Flushes the sandbox's four list sets and fills them anew: one batch,
+ * so new connections meet either the old lists or the new ones. */
 static void
-put_lists(struct batch *t, const char *x, const struct net_nft_lists *old,
-          const struct net_nft_lists *new)
+put_lists(struct batch *t, const char *x, const struct net_nft_lists *l)
 {
-    static const char *const names[] = {"sballow4", "sballow6", "sbdeny4", "sbdeny6"};
+    static const char *const suffixes[] = {"a4", "a6", "d4", "d6"};
     struct elems q[4];
 
-    for (int pass = 0; pass < 2; pass++) {
-        bool del = pass == 0;
-        const struct net_nft_lists *a = del ? old : new, *b = del ? new : old;
-        for (size_t i = 0; i < ELEMENTSOF(q); i++)
-            q[i] = (struct elems){.t = t,
-                                  .type = del ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM,
-                                  .flags = del ? 0 : NLM_F_CREATE,
-                                  .set = names[i]};
-        put_diff(&q[0], x, a->allow, a->n_allow, b->allow, b->n_allow);
-        put_diff(&q[2], x, a->deny, a->n_deny, b->deny, b->n_deny);
-        for (size_t i = 0; i < ELEMENTSOF(q); i++)
-            elems_flush(&q[i]);
+    for (size_t i = 0; i < ELEMENTSOF(q); i++) {
+        q[i] = (struct elems){.t = t};
+        (void)snprintf(q[i].set, sizeof(q[i].set), "%s_%s", x, suffixes[i]);
+        /* DELSETELEM without elements: flush. */
+        struct nftnl_set *s = set_new(q[i].set);
+        if (!s) {
+            t->r = -ENOMEM;
+            return;
+        }
+        put_elems(t, NFT_MSG_DELSETELEM, 0, s);
+        nftnl_set_free(s);
     }
+    for (size_t i = 0; i < l->n_allow; i++)
+        elems_add(&q[l->allow[i].ip.family == AF_INET ? 0 : 1], &l->allow[i]);
+    for (size_t i = 0; i < l->n_deny; i++)
+        elems_add(&q[l->deny[i].ip.family == AF_INET ? 2 : 3], &l->deny[i]);
+    for (size_t i = 0; i < ELEMENTSOF(q); i++)
+        elems_flush(&q[i]);
 }
 
-struct remove_arg {
-    const char *ifname;
-    const struct net_nft_lists *old;
-};
-
 static void
-put_sandbox_remove(struct batch *t, const struct remove_arg *a)
+put_sandbox_remove(struct batch *t, const char *x)
 {
     static const char *const chains[] = {"sb", "in", "nat"};
-    static const struct net_nft_lists none = {0};
-    const char *x = a->ifname;
 
     /* In the text's order: the map entries hold references to the
-     * chains. */
+     * chains, the rules to the sets. */
     put_map_elem(t, NFT_MSG_DELSETELEM, 0, "egress", x, NULL);
     put_map_elem(t, NFT_MSG_DELSETELEM, 0, "ingress", x, NULL);
     put_map_elem(t, NFT_MSG_DELSETELEM, 0, "redir", x, NULL);
@@ -602,9 +629,10 @@ put_sandbox_remove(struct batch *t, const struct remove_arg *a)
         put_flush(t, chains[i], x);
     for (size_t i = 0; i < ELEMENTSOF(chains); i++)
         put_chain(t, NFT_MSG_DELCHAIN, 0, chains[i], x);
-    /* Left behind, its elements would be the lists of the next sandbox
-     * on the same interface name. */
-    put_lists(t, x, a->old, &none);
+    put_list_set(t, NFT_MSG_DELSET, x, "a4", AF_INET);
+    put_list_set(t, NFT_MSG_DELSET, x, "a6", AF_INET6);
+    put_list_set(t, NFT_MSG_DELSET, x, "d4", AF_INET);
+    put_list_set(t, NFT_MSG_DELSET, x, "d6", AF_INET6);
 }
 
 /* Reads the answers to the batch's messages up to its last: 0, or the
@@ -705,14 +733,14 @@ fn_remove(struct batch *t, const void *arg)
 
 struct lists_arg {
     const char *ifname;
-    const struct net_nft_lists *old, *new;
+    const struct net_nft_lists *l;
 };
 
 static void
 fn_lists(struct batch *t, const void *arg)
 {
     const struct lists_arg *a = arg;
-    put_lists(t, a->ifname, a->old, a->new);
+    put_lists(t, a->ifname, a->l);
 }
 
 static void
@@ -734,24 +762,21 @@ net_nft_nl_sandbox_add(struct mnl_socket *nl, uint32_t *seq, const struct net_nf
 }
 
 int
-net_nft_nl_sandbox_remove(struct mnl_socket *nl, uint32_t *seq, const char *ifname,
-                          const struct net_nft_lists *old, struct err *err)
+net_nft_nl_sandbox_remove(struct mnl_socket *nl, uint32_t *seq, const char *ifname, struct err *err)
 {
-    struct remove_arg a = {.ifname = ifname, .old = old};
     char what[64];
     (void)snprintf(what, sizeof(what), "cannot remove the rules of '%.16s'", ifname);
-    return batch_run(nl, seq, batch_size(old->n_allow + old->n_deny), fn_remove, &a, what, err);
+    return batch_run(nl, seq, batch_size(0), fn_remove, ifname, what, err);
 }
 
 int
 net_nft_nl_lists(struct mnl_socket *nl, uint32_t *seq, const char *ifname,
-                 const struct net_nft_lists *old, const struct net_nft_lists *new, struct err *err)
+                 const struct net_nft_lists *l, struct err *err)
 {
-    struct lists_arg a = {.ifname = ifname, .old = old, .new = new};
+    struct lists_arg a = {.ifname = ifname, .l = l};
     char what[64];
     (void)snprintf(what, sizeof(what), "cannot set the lists of '%.16s'", ifname);
-    return batch_run(nl, seq, batch_size(old->n_allow + old->n_deny + new->n_allow + new->n_deny),
-                     fn_lists, &a, what, err);
+    return batch_run(nl, seq, batch_size(2 * (l->n_allow + l->n_deny)), fn_lists, &a, what, err);
 }
 
 int

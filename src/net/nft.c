@@ -8,7 +8,6 @@
 #include <assert.h>
 #include <errno.h>
 #include <libmnl/libmnl.h>
-#include <net/if.h>
 #include <nftables/libnftables.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,25 +16,13 @@
 
 #include "net/nft-internal.h"
 #include "util/cleanup.h"
-#include "util/parse.h"
 
 #define T "inet " NET_NFT_TABLE
-
-/* A sandbox added through this context, and the elements its lists put
- * into the shared sets: the kernel has no "delete what is keyed by this
- * interface", so set_lists and remove name them again. */
-struct tracked {
-    char ifname[IFNAMSIZ];
-    struct net_block *allow, *deny; /* normalised (net_nft_blocks_normal()), owned */
-    size_t n_allow, n_deny;
-};
 
 struct net_nft {
     struct nft_ctx *ctx;   /* the text's transactions */
     struct mnl_socket *nl; /* the batches of nft-nl.c */
     uint32_t seq;          /* of nl's messages */
-    struct tracked *sbs;   /* sandboxes added, in no order */
-    size_t n_sbs, cap_sbs; /* n_sbs <= NET_NFT_SANDBOXES_MAX */
 };
 
 static const struct net_block never_ranges[] = {
@@ -121,11 +108,10 @@ net_nft_blocks_normal(const struct net_block *blocks, size_t n, const char *what
 }
 
 /* Appends "add element T set { ... }" of the blocks of family, leaving out
- * those inside another; each element prefixed with "key" . when key is
- * not NULL (the shared lists). Nothing when there are none. */
+ * those inside another. Nothing when there are none. */
 static int
-put_elements(struct buf *b, const char *set, const char *key, const struct net_block *blocks,
-             size_t n, int family, struct err *err)
+put_elements(struct buf *b, const char *set, const struct net_block *blocks, size_t n, int family,
+             struct err *err)
 {
     _cleanup_free_ struct net_block *v = NULL;
     size_t m = 0;
@@ -144,9 +130,7 @@ put_elements(struct buf *b, const char *set, const char *key, const struct net_b
             r = buf_printf(b, "add element " T " %s { ", set);
         if (r >= 0)
             r = net_block_format(&v[i], s);
-        if (r >= 0 && key)
-            r = buf_printf(b, "%s\"%s\" . %s", first ? "" : ", ", key, s);
-        else if (r >= 0)
+        if (r >= 0)
             r = buf_printf(b, "%s%s", first ? "" : ", ", s);
         first = false;
     }
@@ -162,10 +146,10 @@ net_nft_gen_allowed(const struct net_block *allowed, size_t n_allowed, struct bu
     int r = buf_puts(b, "flush set " T " allowed4\nflush set " T " allowed6\n");
     if (r < 0)
         return err_set(err, -r, "cannot build the allowed sets");
-    r = put_elements(b, "allowed4", NULL, allowed, n_allowed, AF_INET, err);
+    r = put_elements(b, "allowed4", allowed, n_allowed, AF_INET, err);
     if (r < 0)
         return r;
-    return put_elements(b, "allowed6", NULL, allowed, n_allowed, AF_INET6, err);
+    return put_elements(b, "allowed6", allowed, n_allowed, AF_INET6, err);
 }
 
 int
@@ -197,10 +181,6 @@ net_nft_gen_init(const struct net_nft_config *c, struct buf *b, struct err *err)
             "add set " T " private6 { type ipv6_addr; flags interval; }\n"
             "add set " T " allowed4 { type ipv4_addr; flags interval; }\n"
             "add set " T " allowed6 { type ipv6_addr; flags interval; }\n"
-            "add set " T " sballow4 { type ifname . ipv4_addr; flags interval; }\n"
-            "add set " T " sballow6 { type ifname . ipv6_addr; flags interval; }\n"
-            "add set " T " sbdeny4 { type ifname . ipv4_addr; flags interval; }\n"
-            "add set " T " sbdeny6 { type ifname . ipv6_addr; flags interval; }\n"
             "add set " T " dnsproto { type inet_proto; }\n"
             "add element " T " dnsproto { tcp, udp }\n"
             "add set " T " nd6 { type icmpv6_type; }\n"
@@ -227,17 +207,17 @@ net_nft_gen_init(const struct net_nft_config *c, struct buf *b, struct err *err)
             out);
     if (r < 0)
         return err_set(err, -r, "cannot build the table");
-    r = put_elements(b, "never4", NULL, never_ranges, ELEMENTSOF(never_ranges), AF_INET, err);
+    r = put_elements(b, "never4", never_ranges, ELEMENTSOF(never_ranges), AF_INET, err);
     if (r >= 0)
-        r = put_elements(b, "never6", NULL, never_ranges, ELEMENTSOF(never_ranges), AF_INET6, err);
+        r = put_elements(b, "never6", never_ranges, ELEMENTSOF(never_ranges), AF_INET6, err);
     if (r >= 0)
-        r = put_elements(b, "private4", NULL, priv, n_priv, AF_INET, err);
+        r = put_elements(b, "private4", priv, n_priv, AF_INET, err);
     if (r >= 0)
-        r = put_elements(b, "private6", NULL, priv, n_priv, AF_INET6, err);
+        r = put_elements(b, "private6", priv, n_priv, AF_INET6, err);
     if (r >= 0)
-        r = put_elements(b, "allowed4", NULL, c->allowed, c->n_allowed, AF_INET, err);
+        r = put_elements(b, "allowed4", c->allowed, c->n_allowed, AF_INET, err);
     if (r >= 0)
-        r = put_elements(b, "allowed6", NULL, c->allowed, c->n_allowed, AF_INET6, err);
+        r = put_elements(b, "allowed6", c->allowed, c->n_allowed, AF_INET6, err);
     return r;
 }
 
@@ -321,32 +301,35 @@ net_nft_gen_sandbox_add(const struct net_nft_sandbox *sb, struct buf *b, struct 
                    "create chain " T " sb_%s\n"
                    "create chain " T " in_%s\n"
                    "create chain " T " nat_%s\n"
+                   "add set " T " %s_a4 { type ipv4_addr; flags interval; }\n"
+                   "add set " T " %s_a6 { type ipv6_addr; flags interval; }\n"
+                   "add set " T " %s_d4 { type ipv4_addr; flags interval; }\n"
+                   "add set " T " %s_d6 { type ipv6_addr; flags interval; }\n"
                    "add rule " T " sb_%s ct state established,related accept\n"
                    "add rule " T " sb_%s ct state invalid drop\n"
                    "add rule " T " sb_%s ip saddr != %s drop\n",
-                   x, x, x, x, x, x, sb4);
+                   x, x, x, x, x, x, x, x, x, x, sb4);
     if (r >= 0 && s->has6) {
         (void)net_ip_format(&s->sb6, sb6);
         r = buf_printf(b, "add rule " T " sb_%s ip6 saddr != %s drop\n", x, sb6);
     } else if (r >= 0) {
         r = buf_printf(b, "add rule " T " sb_%s meta nfproto ipv6 drop\n", x);
     }
-    /* The lists are the shared sets, keyed by the interface too: sb_X is
-     * only entered from X (the egress vmap), so iifname is X here. */
     if (r >= 0)
         r = buf_printf(b,
                        "add rule " T " sb_%s oifname \"" NET_NFT_PREFIX "*\" drop\n"
                        "add rule " T " sb_%s meta l4proto @dnsproto th dport 53 drop\n"
                        "add rule " T " sb_%s ip daddr @never4 drop\n"
                        "add rule " T " sb_%s ip6 daddr @never6 drop\n"
-                       "add rule " T " sb_%s iifname . ip daddr @sbdeny4 drop\n"
-                       "add rule " T " sb_%s iifname . ip6 daddr @sbdeny6 drop\n"
+                       "add rule " T " sb_%s ip daddr @%s_d4 drop\n"
+                       "add rule " T " sb_%s ip6 daddr @%s_d6 drop\n"
                        "add rule " T " sb_%s ip daddr @private4 ip daddr != @allowed4 drop\n"
                        "add rule " T " sb_%s ip6 daddr @private6 ip6 daddr != @allowed6 drop\n"
-                       "add rule " T " sb_%s iifname . ip daddr @sballow4 accept\n"
-                       "add rule " T " sb_%s iifname . ip6 daddr @sballow6 accept\n"
+                       "add rule " T " sb_%s ip daddr @%s_a4 accept\n"
+                       "add rule " T " sb_%s ip6 daddr @%s_a6 accept\n"
                        "add rule " T " sb_%s %s\n",
-                       x, x, x, x, x, x, x, x, x, x, x, sb->default_drop ? "drop" : "accept");
+                       x, x, x, x, x, x, x, x, x, x, x, x, x, x, x,
+                       sb->default_drop ? "drop" : "accept");
     if (r >= 0)
         r = put_in_nat(b, sb);
     if (r >= 0)
@@ -365,7 +348,8 @@ net_nft_gen_sandbox_remove(const char *ifname, struct buf *b, struct err *err)
     if (r < 0)
         return r;
     const char *x = ifname;
-    /* The map entries first: they hold references to the chains. */
+    /* The map entries first: they hold references to the chains, and the
+     * rules to the sets. */
     r = buf_printf(b,
                    "delete element " T " egress { \"%s\" }\n"
                    "delete element " T " ingress { \"%s\" }\n"
@@ -375,8 +359,12 @@ net_nft_gen_sandbox_remove(const char *ifname, struct buf *b, struct err *err)
                    "flush chain " T " nat_%s\n"
                    "delete chain " T " sb_%s\n"
                    "delete chain " T " in_%s\n"
-                   "delete chain " T " nat_%s\n",
-                   x, x, x, x, x, x, x, x, x);
+                   "delete chain " T " nat_%s\n"
+                   "delete set " T " %s_a4\n"
+                   "delete set " T " %s_a6\n"
+                   "delete set " T " %s_d4\n"
+                   "delete set " T " %s_d6\n",
+                   x, x, x, x, x, x, x, x, x, x, x, x, x);
     return r < 0 ? err_set(err, -r, "cannot build the removal of sandbox '%s'", x) : 0;
 }
 
@@ -385,21 +373,29 @@ net_nft_gen_lists(const char *ifname, const struct net_block *allow, size_t n_al
                   const struct net_block *deny, size_t n_deny, struct buf *b, struct err *err)
 {
     static const struct {
-        const char *set;
+        const char *suffix;
         int family;
         bool deny;
     } sets[] = {
-            {"sballow4", AF_INET, false},
-            {"sballow6", AF_INET6, false},
-            {"sbdeny4", AF_INET, true},
-            {"sbdeny6", AF_INET6, true},
+            {"a4", AF_INET, false},
+            {"a6", AF_INET6, false},
+            {"d4", AF_INET, true},
+            {"d6", AF_INET6, true},
     };
+    char set[NET_IFNAME_MAX + 4];
     int r = check_ifname(ifname, err);
     if (r < 0)
         return r;
+    r = buf_printf(b,
+                   "flush set " T " %s_a4\nflush set " T " %s_a6\n"
+                   "flush set " T " %s_d4\nflush set " T " %s_d6\n",
+                   ifname, ifname, ifname, ifname);
+    if (r < 0)
+        return err_set(err, -r, "cannot build the lists of sandbox '%s'", ifname);
     for (size_t i = 0; i < ELEMENTSOF(sets); i++) {
-        r = put_elements(b, sets[i].set, ifname, sets[i].deny ? deny : allow,
-                         sets[i].deny ? n_deny : n_allow, sets[i].family, err);
+        (void)snprintf(set, sizeof(set), "%s_%s", ifname, sets[i].suffix);
+        r = put_elements(b, set, sets[i].deny ? deny : allow, sets[i].deny ? n_deny : n_allow,
+                         sets[i].family, err);
         if (r < 0)
             return r;
     }
@@ -473,49 +469,6 @@ gen_run(struct net_nft *n, int gen_r, struct buf *b, const char *what, struct er
     return run(n, b->data, what, err);
 }
 
-static void
-tracked_done(struct tracked *t)
-{
-    free(t->allow);
-    free(t->deny);
-    *t = (struct tracked){0};
-}
-
-static struct tracked *
-tracked_find(struct net_nft *n, const char *ifname)
-{
-    /* Linear: 1,000 compares of 16 bytes are a few microseconds, next to
-     * a netlink round trip. */
-    for (size_t i = 0; i < n->n_sbs; i++)
-        if (strcmp(n->sbs[i].ifname, ifname) == 0)
-            return &n->sbs[i];
-    return NULL;
-}
-
-static void
-tracked_drop(struct net_nft *n, struct tracked *t)
-{
-    tracked_done(t);
-    *t = n->sbs[--n->n_sbs];
-}
-
-static void
-tracked_clear(struct net_nft *n)
-{
-    for (size_t i = 0; i < n->n_sbs; i++)
-        tracked_done(&n->sbs[i]);
-    n->n_sbs = 0;
-}
-
-static struct net_nft_lists
-tracked_lists(const struct tracked *t)
-{
-    if (!t)
-        return (struct net_nft_lists){0};
-    return (struct net_nft_lists){
-            .allow = t->allow, .n_allow = t->n_allow, .deny = t->deny, .n_deny = t->n_deny};
-}
-
 struct net_nft *
 net_nft_free(struct net_nft *n)
 {
@@ -524,8 +477,6 @@ net_nft_free(struct net_nft *n)
             nft_ctx_free(n->ctx);
         if (n->nl)
             (void)mnl_socket_close(n->nl);
-        tracked_clear(n);
-        free(n->sbs);
         free(n);
     }
     return NULL;
@@ -561,10 +512,7 @@ net_nft_new(const struct net_nft_config *c, struct net_nft **ret, struct err *er
 int
 net_nft_remove_all(struct net_nft *n, struct err *err)
 {
-    int r = run(n, "add table " T "\ndelete table " T "\n", "cannot delete table " T, err);
-    if (r >= 0)
-        tracked_clear(n);
-    return r;
+    return run(n, "add table " T "\ndelete table " T "\n", "cannot delete table " T, err);
 }
 
 int
@@ -573,28 +521,8 @@ net_nft_sandbox_add(struct net_nft *n, const struct net_nft_sandbox *sb, struct 
     int r = check_sandbox(sb, err);
     if (r < 0)
         return r;
-    if (tracked_find(n, sb->ifname))
-        return err_set(err, EEXIST, "sandbox '%s' has its rules already", sb->ifname);
-    if (n->n_sbs >= NET_NFT_SANDBOXES_MAX)
-        return err_set(err, ENOSPC, "sandbox '%s': %u sandboxes have rules already", sb->ifname,
-                       NET_NFT_SANDBOXES_MAX);
-    /* Room first, so that nothing can fail once the kernel said yes. */
-    if (n->n_sbs == n->cap_sbs) {
-        size_t cap = n->cap_sbs ? 2 * n->cap_sbs : 64;
-        struct tracked *v = reallocarray(n->sbs, cap, sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        n->sbs = v;
-        n->cap_sbs = cap;
-    }
     /* One batch, no cache (nft-nl.c says why). */
-    r = net_nft_nl_sandbox_add(n->nl, &n->seq, sb, err);
-    if (r < 0)
-        return r;
-    struct tracked *t = &n->sbs[n->n_sbs++];
-    *t = (struct tracked){0};
-    (void)strscpy(t->ifname, sb->ifname, sizeof(t->ifname));
-    return 0;
+    return net_nft_nl_sandbox_add(n->nl, &n->seq, sb, err);
 }
 
 int
@@ -603,16 +531,7 @@ net_nft_sandbox_remove(struct net_nft *n, const char *ifname, struct err *err)
     int r = check_ifname(ifname, err);
     if (r < 0)
         return r;
-    /* Not known here (made by another context, or a crashed run's and
-     * gone with the table): the kernel says whether there is anything. */
-    struct tracked *t = tracked_find(n, ifname);
-    struct net_nft_lists old = tracked_lists(t);
-    r = net_nft_nl_sandbox_remove(n->nl, &n->seq, ifname, &old, err);
-    if (r < 0)
-        return r;
-    if (t)
-        tracked_drop(n, t);
-    return 0;
+    return net_nft_nl_sandbox_remove(n->nl, &n->seq, ifname, err);
 }
 
 int
@@ -630,21 +549,8 @@ net_nft_sandbox_set_lists(struct net_nft *n, const char *ifname, const struct ne
         r = net_nft_blocks_normal(deny, n_deny, "the deny list", &d, &nd, err);
     if (r < 0)
         return r;
-    struct tracked *t = tracked_find(n, ifname);
-    if (!t)
-        return err_set(err, ENOENT, "sandbox '%s' has no rules here", ifname);
-    struct net_nft_lists old = tracked_lists(t);
-    struct net_nft_lists new = {.allow = a, .n_allow = na, .deny = d, .n_deny = nd};
-    r = net_nft_nl_lists(n->nl, &n->seq, ifname, &old, &new, err);
-    if (r < 0)
-        return r;
-    free(t->allow);
-    free(t->deny);
-    t->allow = TAKE_PTR(a);
-    t->n_allow = na;
-    t->deny = TAKE_PTR(d);
-    t->n_deny = nd;
-    return 0;
+    struct net_nft_lists l = {.allow = a, .n_allow = na, .deny = d, .n_deny = nd};
+    return net_nft_nl_lists(n->nl, &n->seq, ifname, &l, err);
 }
 
 int

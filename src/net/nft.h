@@ -11,9 +11,6 @@
  *         private4/6  RFC 1918, CGNAT 100.64.0.0/10, ULA fc00::/7,
  *                     NAT64 64:ff9b::/96: closed unless in allowed4/6
  *         allowed4/6  the operator's private CIDRs (net_nft_set_allowed())
- *         sballow4/6, sbdeny4/6  every sandbox's allow and deny lists,
- *                     `ifname . ipv4_addr` (ipv6_addr) intervals keyed by
- *                     its host veth name (net_nft_sandbox_set_lists())
  *         dnsproto    tcp, udp;  nd6: the neighbour discovery types
  *   maps  egress, ingress, redir: host veth name -> jump to its chain
  *   chains forward (filter): sandbox traffic jumps to sb_<veth>, any other
@@ -23,18 +20,20 @@
  *          postrouting (nat, srcnat): masquerade out of the uplink.
  *   per sandbox, keyed by its host veth name X:
  *          sb_X   established; source must be the sandbox's address; no
- *                 other sandbox; no DNS (53) anywhere; never4/6;
- *                 X . daddr in sbdeny4/6; private4/6 unless allowed4/6;
- *                 X . daddr in sballow4/6 accept; then the sandbox's
- *                 default (accept, or drop for allow-lists only)
+ *                 other sandbox; no DNS (53) anywhere; never4/6; X_d4/6;
+ *                 private4/6 unless allowed4/6; X_a4/6 accept; then the
+ *                 sandbox's default (accept, or drop for allow-lists only)
  *          in_X   established; DNS (udp/tcp 53) to its gateway address;
  *                 with a proxy port, redirected TCP to it; IPv6 neighbour
  *                 discovery; all else dropped (abxd's API, any host address)
  *          nat_X  empty, or a rule per proxied TCP port redirecting it
+ *          X_a4, X_a6, X_d4, X_d6: the sandbox's allow and deny sets
  *
- * The table holds a fixed number of sets whatever the number of
- * sandboxes: the kernel finds a set by a linear scan of the table's sets
- * on every new set and every set a rule names.
+ * The kernel finds a set by a linear scan of the table's sets on every
+ * new set and every set a rule names, so a sandbox has no sets beyond its
+ * four lists (no anonymous ones). Not shared `ifname . address` interval
+ * sets either: deleting an element of one (nft_pipapo_remove) walks the
+ * whole set, every sandbox's elements (docs/performance.md).
  *
  * The set-up's text and the batches are generated here from C structs
  * only: numbers and addresses formatted by us, names checked with
@@ -43,9 +42,7 @@
  * the failing message of a batch) ends up in err. Functions return 0 on
  * success and -errno on failure, never log. Blocking; a struct net_nft
  * is for one thread at a time and works in the network namespace it was
- * made in. It remembers the sandboxes it added and their lists' elements
- * (at most NET_NFT_SANDBOXES_MAX sandboxes, NET_NFT_LIST_MAX blocks per
- * list), to delete those again. No global state.
+ * made in. No global state.
  */
 #pragma once
 
@@ -56,12 +53,11 @@
 #include "util/buf.h"
 #include "util/err.h"
 
-#define NET_NFT_TABLE         "abx"
-#define NET_NFT_PREFIX        "abx"      /* every veth we filter is named abx*; others pass */
-#define NET_NFT_LIST_MAX      4096u      /* CIDRs in one allow or deny list, or in allowed */
-#define NET_NFT_DPORTS_MAX    8u         /* ports redirected to the proxy */
-#define NET_NFT_CMD_MAX       (1u << 20) /* bytes of one transaction's text */
-#define NET_NFT_SANDBOXES_MAX NET_POOL_SLOTS_MAX /* sandboxes with rules in one table */
+#define NET_NFT_TABLE      "abx"
+#define NET_NFT_PREFIX     "abx"      /* every veth we filter is named abx*; others pass */
+#define NET_NFT_LIST_MAX   4096u      /* CIDRs in one allow or deny list, or in allowed */
+#define NET_NFT_DPORTS_MAX 8u         /* ports redirected to the proxy */
+#define NET_NFT_CMD_MAX    (1u << 20) /* bytes of one transaction's text */
 
 struct net_nft_config {
     /* Masquerade out of this link ([a-z0-9]{1,15}); NULL = out of any
@@ -103,23 +99,21 @@ net_nft_freep(struct net_nft **n)
 /* Deletes abx's table with everything in it (shutdown). Absent is fine. */
 int net_nft_remove_all(struct net_nft *n, struct err *err);
 
-/* Adds a sandbox's chains and map entries (its lists empty). -EEXIST
- * when it has them already, -ENOSPC past NET_NFT_SANDBOXES_MAX. Add before
- * making its veth: until then its traffic would meet only the catch-all
- * drops. */
+/* Adds a sandbox's chains, sets and map entries (its lists empty).
+ * -EEXIST when it has them already. Add before making its veth: until
+ * then its traffic would meet only the catch-all drops. */
 int net_nft_sandbox_add(struct net_nft *n, const struct net_nft_sandbox *sb, struct err *err);
 
-/* Removes everything of the sandbox with host veth ifname, its lists'
- * elements too. -ENOENT when there is nothing. */
+/* Removes everything of the sandbox with host veth ifname. -ENOENT when
+ * there is nothing. */
 int net_nft_sandbox_remove(struct net_nft *n, const char *ifname, struct err *err);
 
-/* Replaces the sandbox's allow and deny lists at once (the egress policy's
- * address lists); either may be empty. One batch deletes the elements of
- * the old lists the new ones lack and adds the new ones: established
- * connections keep going; new ones meet the new lists, with no moment of
- * neither. Blocks contained in another of the same list are dropped
- * first (interval sets refuse overlaps). -ENOENT for a sandbox not added
- * through n. */
+/* Replaces the sandbox's allow and deny sets at once (the egress policy's
+ * address lists); either may be empty. One batch flushes and fills them:
+ * established connections keep going; new ones meet the new sets, with
+ * no moment of neither. Blocks contained in another of the same list are
+ * dropped first (interval sets refuse overlaps). -ENOENT for a sandbox
+ * without rules. */
 int net_nft_sandbox_set_lists(struct net_nft *n, const char *ifname, const struct net_block *allow,
                               size_t n_allow, const struct net_block *deny, size_t n_deny,
                               struct err *err);
@@ -133,10 +127,8 @@ int net_nft_set_allowed(struct net_nft *n, const struct net_block *allowed, size
                         struct err *err);
 
 /* The text of each call above, appended to b: pure, for tests and for
- * reading; the calls but set-up and allowed run the same as a batch. The
- * same checks and errors as the calls. gen_lists is the elements a
- * sandbox's lists add to the shared sets (the call also deletes its old
- * ones, which only n knows). */
+ * reading; the calls but set-up and allowed run the same as a netlink
+ * batch. The same checks and errors as the calls. */
 int net_nft_gen_init(const struct net_nft_config *c, struct buf *b, struct err *err);
 int net_nft_gen_sandbox_add(const struct net_nft_sandbox *sb, struct buf *b, struct err *err);
 int net_nft_gen_sandbox_remove(const char *ifname, struct buf *b, struct err *err);
