@@ -21,6 +21,7 @@ int net_nft_nl_open(struct mnl_socket **ret, struct err *err);
  * its lists, at most. */
 #define NET_NFT_NL_ELEM_MAX  64u /* bytes of one set element in a message, at most */
 #define NET_NFT_NL_BATCH_MAX (2u * (64u * 1024u + 4u * NET_NFT_LIST_MAX * NET_NFT_NL_ELEM_MAX))
+#define NET_NFT_NL_ACKS_MAX  (1u << 20) /* bytes of receive buffer for one batch's acks */
 
 /* A sandbox's lists, normalised by net_nft_blocks_normal() (borrowed). */
 struct net_nft_lists {

@@ -42,7 +42,9 @@
 #define CT_ESTABLISHED_RELATED 0x6u /* NF_CT_STATE_BIT(ESTABLISHED) | ..(RELATED) */
 #define CT_INVALID             0x1u
 #define CT_STATUS_DNAT         0x20u /* IPS_DST_NAT */
-#define ELEMS_PER_MSG          64u /* list elements in one message: its nest's length is 16 bits */
+/* Set elements (at most 40 bytes each) in one message: the nest holding
+ * them has a 16-bit length. */
+#define ELEMS_PER_MSG 512u
 
 /* One batch being built: the buffer, its messages' sequence numbers and
  * the first failure (a full buffer, an allocation). */
@@ -70,11 +72,16 @@ net_nft_nl_open(struct mnl_socket **ret, struct err *err)
      * sendmsg(): the default send buffer (~208 KiB) is smaller. FORCE
      * needs CAP_NET_ADMIN, which nftables needs too; without it the plain
      * option gets what net.core.wmem_max allows. */
-    int one = 1, size = (int)NET_NFT_NL_BATCH_MAX;
+    int one = 1, size = (int)NET_NFT_NL_BATCH_MAX, rsize = (int)NET_NFT_NL_ACKS_MAX;
     int fd = mnl_socket_get_fd(nl);
     (void)setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+    /* Every message's ack is queued before we read one, each counted at
+     * its skb's size (~1 KiB): an overflow would lose the answers of a
+     * batch the kernel committed. */
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rsize, sizeof(rsize)) < 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rsize, sizeof(rsize));
     *ret = nl;
     return 0;
 }

@@ -289,6 +289,26 @@ test_lists(void **state)
     err_clear(&e);
     assert_int_equal(net_nft_sandbox_set_lists(w->nft, "abx99h", allow, 1, NULL, 0, &e), -ENOENT);
     assert_non_null(strstr(e.msg, "abx99h"));
+    /* The longest lists fit one batch (past the socket's default send
+     * buffer): 2 * NET_NFT_LIST_MAX blocks, each two elements. */
+    static struct net_block big_allow[NET_NFT_LIST_MAX], big_deny[NET_NFT_LIST_MAX];
+    for (uint32_t i = 0; i < NET_NFT_LIST_MAX; i++) {
+        big_allow[i] = nstest_block("2001:db8::", 48);
+        big_allow[i].ip.bytes[4] = (uint8_t)(0x10 + (i >> 8));
+        big_allow[i].ip.bytes[5] = (uint8_t)i;
+        big_deny[i] = nstest_block("2001:db8::", 64);
+        big_deny[i].ip.bytes[6] = (uint8_t)(i >> 8);
+        big_deny[i].ip.bytes[7] = (uint8_t)i;
+    }
+    err_clear(&e);
+    int r = net_nft_sandbox_set_lists(w->nft, b.h, big_allow, NET_NFT_LIST_MAX, big_deny,
+                                      NET_NFT_LIST_MAX, &e);
+    if (r < 0)
+        fprintf(stderr, "nft: %s\n", e.msg);
+    assert_int_equal(r, 0);
+    assert_int_equal(nstest_tcp(b.ns, "203.0.113.2", 8080, DROP, NULL), -ETIMEDOUT);
+    assert_int_equal(net_nft_sandbox_set_lists(w->nft, b.h, allow, 3, NULL, 0, &e), 0);
+    assert_int_equal(nstest_tcp(b.ns, "203.0.113.2", 8080, 2000, NULL), 0);
     sb_del(w, &a);
     sb_del(w, &b);
 }
