@@ -1,7 +1,8 @@
 /*
  * nft.c - abx's nftables table: the text of each transaction, generated
- * from C structs, and its run through libnftables; see nft.h for the
- * layout and why it is so.
+ * from C structs, run through libnftables for the set-up and the
+ * operator's allowed ranges; the other calls check their input here and
+ * send nft-nl.c's batches. See nft.h for the layout and why it is so.
  */
 #include "net/nft.h"
 
