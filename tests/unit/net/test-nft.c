@@ -569,6 +569,26 @@ measure_lists(struct world *w, const char *ifname, const char *label)
             (unsigned long long)t[ROUNDS / 2], (unsigned long long)t[ROUNDS * 9 / 10]);
 }
 
+/* p50 and p90 of ROUNDS redirects of sandbox r, turning the proxy on and
+ * off. */
+static void
+measure_redirect(struct world *w, struct net_nft_sandbox *r, const char *label)
+{
+    uint64_t t[ROUNDS];
+    for (int i = 0; i < ROUNDS; i++) {
+        r->proxy_port = i % 2 ? 0 : 3128;
+        r->n_proxy_dports = i % 2 ? 0 : 2;
+        r->proxy_dports[0] = 80;
+        r->proxy_dports[1] = 443;
+        uint64_t t0 = nstest_now_us();
+        assert_int_equal(net_nft_sandbox_redirect(w->nft, r, NULL), 0);
+        t[i] = nstest_now_us() - t0;
+    }
+    qsort(t, ROUNDS, sizeof(t[0]), cmp_u64);
+    fprintf(stderr, "measure: redirect, %s: p50 %llu us (p90 %llu)\n", label,
+            (unsigned long long)t[ROUNDS / 2], (unsigned long long)t[ROUNDS * 9 / 10]);
+}
+
 #define MANY (getenv("ABX_NET_MANY") ? 1000u : 200u)
 
 static void
@@ -606,6 +626,8 @@ test_measure(void **state)
     measure(w, 0, label);
     net_pool_ifnames(1000, h, sb);
     measure_lists(w, h, label);
+    struct net_nft_sandbox r = {.ifname = h, .slot = &s};
+    measure_redirect(w, &r, label);
     t0 = nstest_now_us();
     assert_int_equal(net_nft_new(&w->cfg, &(struct net_nft *){NULL}, NULL), 0);
     fprintf(stderr, "measure: reclaiming the table with %u sandboxes took %llu ms\n", MANY,
