@@ -1,7 +1,8 @@
 /*
  * nft.c - abx's nftables table: the text of each transaction, generated
- * from C structs, and its run through libnftables; see nft.h for the
- * layout and why it is so.
+ * from C structs, run through libnftables for the set-up and the
+ * operator's allowed ranges; the other calls check their input here and
+ * send nft-nl.c's batches. See nft.h for the layout and why it is so.
  */
 #include "net/nft.h"
 
@@ -56,8 +57,8 @@ check_ifname(const char *name, struct err *err)
     return 0;
 }
 
-static int
-cmp_block(const void *a, const void *b)
+int
+net_nft_block_cmp(const void *a, const void *b)
 {
     const struct net_block *x = a, *y = b;
     if (x->ip.family != y->ip.family)
@@ -68,48 +69,73 @@ cmp_block(const void *a, const void *b)
     return (int)x->prefix - (int)y->prefix;
 }
 
-/* Appends "add element T set { ... }" of the blocks of family, leaving out
- * those inside another (sorted by address then prefix, a block inside
- * another comes after it, with nothing between them that is not inside it
- * too). Nothing when there are none. */
-static int
-put_elements(struct buf *b, const char *set, const struct net_block *blocks, size_t n, int family,
-             struct err *err)
+int
+net_nft_blocks_normal(const struct net_block *blocks, size_t n, const char *what,
+                      struct net_block **ret, size_t *ret_n, struct err *err)
 {
     _cleanup_free_ struct net_block *v = NULL;
     size_t m = 0;
     int r;
 
     if (n > NET_NFT_LIST_MAX)
-        return err_set(err, E2BIG, "%zu address blocks for set %s, more than %u", n, set,
+        return err_set(err, E2BIG, "%zu address blocks for %s, more than %u", n, what,
                        NET_NFT_LIST_MAX);
-    if (n == 0)
-        return 0;
-    v = calloc(n, sizeof(*v));
-    if (!v)
-        return -ENOMEM;
+    if (n > 0) {
+        v = calloc(n, sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
         r = net_block_check(&blocks[i], err);
         if (r < 0)
             return r;
-        if (blocks[i].ip.family == family)
-            v[m++] = blocks[i];
+        v[i] = blocks[i];
     }
-    if (m == 0)
-        return 0;
-    qsort(v, m, sizeof(*v), cmp_block);
-    r = buf_printf(b, "add element " T " %s { ", set);
+    if (n > 0)
+        qsort(v, n, sizeof(*v), net_nft_block_cmp);
+    /* Sorted by family, address, then prefix, a block inside another
+     * comes after it, with nothing between them that is not inside it
+     * too. */
     const struct net_block *kept = NULL;
-    for (size_t i = 0; i < m && r >= 0; i++) {
-        char s[NET_BLOCK_STR];
+    for (size_t i = 0; i < n; i++) {
         if (kept && net_block_contains(kept, &v[i]))
             continue;
-        r = net_block_format(&v[i], s);
-        if (r >= 0)
-            r = buf_printf(b, "%s%s", kept ? ", " : "", s);
-        kept = &v[i];
+        v[m] = v[i];
+        kept = &v[m++];
     }
-    if (r >= 0)
+    *ret = TAKE_PTR(v);
+    *ret_n = m;
+    return 0;
+}
+
+/* Appends "add element T set { ... }" of the blocks of family, leaving out
+ * those inside another. Nothing when there are none. */
+static int
+put_elements(struct buf *b, const char *set, const struct net_block *blocks, size_t n, int family,
+             struct err *err)
+{
+    _cleanup_free_ struct net_block *v = NULL;
+    size_t m = 0;
+    bool first = true;
+    int r;
+
+    r = net_nft_blocks_normal(blocks, n, set, &v, &m, err);
+    if (r < 0)
+        return r;
+    r = 0;
+    for (size_t i = 0; i < m && r >= 0; i++) {
+        char s[NET_BLOCK_STR];
+        if (v[i].ip.family != family)
+            continue;
+        if (first)
+            r = buf_printf(b, "add element " T " %s { ", set);
+        if (r >= 0)
+            r = net_block_format(&v[i], s);
+        if (r >= 0)
+            r = buf_printf(b, "%s%s", first ? "" : ", ", s);
+        first = false;
+    }
+    if (r >= 0 && !first)
         r = buf_puts(b, " }\n");
     return r < 0 ? err_set(err, -r, "cannot build the elements of set %s", set) : 0;
 }
@@ -156,6 +182,11 @@ net_nft_gen_init(const struct net_nft_config *c, struct buf *b, struct err *err)
             "add set " T " private6 { type ipv6_addr; flags interval; }\n"
             "add set " T " allowed4 { type ipv4_addr; flags interval; }\n"
             "add set " T " allowed6 { type ipv6_addr; flags interval; }\n"
+            "add set " T " dnsproto { type inet_proto; }\n"
+            "add element " T " dnsproto { tcp, udp }\n"
+            "add set " T " nd6 { type icmpv6_type; }\n"
+            "add element " T " nd6 { nd-neighbor-solicit, nd-neighbor-advert, "
+            "nd-router-solicit }\n"
             "add map " T " egress { type ifname : verdict; }\n"
             "add map " T " ingress { type ifname : verdict; }\n"
             "add map " T " redir { type ifname : verdict; }\n"
@@ -227,17 +258,15 @@ put_in_nat(struct buf *b, const struct net_nft_sandbox *sb)
     r = buf_printf(b,
                    "add rule " T " in_%s ct state established,related accept\n"
                    "add rule " T " in_%s ip saddr != %s drop\n"
-                   "add rule " T
-                   " in_%s ip daddr %s meta l4proto { tcp, udp } th dport 53 accept\n",
+                   "add rule " T " in_%s ip daddr %s meta l4proto @dnsproto th dport 53 accept\n",
                    x, x, sb4, x, gw4);
     if (r >= 0 && s->has6) {
         (void)net_ip_format(&s->gw6, gw6);
         (void)net_ip_format(&s->sb6, sb6);
         r = buf_printf(b,
-                       "add rule " T " in_%s icmpv6 type { nd-neighbor-solicit, "
-                       "nd-neighbor-advert, nd-router-solicit } accept\n"
+                       "add rule " T " in_%s icmpv6 type @nd6 accept\n"
                        "add rule " T " in_%s ip6 saddr != %s drop\n"
-                       "add rule " T " in_%s ip6 daddr %s meta l4proto { tcp, udp } th dport 53 "
+                       "add rule " T " in_%s ip6 daddr %s meta l4proto @dnsproto th dport 53 "
                        "accept\n",
                        x, x, sb6, x, gw6);
     }
@@ -247,12 +276,11 @@ put_in_nat(struct buf *b, const struct net_nft_sandbox *sb)
          * dialling the port itself. */
         r = buf_printf(b, "add rule " T " in_%s tcp dport %u ct status dnat accept\n", x,
                        sb->proxy_port);
-        if (r >= 0)
-            r = buf_printf(b, "add rule " T " nat_%s tcp dport { ", x);
+        /* A rule per port rather than an anonymous set: every set of the
+         * table costs a linear scan on each new set and set lookup. */
         for (size_t i = 0; i < sb->n_proxy_dports && r >= 0; i++)
-            r = buf_printf(b, "%s%u", i ? ", " : "", sb->proxy_dports[i]);
-        if (r >= 0)
-            r = buf_printf(b, " } redirect to :%u\n", sb->proxy_port);
+            r = buf_printf(b, "add rule " T " nat_%s tcp dport %u redirect to :%u\n", x,
+                           sb->proxy_dports[i], sb->proxy_port);
     }
     if (r >= 0)
         r = buf_printf(b, "add rule " T " in_%s drop\n", x);
@@ -291,7 +319,7 @@ net_nft_gen_sandbox_add(const struct net_nft_sandbox *sb, struct buf *b, struct 
     if (r >= 0)
         r = buf_printf(b,
                        "add rule " T " sb_%s oifname \"" NET_NFT_PREFIX "*\" drop\n"
-                       "add rule " T " sb_%s meta l4proto { tcp, udp } th dport 53 drop\n"
+                       "add rule " T " sb_%s meta l4proto @dnsproto th dport 53 drop\n"
                        "add rule " T " sb_%s ip daddr @never4 drop\n"
                        "add rule " T " sb_%s ip6 daddr @never6 drop\n"
                        "add rule " T " sb_%s ip daddr @%s_d4 drop\n"
@@ -345,16 +373,6 @@ int
 net_nft_gen_lists(const char *ifname, const struct net_block *allow, size_t n_allow,
                   const struct net_block *deny, size_t n_deny, struct buf *b, struct err *err)
 {
-    char set[NET_IFNAME_MAX + 4];
-    int r = check_ifname(ifname, err);
-    if (r < 0)
-        return r;
-    r = buf_printf(b,
-                   "flush set " T " %s_a4\nflush set " T " %s_a6\n"
-                   "flush set " T " %s_d4\nflush set " T " %s_d6\n",
-                   ifname, ifname, ifname, ifname);
-    if (r < 0)
-        return err_set(err, -r, "cannot build the lists of sandbox '%s'", ifname);
     static const struct {
         const char *suffix;
         int family;
@@ -365,6 +383,16 @@ net_nft_gen_lists(const char *ifname, const struct net_block *allow, size_t n_al
             {"d4", AF_INET, true},
             {"d6", AF_INET6, true},
     };
+    char set[NET_IFNAME_MAX + 4];
+    int r = check_ifname(ifname, err);
+    if (r < 0)
+        return r;
+    r = buf_printf(b,
+                   "flush set " T " %s_a4\nflush set " T " %s_a6\n"
+                   "flush set " T " %s_d4\nflush set " T " %s_d6\n",
+                   ifname, ifname, ifname, ifname);
+    if (r < 0)
+        return err_set(err, -r, "cannot build the lists of sandbox '%s'", ifname);
     for (size_t i = 0; i < ELEMENTSOF(sets); i++) {
         (void)snprintf(set, sizeof(set), "%s_%s", ifname, sets[i].suffix);
         r = put_elements(b, set, sets[i].deny ? deny : allow, sets[i].deny ? n_deny : n_allow,
@@ -491,18 +519,11 @@ net_nft_remove_all(struct net_nft *n, struct err *err)
 int
 net_nft_sandbox_add(struct net_nft *n, const struct net_nft_sandbox *sb, struct err *err)
 {
-    _cleanup_buf_ struct buf b;
-    char what[64];
-    buf_init(&b, NET_NFT_CMD_MAX);
     int r = check_sandbox(sb, err);
     if (r < 0)
         return r;
-    /* The hot path: one batch, no cache (nft-nl.c says why). A sandbox
-     * made with a proxy takes the text. */
-    if (!sb->proxy_port)
-        return net_nft_nl_sandbox_add(n->nl, &n->seq, sb, err);
-    (void)snprintf(what, sizeof(what), "cannot add the rules of '%.16s'", sb->ifname);
-    return gen_run(n, net_nft_gen_sandbox_add(sb, &b, err), &b, what, err);
+    /* One batch, no cache (nft-nl.c says why). */
+    return net_nft_nl_sandbox_add(n->nl, &n->seq, sb, err);
 }
 
 int
@@ -519,23 +540,27 @@ net_nft_sandbox_set_lists(struct net_nft *n, const char *ifname, const struct ne
                           size_t n_allow, const struct net_block *deny, size_t n_deny,
                           struct err *err)
 {
-    _cleanup_buf_ struct buf b;
-    char what[64];
-    buf_init(&b, NET_NFT_CMD_MAX);
-    (void)snprintf(what, sizeof(what), "cannot set the lists of '%.16s'", ifname ? ifname : "");
-    return gen_run(n, net_nft_gen_lists(ifname, allow, n_allow, deny, n_deny, &b, err), &b, what,
-                   err);
+    _cleanup_free_ struct net_block *a = NULL, *d = NULL;
+    size_t na = 0, nd = 0;
+    int r = check_ifname(ifname, err);
+    if (r < 0)
+        return r;
+    r = net_nft_blocks_normal(allow, n_allow, "the allow list", &a, &na, err);
+    if (r >= 0)
+        r = net_nft_blocks_normal(deny, n_deny, "the deny list", &d, &nd, err);
+    if (r < 0)
+        return r;
+    struct net_nft_lists l = {.allow = a, .n_allow = na, .deny = d, .n_deny = nd};
+    return net_nft_nl_lists(n->nl, &n->seq, ifname, &l, err);
 }
 
 int
 net_nft_sandbox_redirect(struct net_nft *n, const struct net_nft_sandbox *sb, struct err *err)
 {
-    _cleanup_buf_ struct buf b;
-    char what[64];
-    buf_init(&b, NET_NFT_CMD_MAX);
-    (void)snprintf(what, sizeof(what), "cannot set the redirect of '%.16s'",
-                   sb->ifname ? sb->ifname : "");
-    return gen_run(n, net_nft_gen_redirect(sb, &b, err), &b, what, err);
+    int r = check_sandbox(sb, err);
+    if (r < 0)
+        return r;
+    return net_nft_nl_redirect(n->nl, &n->seq, sb, err);
 }
 
 int

@@ -1,6 +1,6 @@
 /*
  * nft.h - the sandboxes' packet filter and NAT: abx's own nftables table,
- * built and changed through libnftables, one transaction per call.
+ * set up through libnftables, changed by one netlink batch per call.
  *
  * Layout (`nft list table inet abx`; NET_NFT_TABLE):
  *
@@ -11,6 +11,7 @@
  *         private4/6  RFC 1918, CGNAT 100.64.0.0/10, ULA fc00::/7,
  *                     NAT64 64:ff9b::/96: closed unless in allowed4/6
  *         allowed4/6  the operator's private CIDRs (net_nft_set_allowed())
+ *         dnsproto    tcp, udp;  nd6: the neighbour discovery types
  *   maps  egress, ingress, redir: host veth name -> jump to its chain
  *   chains forward (filter): sandbox traffic jumps to sb_<veth>, any other
  *             from or to a veth of ours is dropped unless established;
@@ -25,14 +26,21 @@
  *          in_X   established; DNS (udp/tcp 53) to its gateway address;
  *                 with a proxy port, redirected TCP to it; IPv6 neighbour
  *                 discovery; all else dropped (abxd's API, any host address)
- *          nat_X  empty, or TCP to the proxy's ports redirected to its port
+ *          nat_X  empty, or a rule per proxied TCP port redirecting it
  *          X_a4, X_a6, X_d4, X_d6: the sandbox's allow and deny sets
  *
- * The commands are text generated here from C structs only: numbers and
- * addresses formatted by us, names checked with net_ifname_valid(); no
- * client string reaches them. A failed transaction changes nothing, and
- * its libnftables error (first lines) ends up in err. Functions return 0
- * on success and -errno on failure, never log. Blocking; a struct net_nft
+ * The kernel finds a set by a linear scan of the table's sets on every
+ * new set and every set a rule names, so a sandbox has no sets beyond its
+ * four lists (no anonymous ones). Not shared `ifname . address` interval
+ * sets either: deleting an element of one (nft_pipapo_remove) walks the
+ * whole set, every sandbox's elements (docs/performance.md).
+ *
+ * The set-up's text and the batches are generated here from C structs
+ * only: numbers and addresses formatted by us, names checked with
+ * net_ifname_valid(); no client string reaches them. A failed
+ * transaction changes nothing; its error (libnftables' first lines, or
+ * the failing message of a batch) ends up in err. Functions return 0 on
+ * success and -errno on failure, never log. Blocking; a struct net_nft
  * is for one thread at a time and works in the network namespace it was
  * made in. No global state.
  */
@@ -101,9 +109,11 @@ int net_nft_sandbox_add(struct net_nft *n, const struct net_nft_sandbox *sb, str
 int net_nft_sandbox_remove(struct net_nft *n, const char *ifname, struct err *err);
 
 /* Replaces the sandbox's allow and deny sets at once (the egress policy's
- * address lists); either may be empty. Established connections keep
- * going; new ones meet the new sets. Blocks contained in another of the
- * same list are dropped first (interval sets refuse overlaps). */
+ * address lists); either may be empty. One batch flushes and fills them:
+ * established connections keep going; new ones meet the new sets, with
+ * no moment of neither. Blocks contained in another of the same list are
+ * dropped first (interval sets refuse overlaps). -ENOENT for a sandbox
+ * without rules. */
 int net_nft_sandbox_set_lists(struct net_nft *n, const char *ifname, const struct net_block *allow,
                               size_t n_allow, const struct net_block *deny, size_t n_deny,
                               struct err *err);
@@ -116,8 +126,9 @@ int net_nft_sandbox_redirect(struct net_nft *n, const struct net_nft_sandbox *sb
 int net_nft_set_allowed(struct net_nft *n, const struct net_block *allowed, size_t n_allowed,
                         struct err *err);
 
-/* The text each call above runs, appended to b: pure, for tests and for
- * reading. The same checks and errors as the calls. */
+/* The text of each call above, appended to b: pure, for tests and for
+ * reading; the calls but set-up and allowed run the same as a netlink
+ * batch. The same checks and errors as the calls. */
 int net_nft_gen_init(const struct net_nft_config *c, struct buf *b, struct err *err);
 int net_nft_gen_sandbox_add(const struct net_nft_sandbox *sb, struct buf *b, struct err *err);
 int net_nft_gen_sandbox_remove(const char *ifname, struct buf *b, struct err *err);

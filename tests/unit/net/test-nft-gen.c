@@ -43,23 +43,28 @@ test_sandbox_text(void **state)
             "add rule inet abx sb_abx0h ip saddr != 198.51.100.2 drop\n",
             "add rule inet abx sb_abx0h meta nfproto ipv6 drop\n",
             "add rule inet abx sb_abx0h oifname \"abx*\" drop\n",
-            "add rule inet abx sb_abx0h meta l4proto { tcp, udp } th dport 53 drop\n",
+            "add rule inet abx sb_abx0h meta l4proto @dnsproto th dport 53 drop\n",
             "add rule inet abx sb_abx0h ip daddr @never4 drop\n",
             "add rule inet abx sb_abx0h ip daddr @private4 ip daddr != @allowed4 drop\n",
+            "add rule inet abx sb_abx0h ip daddr @abx0h_d4 drop\n",
             "add rule inet abx sb_abx0h ip daddr @abx0h_a4 accept\n",
             "add rule inet abx sb_abx0h drop\n",
-            ("add rule inet abx in_abx0h ip daddr 198.51.100.1 meta l4proto { tcp, udp } th dport 53 "
+            ("add rule inet abx in_abx0h ip daddr 198.51.100.1 meta l4proto @dnsproto th dport 53 "
              "accept\n"),
             "add rule inet abx in_abx0h tcp dport 3128 ct status dnat accept\n",
-            "add rule inet abx nat_abx0h tcp dport { 80, 443 } redirect to :3128\n",
+            "add rule inet abx nat_abx0h tcp dport 80 redirect to :3128\n",
+            "add rule inet abx nat_abx0h tcp dport 443 redirect to :3128\n",
             "add rule inet abx in_abx0h drop\n",
             "add element inet abx egress { \"abx0h\" : jump sb_abx0h }\n",
     };
     for (size_t i = 0; i < ELEMENTSOF(want); i++)
         if (!strstr(b.data, want[i]))
             fail_msg("missing: %s\nin:\n%s", want[i], b.data);
-    /* Deny before allow, and the default last. */
+    /* Deny before allow, and the default last; no anonymous sets (every
+     * set of the table costs a scan on each new set and lookup). */
     assert_true(strstr(b.data, "@abx0h_d4 drop") < strstr(b.data, "@abx0h_a4 accept"));
+    assert_true(strstr(b.data, "@abx0h_a6 accept") < strstr(b.data, "sb_abx0h drop\n"));
+    assert_null(strstr(b.data, "{ tcp"));
     buf_done(&b);
 
     buf_init(&b, NET_NFT_CMD_MAX);

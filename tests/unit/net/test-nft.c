@@ -276,6 +276,8 @@ test_lists(void **state)
     /* Deny wins over allow. */
     assert_int_equal(net_nft_sandbox_set_lists(w->nft, b.h, allow, 3, deny, 1, &e), 0);
     assert_int_equal(nstest_tcp(b.ns, "203.0.113.2", 8080, DROP, NULL), -ETIMEDOUT);
+    /* One sandbox's lists are not another's (the sets are shared). */
+    assert_int_equal(nstest_tcp(a.ns, "203.0.113.2", 8080, 2000, NULL), 0);
     /* Too many, or a bad block: refused, nothing changed. */
     assert_int_equal(
             net_nft_sandbox_set_lists(w->nft, b.h, allow, NET_NFT_LIST_MAX + 1, NULL, 0, NULL),
@@ -287,6 +289,26 @@ test_lists(void **state)
     err_clear(&e);
     assert_int_equal(net_nft_sandbox_set_lists(w->nft, "abx99h", allow, 1, NULL, 0, &e), -ENOENT);
     assert_non_null(strstr(e.msg, "abx99h"));
+    /* The longest lists fit one batch (past the socket's default send
+     * buffer): 2 * NET_NFT_LIST_MAX blocks, each two elements. */
+    static struct net_block big_allow[NET_NFT_LIST_MAX], big_deny[NET_NFT_LIST_MAX];
+    for (uint32_t i = 0; i < NET_NFT_LIST_MAX; i++) {
+        big_allow[i] = nstest_block("2001:db8::", 48);
+        big_allow[i].ip.bytes[4] = (uint8_t)(0x10 + (i >> 8));
+        big_allow[i].ip.bytes[5] = (uint8_t)i;
+        big_deny[i] = nstest_block("2001:db8::", 64);
+        big_deny[i].ip.bytes[6] = (uint8_t)(i >> 8);
+        big_deny[i].ip.bytes[7] = (uint8_t)i;
+    }
+    err_clear(&e);
+    int r = net_nft_sandbox_set_lists(w->nft, b.h, big_allow, NET_NFT_LIST_MAX, big_deny,
+                                      NET_NFT_LIST_MAX, &e);
+    if (r < 0)
+        fprintf(stderr, "nft: %s\n", e.msg);
+    assert_int_equal(r, 0);
+    assert_int_equal(nstest_tcp(b.ns, "203.0.113.2", 8080, DROP, NULL), -ETIMEDOUT);
+    assert_int_equal(net_nft_sandbox_set_lists(w->nft, b.h, allow, 3, NULL, 0, &e), 0);
+    assert_int_equal(nstest_tcp(b.ns, "203.0.113.2", 8080, 2000, NULL), 0);
     sb_del(w, &a);
     sb_del(w, &b);
 }
@@ -379,16 +401,37 @@ test_batch_is_text(void **state)
     static char by_batch[16384], by_text[16384];
     _cleanup_buf_ struct buf b;
     struct net_slot s;
+    /* Both ends of the address space, prefixes short and long. */
+    struct net_block allow[] = {nstest_block("203.0.113.0", 24), nstest_block("198.51.100.7", 32),
+                                nstest_block("224.0.0.0", 3), nstest_block("0.0.0.0", 8),
+                                nstest_block("2001:db8:ff::", 64)};
+    struct net_block deny[] = {nstest_block("203.0.113.2", 32), nstest_block("2001:db8::", 32),
+                               nstest_block("ff00::", 8)};
 
     buf_init(&b, NET_NFT_CMD_MAX);
     for (int drop = 0; drop < 2; drop++) {
         assert_int_equal(net_pool_slot(&w->pool, 11, &s, NULL), 0);
         struct net_nft_sandbox r = {.ifname = "abx11h", .slot = &s, .default_drop = drop};
+        /* With a proxy once. */
+        if (drop == 0)
+            r = (struct net_nft_sandbox){.ifname = "abx11h",
+                                         .slot = &s,
+                                         .proxy_port = 3128,
+                                         .proxy_dports = {80, 443},
+                                         .n_proxy_dports = 2};
         assert_int_equal(net_nft_sandbox_add(w->nft, &r, NULL), 0);
+        if (drop)
+            assert_int_equal(net_nft_sandbox_set_lists(w->nft, "abx11h", allow, ELEMENTSOF(allow),
+                                                       deny, ELEMENTSOF(deny), NULL),
+                             0);
         list_all(by_batch, sizeof(by_batch));
         assert_int_equal(net_nft_sandbox_remove(w->nft, "abx11h", NULL), 0);
         buf_reset(&b);
         assert_int_equal(net_nft_gen_sandbox_add(&r, &b, NULL), 0);
+        if (drop)
+            assert_int_equal(net_nft_gen_lists("abx11h", allow, ELEMENTSOF(allow), deny,
+                                               ELEMENTSOF(deny), &b, NULL),
+                             0);
         assert_true(nft_ok(b.data));
         list_all(by_text, sizeof(by_text));
         assert_string_equal(by_batch, by_text);
@@ -409,14 +452,21 @@ test_teardown_reclaim(void **state)
     struct err e = {0};
     struct sb a, b;
 
+    static char listed[16384];
+    struct net_block allow[] = {nstest_block("203.0.113.0", 25), nstest_block("2001:db8:ff::", 64)};
+
     sb_add(w, &a, 9, false);
     sb_add(w, &b, 10, false);
     assert_true(nft_ok("list chain inet abx sb_abx9h"));
+    assert_int_equal(net_nft_sandbox_set_lists(w->nft, a.h, allow, 2, allow, 1, NULL), 0);
+    assert_int_equal(net_nft_sandbox_set_lists(w->nft, b.h, allow, 2, NULL, 0, NULL), 0);
     assert_int_equal(net_nft_sandbox_add(w->nft, &a.rules, &e), -EEXIST);
     assert_non_null(strstr(e.msg, "abx9h"));
     sb_del(w, &a);
     assert_false(nft_ok("list chain inet abx sb_abx9h"));
     assert_false(nft_ok("list set inet abx abx9h_a4"));
+    nft_list("list set inet abx abx10h_a4", listed, sizeof(listed));
+    assert_non_null(strstr(listed, "203.0.113.0/25"));
     assert_false(nft_ok("list chain inet abx in_abx9h"));
     assert_int_equal(net_nft_sandbox_remove(w->nft, a.h, NULL), -ENOENT);
     assert_true(nft_ok("list chain inet abx sb_abx10h"));
@@ -495,6 +545,50 @@ measure_rules(struct world *w, uint32_t slot, const char *label)
             (unsigned long long)down[ROUNDS / 2], (unsigned long long)down[ROUNDS * 9 / 10]);
 }
 
+/* p50 and p90 of ROUNDS replacements of a sandbox's lists, alternating
+ * between two lists of 8 blocks that share half. */
+static void
+measure_lists(struct world *w, const char *ifname, const char *label)
+{
+    uint64_t t[ROUNDS];
+    struct net_block l[2][8];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 8; i++) {
+            char a[NET_IP_STR];
+            (void)snprintf(a, sizeof(a), "203.0.113.%d", (i + 4 * k) * 8);
+            l[k][i] = nstest_block(a, 29);
+        }
+    for (int i = 0; i < ROUNDS; i++) {
+        uint64_t t0 = nstest_now_us();
+        assert_int_equal(
+                net_nft_sandbox_set_lists(w->nft, ifname, l[i % 2], 8, l[1 - i % 2], 4, NULL), 0);
+        t[i] = nstest_now_us() - t0;
+    }
+    qsort(t, ROUNDS, sizeof(t[0]), cmp_u64);
+    fprintf(stderr, "measure: set_lists, %s: p50 %llu us (p90 %llu)\n", label,
+            (unsigned long long)t[ROUNDS / 2], (unsigned long long)t[ROUNDS * 9 / 10]);
+}
+
+/* p50 and p90 of ROUNDS redirects of sandbox r, turning the proxy on and
+ * off. */
+static void
+measure_redirect(struct world *w, struct net_nft_sandbox *r, const char *label)
+{
+    uint64_t t[ROUNDS];
+    for (int i = 0; i < ROUNDS; i++) {
+        r->proxy_port = i % 2 ? 0 : 3128;
+        r->n_proxy_dports = i % 2 ? 0 : 2;
+        r->proxy_dports[0] = 80;
+        r->proxy_dports[1] = 443;
+        uint64_t t0 = nstest_now_us();
+        assert_int_equal(net_nft_sandbox_redirect(w->nft, r, NULL), 0);
+        t[i] = nstest_now_us() - t0;
+    }
+    qsort(t, ROUNDS, sizeof(t[0]), cmp_u64);
+    fprintf(stderr, "measure: redirect, %s: p50 %llu us (p90 %llu)\n", label,
+            (unsigned long long)t[ROUNDS / 2], (unsigned long long)t[ROUNDS * 9 / 10]);
+}
+
 #define MANY (getenv("ABX_NET_MANY") ? 1000u : 200u)
 
 static void
@@ -508,20 +602,32 @@ test_measure(void **state)
     measure_rules(w, 0, "no other sandbox");
     measure(w, 0, "1 sandbox");
     /* Rules of MANY more sandboxes (no links: their names are what the
-     * rules key on), slots numbered past the test pool's. */
+     * rules key on), slots numbered past the test pool's, each with lists
+     * of 8 blocks: the shared sets hold 8 * MANY elements. */
+    struct net_block lists[8];
+    for (int i = 0; i < 8; i++) {
+        char a[NET_IP_STR];
+        (void)snprintf(a, sizeof(a), "198.51.100.%d", i * 16);
+        lists[i] = nstest_block(a, 28);
+    }
     uint64_t t0 = nstest_now_us();
     assert_int_equal(net_pool_slot(&big, 1, &s, NULL), 0);
     for (uint32_t i = 0; i < MANY; i++) {
         net_pool_ifnames(1000 + i, h, sb);
         struct net_nft_sandbox r = {.ifname = h, .slot = &s};
         assert_int_equal(net_nft_sandbox_add(w->nft, &r, NULL), 0);
+        assert_int_equal(net_nft_sandbox_set_lists(w->nft, h, lists, 6, lists + 6, 2, NULL), 0);
     }
-    fprintf(stderr, "measure: adding %u sandboxes' rules took %llu ms\n", MANY,
+    fprintf(stderr, "measure: adding %u sandboxes' rules and lists took %llu ms\n", MANY,
             (unsigned long long)(nstest_now_us() - t0) / 1000);
     char label[64];
     (void)snprintf(label, sizeof(label), "with %u sandboxes' rules present", MANY);
     measure_rules(w, 0, label);
     measure(w, 0, label);
+    net_pool_ifnames(1000, h, sb);
+    measure_lists(w, h, label);
+    struct net_nft_sandbox r = {.ifname = h, .slot = &s};
+    measure_redirect(w, &r, label);
     t0 = nstest_now_us();
     assert_int_equal(net_nft_new(&w->cfg, &(struct net_nft *){NULL}, NULL), 0);
     fprintf(stderr, "measure: reclaiming the table with %u sandboxes took %llu ms\n", MANY,
