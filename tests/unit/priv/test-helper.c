@@ -38,6 +38,7 @@
 
 #include "priv/client.h"
 #include "priv/parent.h"
+#include "priv/serve.h"
 #include "sandbox/fileops-helper.h"
 #include "sandbox/fileops.h"
 #include "util/fd.h"
@@ -56,86 +57,22 @@ static int image = -1;
 
 /* --- the server: a jail host and the parent, in a child process --- */
 
-static struct priv_parent *parent;
-
+/* serve.h's configure: the real file helper, started by the parent. */
 static void
-on_accept(struct loop_io *io, uint32_t revents, void *ud)
+configure(struct jail_host *h, struct priv_parent_config *pc)
 {
-    (void)revents;
-    (void)ud;
-    int fd = accept4(loop_io_fd(io), NULL, NULL, SOCK_CLOEXEC);
-    if (fd >= 0)
-        (void)priv_parent_serve(parent, fd, NULL);
-}
-
-static void
-on_ctl(struct loop_io *io, uint32_t revents, void *ud)
-{
-    (void)io;
-    (void)revents;
-    loop_quit(ud, 0);
+    static struct fileops_parent fp;
+    fp = (struct fileops_parent){.image_fd = image, .host = h};
+    pc->start_helper = fileops_parent_helper;
+    pc->helper_ud = &fp;
 }
 
 static _noreturn_ void
 serve(int ready_fd, int ctl_fd)
 {
-    struct loop *loop = NULL;
-    struct jail_host *h = NULL;
-    struct err err = {0};
-    char state[300], lock[300], idm[300];
-    struct buf miss;
-
-    (void)snprintf(state, sizeof(state), "%s/state", dir);
-    (void)snprintf(lock, sizeof(lock), "%s/uid.lock", dir);
-    (void)snprintf(idm, sizeof(idm), "%s/idmap", dir);
-    if (loop_new(&loop) < 0)
-        _exit(2);
-    struct jail_host_config jc = {.loop = loop,
-                                  .mode = JAIL_NS,
-                                  .state_dir = state,
-                                  .cgroup = "auto",
-                                  .uid_lockfile = lock,
-                                  .uid_base = 0x52000000u,
-                                  .uid_slots = 2,
-                                  .root_bytes = 64 << 20,
-                                  .tmp_bytes = 64 << 20,
-                                  .shm_bytes = 16 << 20};
-    buf_init(&miss, 4096);
-    if (jail_host_new(&jc, &h, &err) < 0 || jail_host_missing(h, &miss) < 0 || miss.len) {
-        fprintf(stderr, "skip: %s%s\n", err.msg, miss.data);
-        if (write(ready_fd, "S", 1) < 0)
-            _exit(1);
-        _exit(0);
-    }
-    int idfd = open(idm, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    struct fileops_parent fp = {.image_fd = image, .host = h};
-    struct priv_parent_config pc = {.host = h,
-                                    .loop = loop,
-                                    .peer_uid = 0,
-                                    .max_sandboxes = 2,
-                                    .idmap_root_fd = idfd,
-                                    .start_helper = fileops_parent_helper,
-                                    .helper_ud = &fp};
-    if (priv_parent_new(&pc, &parent, &err) < 0)
-        _exit(3);
-    int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
-    if (bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 4) < 0)
-        _exit(4);
-    struct loop_io *a = NULL, *c = NULL;
-    if (loop_io_add(loop, ls, EPOLLIN, on_accept, NULL, &a) < 0 ||
-        loop_io_add(loop, ctl_fd, EPOLLIN, on_ctl, loop, &c) < 0)
-        _exit(5);
-    if (write(ready_fd, "R", 1) < 0)
-        _exit(1);
-    (void)loop_run(loop);
-    loop_io_free(a);
-    loop_io_free(c);
-    parent = priv_parent_free(parent);
-    jail_host_flush(h);
-    jail_host_free(h);
-    _exit(0);
+    static const struct serve_opts o = {
+            .uid_base = 0x52000000u, .uid_slots = 2, .configure = configure};
+    serve_parent(dir, sock_path, ready_fd, ctl_fd, &o);
 }
 
 /* --- the network process's side --- */
