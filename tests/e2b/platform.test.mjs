@@ -42,7 +42,7 @@ test('bad requests become the SDK error classes', async () => {
   await assert.rejects(Sandbox.create('no-such-template'), (e) => e instanceof E.SandboxError && /404|not found/.test(e.message));
   await assert.rejects(Sandbox.create({ apiKey: 'wrong' }), E.AuthenticationError);
   await assert.rejects(Sandbox.create({ timeoutMs: 1000 * 86400 * 400 }), (e) => e instanceof E.SandboxError && /400/.test(e.message));
-  await assert.rejects(Sandbox.create({ network: { allowOut: ['1.1.1.1'] } }), /no outbound network/);
+  await assert.rejects(Sandbox.create({ network: { allowOut: ['203.0.113.1'] } }), /no outbound network/);
   await assert.rejects(Sandbox.create({ envs: { 'BAD=NAME': 'x' } }), /400/);
   // Hostile bodies straight at the API: JSON errors, nothing created.
   for (const body of ['{', '[]', '{"templateID":7}', '{}', '{"templateID":"base","timeout":-1}']) {

@@ -50,7 +50,7 @@ test('getHost reaches a server inside the sandbox; closed ports and dead sandbox
     const closed = await get(sbx.getHost(8001));
     assert.equal(closed.status, 502);
     assert.equal(JSON.parse(closed.body).port, 8001);
-    await assert.rejects(Sandbox.updateNetwork(sbx.sandboxId, { allowOut: ['1.1.1.1'] }), E.SandboxError);
+    await assert.rejects(Sandbox.updateNetwork(sbx.sandboxId, { allowOut: ['203.0.113.1'] }), E.SandboxError);
   } finally {
     await sbx.kill();
   }

@@ -87,7 +87,7 @@ describe('isolation', { skip }, () => {
   });
 
   test('no network but loopback', async () => {
-    const r = await sh(d, a, 'ls /sys/class/net 2>/dev/null; ip -o link | cut -d: -f2; python3 -c "import socket; s=socket.socket(); s.settimeout(2); s.connect((\'1.1.1.1\', 53))" 2>&1 | tail -1');
+    const r = await sh(d, a, 'ls /sys/class/net 2>/dev/null; ip -o link | cut -d: -f2; python3 -c "import socket; s=socket.socket(); s.settimeout(2); s.connect((\'203.0.113.1\', 53))" 2>&1 | tail -1');
     assert.match(r.out, /\blo\b/);
     assert.doesNotMatch(r.out, /eth|ens|veth|wlan/);
     assert.match(r.out, /Network is unreachable|unreachable/);

@@ -196,7 +196,7 @@ test_refused(void **state)
     refused(ENV("ABX_CPU=0.001"), NULL, "ABX_CPU must be a number of cores, not '0.001'");
     refused(ENV("ABX_DOMAIN=a_b"), NULL,
             "ABX_DOMAIN must be a DNS name like 'sandbox.example.com', not 'a_b'");
-    refused(ENV("ABX_LISTEN=bad"), FLAGS("--listen", "1.1.1.1:1"),
+    refused(ENV("ABX_LISTEN=bad"), FLAGS("--listen", "203.0.113.1:1"),
             "listen address must be ADDR:PORT, not 'bad'"); /* the variable is read first */
     /* of several bad variables, the first in the table's order */
     refused(ENV("ABX_MEMORY_MB=x", "ABX_ISOLATION=y"), NULL,

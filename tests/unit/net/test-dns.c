@@ -356,8 +356,8 @@ test_upstream(void **state)
 
     /* A CNAME chain; records for other names dropped; TTLs capped. */
     const char *chain[] = {"api.x.test. 30 IN CNAME edge.cdn.test.",
-                           "edge.cdn.test. 999999 IN A 93.184.216.34",
-                           "edge.cdn.test. 60 IN A 93.184.216.35",
+                           "edge.cdn.test. 999999 IN A 198.51.100.34",
+                           "edge.cdn.test. 60 IN A 198.51.100.35",
                            "other.test. 60 IN A 10.0.0.1",
                            "api.x.test. 60 IN TXT \"x\"",
                            "+ns.test. 60 IN A 192.0.2.1",
@@ -383,8 +383,8 @@ test_upstream(void **state)
     assert_false(policy_check_conn(p, names, &f.res.addrs[1].addr, "edge.cdn.test", 10, NULL));
 
     /* A CNAME to a denied name: NXDOMAIN, nothing recorded. */
-    const char *evil[] = {"api.x.test. 30 IN CNAME a.evil.test.", "a.evil.test. 30 IN A 1.2.3.4",
-                          NULL};
+    const char *evil[] = {"api.x.test. 30 IN CNAME a.evil.test.",
+                          "a.evil.test. 30 IN A 198.51.100.4", NULL};
     n = answer(&q, 0xbeef, 0, evil, m, sizeof(m));
     filter(&q, m, n, p, false, &f);
     assert_int_equal(f.r, 0);
@@ -472,7 +472,7 @@ test_upstream(void **state)
     assert_int_equal(f.r, -EBADMSG);
 
     /* A compression pointer that loops, inside an answer record. */
-    const char *one[] = {"api.x.test. 30 IN A 1.1.1.1", NULL};
+    const char *one[] = {"api.x.test. 30 IN A 198.51.100.1", NULL};
     n = answer(&q, 0xbeef, 0, one, m, sizeof(m));
     m[n - 16] = 0xc0;
     m[n - 15] = (uint8_t)(n - 16);

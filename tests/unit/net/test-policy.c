@@ -52,7 +52,7 @@ test_addresses(void **state)
     struct err err = {0};
     char buf[NET_CIDR_STR];
 
-    a = A("1.2.3.4");
+    a = A("198.51.100.4");
     assert_int_equal(a.family, AF_INET);
     a = A("::ffff:169.254.169.254");
     assert_int_equal(a.family, AF_INET);
@@ -61,8 +61,8 @@ test_addresses(void **state)
     a = A("2001:DB8::1");
     net_addr_format(&a, buf);
     assert_string_equal(buf, "2001:db8::1");
-    const char *bad[] = {"",      "1.2.3",     "01.2.3.4",   "1.2.3.4 ", "fe80::1%eth0",
-                         "[::1]", "256.1.1.1", "0x7f.0.0.1", "1.2.3.4.5"};
+    const char *bad[] = {"",      "198.51.100",  "198.51.100.04", "198.51.100.4 ", "fe80::1%eth0",
+                         "[::1]", "256.0.113.1", "0x7f.0.0.1",    "198.51.100.4.5"};
     for (size_t i = 0; i < ELEMENTSOF(bad); i++)
         assert_int_equal(net_addr_parse(bad[i], &a, NULL), -EINVAL);
     assert_int_equal(net_addr_parse("nope", &a, &err), -EINVAL);
@@ -102,14 +102,14 @@ test_names(void **state)
     assert_string_equal(n, "x.test");
     assert_int_equal(net_name_normalize("x.test.", 7, 0, n, NULL), -EINVAL);
     assert_int_equal(net_name_normalize("_srv._tcp.x.test", 16, NET_NAME_UNDERSCORE, n, NULL), 0);
-    const char *bad[] = {"",      ".",   "a..b", ".a",      "a.",        "-a.b",
-                         "a-.b",  "a b", "a_b",  "1.2.3.4", "300.1.1.1", "2130706433",
-                         "a.123", "::1", "a\0b", "a/b",     "é.x"};
+    const char *bad[] = {"",      ".",   "a..b", ".a",           "a.",          "-a.b",
+                         "a-.b",  "a b", "a_b",  "198.51.100.4", "300.0.113.1", "2130706433",
+                         "a.123", "::1", "a\0b", "a/b",          "é.x"};
     for (size_t i = 0; i < ELEMENTSOF(bad); i++)
         assert_int_equal(net_name_normalize(bad[i], strlen(bad[i]) + (i == 14 ? 2 : 0), 0, n, NULL),
                          -EINVAL);
-    assert_int_equal(net_name_normalize("1.2.3.4", 7, 0, n, &err), -EINVAL);
-    assert_string_equal(err.msg, "'1.2.3.4' is an address, not a host name");
+    assert_int_equal(net_name_normalize("198.51.100.4", 12, 0, n, &err), -EINVAL);
+    assert_string_equal(err.msg, "'198.51.100.4' is an address, not a host name");
     /* 63-byte labels pass, 64 do not; 253 bytes pass, 254 do not. */
     memset(longname, 'a', sizeof(longname));
     assert_int_equal(net_name_normalize(longname, 63, 0, n, NULL), 0);
@@ -137,10 +137,10 @@ test_rules(void **state)
         const char *in, *out;
         enum policy_kind kind;
     } good[] = {
-            {"1.2.3.4", "1.2.3.4", POLICY_ADDR},
-            {"1.2.3.4/32", "1.2.3.4/32", POLICY_CIDR},
+            {"198.51.100.4", "198.51.100.4", POLICY_ADDR},
+            {"198.51.100.4/32", "198.51.100.4/32", POLICY_CIDR},
             {"2001:DB8::/32", "2001:db8::/32", POLICY_CIDR},
-            {"::ffff:8.8.8.8", "8.8.8.8", POLICY_ADDR},
+            {"::ffff:198.51.100.8", "198.51.100.8", POLICY_ADDR},
             {"0.0.0.0/0", "0.0.0.0/0", POLICY_CIDR},
             {"API.X.com", "api.x.com", POLICY_NAME},
             {"*.Y.com", "*.y.com", POLICY_WILDCARD},
@@ -153,8 +153,8 @@ test_rules(void **state)
         assert_string_equal(buf, good[i].out);
     }
     const char *bad[] = {"*",         "*.",      "**.x.com",     "a.*.com",   "x.*",
-                         "*x.com",    " x.com",  "x.com ",       "",          "1.2.3.4/33",
-                         "fe80::1%1", "x.com/8", "http://x.com", "x.com:443", "1.2.3",
+                         "*x.com",    " x.com",  "x.com ",       "",          "198.51.100.4/33",
+                         "fe80::1%1", "x.com/8", "http://x.com", "x.com:443", "198.51.100",
                          "gggg::1"};
     for (size_t i = 0; i < ELEMENTSOF(bad); i++)
         assert_int_equal(policy_rule_parse(bad[i], &r, NULL), -EINVAL);
@@ -176,7 +176,7 @@ test_lists(void **state)
     assert_string_equal(err.msg, "denyOut takes IP addresses and CIDRs only, not 'x.com'");
     assert_int_equal(policy_add(p, POLICY_DENY, "x.com", 0, NULL), 0);
     assert_int_equal(policy_add(p, POLICY_DENY, "X.COM", 0, NULL), 0); /* a duplicate */
-    assert_int_equal(policy_add(p, POLICY_DENY, "1.2.3.4", POLICY_E2B, NULL), 0);
+    assert_int_equal(policy_add(p, POLICY_DENY, "198.51.100.4", POLICY_E2B, NULL), 0);
     assert_int_equal(policy_count(p, POLICY_DENY), 2);
     assert_non_null(policy_rule(p, POLICY_DENY, 1));
     assert_null(policy_rule(p, POLICY_DENY, 2));
@@ -200,7 +200,7 @@ test_lists(void **state)
 static void
 test_check_addr(void **state)
 {
-    const char *allow[] = {"8.8.8.8", "10.9.0.0/16", "2001:db8::/32", NULL};
+    const char *allow[] = {"198.51.100.8", "10.9.0.0/16", "2001:db8:1::/48", NULL};
     const char *deny[] = {"0.0.0.0/0", NULL};
     struct net_policy *open = make(true, NULL, NULL);
     struct net_policy *closed = make(true, allow, deny);
@@ -209,7 +209,7 @@ test_check_addr(void **state)
     struct net_addr a;
     char line[256];
 
-    a = A("1.1.1.1");
+    a = A("198.51.100.1");
     assert_true(policy_check_addr(open, &a, &d));
     assert_int_equal(d.why, POLICY_WHY_DEFAULT);
     assert_false(policy_check_addr(closed, &a, &d));
@@ -218,8 +218,8 @@ test_check_addr(void **state)
     assert_string_equal(line, "denied by deny rule '0.0.0.0/0'");
     assert_false(policy_check_addr(off, &a, &d));
     assert_int_equal(d.why, POLICY_WHY_INTERNET_OFF);
-    /* Allow beats deny (E2B: deny all, allow 8.8.8.8 -> reachable). */
-    a = A("8.8.8.8");
+    /* Allow beats deny (E2B: deny all, allow 198.51.100.8 -> reachable). */
+    a = A("198.51.100.8");
     assert_true(policy_check_addr(closed, &a, &d));
     assert_int_equal(d.why, POLICY_WHY_ALLOW);
     assert_int_equal(d.rule, 0);
@@ -228,7 +228,7 @@ test_check_addr(void **state)
     assert_true(policy_check_addr(closed, &a, &d));
     assert_int_equal(d.rule, 1);
     /* 0.0.0.0/0 is all traffic: IPv6 too. */
-    a = A("2606:4700::1111");
+    a = A("2001:db8::1111");
     assert_false(policy_check_addr(closed, &a, &d));
     a = A("2001:db8:1::1");
     assert_true(policy_check_addr(closed, &a, &d));
@@ -238,13 +238,13 @@ test_check_addr(void **state)
     policy_free(off);
 
     /* ::/0 is IPv6 only; a single denied address leaves the rest. */
-    const char *deny6[] = {"::/0", "8.8.8.8", NULL};
+    const char *deny6[] = {"::/0", "198.51.100.8", NULL};
     struct net_policy *p = make(true, NULL, deny6);
-    a = A("2606:4700::1111");
+    a = A("2001:db8::1111");
     assert_false(policy_check_addr(p, &a, NULL));
-    a = A("1.1.1.1");
+    a = A("198.51.100.1");
     assert_true(policy_check_addr(p, &a, NULL));
-    a = A("8.8.8.8");
+    a = A("198.51.100.8");
     assert_false(policy_check_addr(p, &a, &d));
     assert_int_equal(d.rule, 1);
     /* Name rules never decide for a connection without a name. */
@@ -286,8 +286,8 @@ test_check_name(void **state)
     assert_true(policy_check_name(p, "z.com", NULL));
     /* Closed: only allowed names resolve, even when an address is allowed. */
     assert_int_equal(policy_add(p, POLICY_DENY, "0.0.0.0/0", 0, NULL), 0);
-    assert_int_equal(policy_add(p, POLICY_ALLOW, "140.82.112.0/20", 0, NULL), 0);
-    assert_false(policy_check_name(p, "github.com", &d));
+    assert_int_equal(policy_add(p, POLICY_ALLOW, "203.0.113.0/24", 0, NULL), 0);
+    assert_false(policy_check_name(p, "code.example.test", &d));
     assert_int_equal(d.why, POLICY_WHY_CLOSED);
     assert_int_equal(d.rule, 2);
     policy_decision_format(p, &d, line, sizeof(line));
@@ -297,7 +297,7 @@ test_check_name(void **state)
     assert_true(policy_check_name(p, "q.y.com", NULL));
     policy_set_internet(p, false);
     assert_false(policy_internet(p));
-    assert_false(policy_check_name(p, "github.com", &d));
+    assert_false(policy_check_name(p, "code.example.test", &d));
     assert_int_equal(d.why, POLICY_WHY_INTERNET_OFF);
     assert_true(policy_check_name(p, "api.x.com", NULL));
     policy_free(p);
@@ -306,12 +306,12 @@ test_check_name(void **state)
 static void
 test_check_conn(void **state)
 {
-    const char *allow[] = {"api.x.com", "*.y.com", "9.9.9.9", NULL};
+    const char *allow[] = {"api.x.com", "*.y.com", "198.51.100.9", NULL};
     const char *deny[] = {"0.0.0.0/0", "evil.test", NULL};
     struct net_policy *p = make(true, allow, deny);
     struct net_names *names = NULL;
     struct policy_decision d;
-    struct net_addr good = A("93.184.216.34"), other = A("203.0.113.9"), nine = A("9.9.9.9");
+    struct net_addr good = A("198.51.100.34"), other = A("203.0.113.9"), nine = A("198.51.100.9");
     char line[256];
 
     assert_int_equal(net_names_new(16, &names), 0);
@@ -366,14 +366,14 @@ static void
 test_names_record(void **state)
 {
     struct net_names *n = NULL;
-    struct net_addr a = A("1.1.1.1"), b = A("2606:4700::1111");
+    struct net_addr a = A("198.51.100.1"), b = A("2001:db8::1111");
     char s[32];
 
     assert_int_equal(net_names_new(0, &n), -EINVAL);
     assert_int_equal(net_names_new(NET_NAMES_MAX + 1, &n), -EINVAL);
     assert_int_equal(net_names_new(4, &n), 0);
     assert_int_equal(net_names_add(n, "Bad.Name", &a, 60, 0), -EINVAL);
-    assert_int_equal(net_names_add(n, "1.2.3.4", &a, 60, 0), -EINVAL);
+    assert_int_equal(net_names_add(n, "198.51.100.4", &a, 60, 0), -EINVAL);
     assert_int_equal(net_names_add(n, "one.test", &a, 0, 0), 0);
     assert_int_equal(net_names_add(n, "one.test", &b, UINT32_MAX, 0), 0);
     assert_true(net_names_has(n, "one.test", &b, NET_NAMES_TTL_MAX - 1));
@@ -401,6 +401,15 @@ test_names_record(void **state)
     assert_null(net_names_free(n));
 }
 
+/* The address one up from a. */
+static void
+next_addr(struct net_addr *a)
+{
+    for (size_t k = a->family == AF_INET ? 4 : 16; k-- > 0;)
+        if (++a->bytes[k] != 0)
+            break;
+}
+
 static void
 test_forbidden(void **state)
 {
@@ -426,16 +435,28 @@ test_forbidden(void **state)
                         "::ffff:127.0.0.1",
                         "198.18.0.1",
                         "192.0.0.170"};
-    const char *yes[] = {"1.1.1.1",         "8.8.8.8",     "172.32.0.1",
-                         "2606:4700::1111", "100.128.0.1", "11.0.0.1"};
+    /* Allowed addresses are made from the ranges' edges, so that no test
+     * names an address on the real network: a range's last address is
+     * forbidden and the next one up is not; the address below a range is
+     * allowed and the next one up is not. */
+    const char *last[] = {"10.255.255.255", "100.127.255.255", "172.31.255.255", "192.168.255.255"};
+    const char *below[] = {"9.255.255.255", "fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"};
 
     for (size_t i = 0; i < ELEMENTSOF(no); i++) {
         a = A(no[i]);
         assert_non_null(net_addr_forbidden(&a, NULL, 0));
     }
-    for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
-        a = A(yes[i]);
+    for (size_t i = 0; i < ELEMENTSOF(last); i++) {
+        a = A(last[i]);
+        assert_non_null(net_addr_forbidden(&a, NULL, 0));
+        next_addr(&a);
         assert_null(net_addr_forbidden(&a, NULL, 0));
+    }
+    for (size_t i = 0; i < ELEMENTSOF(below); i++) {
+        a = A(below[i]);
+        assert_null(net_addr_forbidden(&a, NULL, 0));
+        next_addr(&a);
+        assert_non_null(net_addr_forbidden(&a, NULL, 0));
     }
     a = A("169.254.169.254");
     assert_string_equal(net_addr_forbidden(&a, NULL, 0), "link-local and metadata 169.254.0.0/16");
