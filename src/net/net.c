@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -257,18 +258,29 @@ static const struct forbidden forbidden_ranges[] = {
         {"multicast ff00::/8", "ff00::/8"},
 };
 
+/* The table parsed once (every connection and answer is checked). */
+static struct net_cidr forbidden_cidrs[ELEMENTSOF(forbidden_ranges)];
+static pthread_once_t forbidden_once = PTHREAD_ONCE_INIT;
+
+static void
+forbidden_parse(void)
+{
+    for (size_t i = 0; i < ELEMENTSOF(forbidden_ranges); i++) {
+        int r = net_cidr_parse(forbidden_ranges[i].cidr, &forbidden_cidrs[i], NULL);
+        assert(r == 0);
+        (void)r;
+    }
+}
+
 const char *
 net_addr_forbidden(const struct net_addr *a, const struct net_cidr *allowed, size_t n_allowed)
 {
     for (size_t i = 0; i < n_allowed; i++)
         if (net_cidr_contains(&allowed[i], a))
             return NULL;
-    for (size_t i = 0; i < ELEMENTSOF(forbidden_ranges); i++) {
-        struct net_cidr c;
-        int r = net_cidr_parse(forbidden_ranges[i].cidr, &c, NULL);
-        assert(r == 0);
-        if (net_cidr_contains(&c, a))
+    (void)pthread_once(&forbidden_once, forbidden_parse);
+    for (size_t i = 0; i < ELEMENTSOF(forbidden_ranges); i++)
+        if (net_cidr_contains(&forbidden_cidrs[i], a))
             return forbidden_ranges[i].what;
-    }
     return NULL;
 }
