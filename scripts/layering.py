@@ -38,9 +38,10 @@ BELOW = {
     'net': ['util'],
     'image': ['util'],
     # Privilege separation: the parent and its client, the network
-    # process's confinement; on jail only (nothing uses it yet).
+    # process's confinement; on jail only. The local sandbox reaches the
+    # parent through the client (sandbox/jailer-priv.c).
     'priv': ['jail', 'util'],
-    'sandbox': ['jail', 'util'],
+    'sandbox': ['priv', 'jail', 'util'],
     'snapshot': ['sandbox'],
     'sync': ['sandbox', 'store'],
     'workspace': ['sync', 'sandbox', 'store'],

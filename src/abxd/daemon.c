@@ -601,6 +601,8 @@ daemon_setup_jail_host(struct daemon *d)
     }
     exit_jail_host = d->jh;
     (void)atexit(free_jail_host_at_exit);
+    if ((r = jailer_here_new(d->loop, d->jh, &d->jr)) < 0)
+        return log_err_errno(r, "cannot set up sandboxing");
     r = jail_host_reclaim(d->jh, &err);
     if (r < 0)
         log_warn("reclaiming sandboxes of an earlier run failed: %s", err.msg);
@@ -636,7 +638,7 @@ daemon_setup_sandboxes(struct daemon *d)
     };
     /* The pool starts after the self-test, so the test measures a cold create. */
     shc.pool_size = 0;
-    if (sandbox_host_new(d->loop, d->jh, &shc, &d->sh) < 0)
+    if (sandbox_host_new(d->loop, d->jr, &shc, &d->sh) < 0)
         return log_err("out of memory"), -ENOMEM;
 
     if (!d->missing.len) {
@@ -653,7 +655,7 @@ daemon_setup_sandboxes(struct daemon *d)
                 jail_mode_name(d->cfg.isolation), d->missing.data);
     sandbox_host_free(d->sh);
     shc.pool_size = d->missing.len ? 0 : d->cfg.pool;
-    if (sandbox_host_new(d->loop, d->jh, &shc, &d->sh) < 0)
+    if (sandbox_host_new(d->loop, d->jr, &shc, &d->sh) < 0)
         return log_err("out of memory"), -ENOMEM;
     return 0;
 }
@@ -802,6 +804,7 @@ daemon_teardown(struct daemon *d)
     tools_registry_free(d->tools);
     template_set_free(d->templates);
     sandbox_host_free(d->sh);
+    d->jr = jailer_free(d->jr);
     d->jh = exit_jail_host = jail_host_free(d->jh);
     loop_timer_free(d->sweep);
     loop_timer_free(d->shutdown_timer);

@@ -17,6 +17,7 @@
 
 #include "abxd/config.h"
 #include "jail/jail.h"
+#include "sandbox/jailer.h"
 #include "store/store.h"
 #include "sync/sync.h"
 #include "util/buf.h"
@@ -25,6 +26,7 @@ struct daemon {
     struct config cfg;
     struct loop *loop;
     struct jail_host *jh;
+    struct jailer *jr; /* the jail operations, here on jh */
     struct sandbox_host *sh;
     struct api *api;
     struct workspaces *ws;

@@ -171,6 +171,17 @@ fileops_helper_start(const struct fileops_helper_spec *spec, int *ret_sock, int 
     return 0;
 }
 
+/* The static abx-fileops binary, embedded by fileops-blob.S. */
+extern const char abx_fileops_blob[];
+extern const char abx_fileops_blob_end[];
+
+int
+fileops_helper_image(void)
+{
+    return jail_image_fd("abx-fileops", abx_fileops_blob,
+                         (size_t)(abx_fileops_blob_end - abx_fileops_blob), NULL);
+}
+
 int
 fileops_parent_helper(void *ud, struct jail *j, int view_fd, bool as_root, int *ret_sock,
                       int *ret_pidfd, struct err *err)

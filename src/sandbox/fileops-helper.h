@@ -76,6 +76,10 @@ int fileops_helper_start(const struct fileops_helper_spec *spec, int *ret_sock, 
 ssize_t fileops_helper_recv(int sock, void *buf, size_t cap, int timeout_ms,
                             const atomic_bool *cancel, int *ret_fd, unsigned *ret_nfds);
 
+/* The abx-fileops binary abxd embeds, as a sealed memfd (O_CLOEXEC, the
+ * caller's) for fileops_helper_spec's image_fd. */
+int fileops_helper_image(void);
+
 /* What fileops_parent_helper() needs beside the jail; borrowed, kept
  * open by the caller while the parent runs. */
 struct fileops_parent {

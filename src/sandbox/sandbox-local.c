@@ -1,32 +1,24 @@
 /*
  * sandbox-local.c - the local Sandbox: a jail, a warm pool, and a process table.
  *
- * The implementation of sandbox.h on jail.h (its ops tables are at the
- * end). sandbox.h's neutral limits and file systems become jail types
- * here and nowhere else; the jail host is borrowed from whoever made it
- * (abxd, through sandbox-local.h). The file work itself is fileops.h's.
+ * The implementation of sandbox.h on jailer.h (its ops tables are at the
+ * end): the jail operations in this process or through the privileged
+ * parent, whichever jailer abxd made. sandbox.h's neutral limits become
+ * jail types here and in the jailers only. The file work itself is
+ * fileops.h's.
  */
 #include "sandbox/sandbox-local.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "jail/cgroup.h"
-#include "jail/rootfs.h"
-#include "sandbox/fileops-helper.h"
 #include "sandbox/fileops.h"
+#include "sandbox/jailer.h"
 #include "sandbox/sandbox-internal.h"
 #include "sandbox/vfs.h"
 #include "util/cleanup.h"
@@ -37,29 +29,25 @@
 
 #define POOL_RETRY_MS 1000 /* after a pool jail failed to start */
 
-/* The static abx-fileops binary, embedded by fileops-blob.S. */
-extern const char abx_fileops_blob[];
-extern const char abx_fileops_blob_end[];
 #define POOL_REFILL_MS 5 /* after handing one out: let the answer go first */
 
 struct pooled {
     struct list link;
     struct local_host *host;
-    struct jail *jail;
+    struct jailer_jail *jail;
     bool ready;
 };
 
 struct local_host {
     struct sandbox_host pub;
     struct loop *loop;
-    struct jail_host *jh;
+    struct jailer *jr;
     struct sandbox_host_config cfg;
     struct list pool;
     uint32_t pool_ready, pool_creating;
     bool draining;
     struct loop_timer *retry;
     int null_fd;        /* stdin of processes given none */
-    int fileops_image;  /* the abx-fileops helper (a sealed memfd) */
     char path_env[512]; /* "PATH=..." every exec starts from */
     uint32_t fds;       /* charged by jails and processes, see sandbox.h */
     uint32_t fd_budget; /* 0 = no bound */
@@ -87,7 +75,7 @@ enum sb_state { SB_CREATING, SB_READY, SB_DYING, SB_GONE };
 struct local_sb {
     struct sandbox pub;
     struct local_host *host;
-    struct jail *jail;
+    struct jailer_jail *jail;
     enum sb_state state;
     bool was_ready;
     char **env;
@@ -103,11 +91,10 @@ struct local_sb {
     void *ready_ud;
     uint64_t t0;
     uint64_t oom_seen;     /* the cgroup's OOM-kill count when last looked at */
-    int view_fd;           /* the sandbox's "/" (see pin_view()), or -errno */
     struct fileops *fo[2]; /* file work as "user" [0] and as root [1]; made on first use */
 };
 
-static const struct jail_callbacks sandbox_jail_cb;
+static const struct jailer_callbacks sandbox_jail_cb;
 static const struct sandbox_ops local_ops;
 static const struct sandbox_host_ops local_host_ops;
 static void pool_refill(struct local_host *h);
@@ -146,39 +133,32 @@ host_fds_release(struct local_host *h, unsigned n)
     h->fds = n < h->fds ? h->fds - n : 0;
 }
 
-/* jail_create() with its descriptors charged to the host. */
+/* jailer_create() with its descriptors charged to the host. */
 static int
 host_jail_create(struct local_host *h, const char *id, const struct sandbox_limits *limits,
-                 const struct sandbox_fs *fs, const struct jail_callbacks *cb, void *ud,
-                 struct jail **ret, struct err *err)
+                 const struct sandbox_fs *fs, const struct jailer_callbacks *cb, void *ud,
+                 struct jailer_jail **ret, struct err *err)
 {
     struct jail_limits jl = to_jail_limits(limits);
-    struct jail_fs jfs = {0};
-    if (fs) {
-        if (fs->nlayers > JAIL_MAX_LAYERS)
-            return err_set(err, E2BIG, "more than %d file system layers", JAIL_MAX_LAYERS);
-        jfs = (struct jail_fs){.layers = fs->layers,
-                               .nlayers = fs->nlayers,
-                               .upper = fs->upper,
-                               .disk_bytes = fs->disk_bytes};
-    }
+    if (fs && fs->nlayers > JAIL_MAX_LAYERS)
+        return err_set(err, E2BIG, "more than %d file system layers", JAIL_MAX_LAYERS);
     if (!host_fds_fit(h, SANDBOX_JAIL_FDS))
         return err_set(err, EMFILE,
                        "abxd has no descriptors left for another sandbox (%u of %u in use)", h->fds,
                        h->fd_budget);
-    int r = jail_create(h->jh, h->loop, id, &jl, fs ? &jfs : NULL, cb, ud, ret, err);
+    int r = jailer_create(h->jr, id, &jl, fs, cb, ud, ret, err);
     if (r == 0)
         h->fds += SANDBOX_JAIL_FDS;
     return r;
 }
 
 static void
-host_jail_free(struct local_host *h, struct jail *j)
+host_jail_free(struct local_host *h, struct jailer_jail *j)
 {
     if (!j)
         return;
     host_fds_release(h, SANDBOX_JAIL_FDS);
-    jail_free(j);
+    jailer_free_jail(j);
 }
 
 /* A process's descriptors, charged in sandbox_exec(), come back when it
@@ -216,7 +196,7 @@ local_fd_limit(const struct sandbox_host *pub)
 /* --- pool --- */
 
 static void
-pool_ready(struct jail *j, int r, const struct err *err, void *ud)
+pool_ready(struct jailer_jail *j, int r, const struct err *err, void *ud)
 {
     struct pooled *pj = ud;
     struct local_host *h = pj->host;
@@ -234,14 +214,14 @@ pool_ready(struct jail *j, int r, const struct err *err, void *ud)
     pj->ready = true;
     h->pool_ready++;
     if (h->draining) {
-        jail_kill(j);
+        jailer_kill(j);
         return;
     }
     pool_refill(h);
 }
 
 static void
-pool_gone(struct jail *j, void *ud)
+pool_gone(struct jailer_jail *j, void *ud)
 {
     struct pooled *pj = ud;
     struct local_host *h = pj->host;
@@ -254,7 +234,7 @@ pool_gone(struct jail *j, void *ud)
     pool_refill(h);
 }
 
-static const struct jail_callbacks pool_cb = {
+static const struct jailer_callbacks pool_cb = {
         .ready = pool_ready,
         .gone = pool_gone,
 };
@@ -262,7 +242,7 @@ static const struct jail_callbacks pool_cb = {
 /* For a warm jail we could not hand out: free it once it is gone. ud is
  * the host. */
 static void
-discard_ready(struct jail *j, int r, const struct err *err, void *ud)
+discard_ready(struct jailer_jail *j, int r, const struct err *err, void *ud)
 {
     (void)err;
     if (r < 0)
@@ -270,12 +250,12 @@ discard_ready(struct jail *j, int r, const struct err *err, void *ud)
 }
 
 static void
-discard_gone(struct jail *j, void *ud)
+discard_gone(struct jailer_jail *j, void *ud)
 {
     host_jail_free(ud, j);
 }
 
-static const struct jail_callbacks discard_cb = {
+static const struct jailer_callbacks discard_cb = {
         .ready = discard_ready,
         .gone = discard_gone,
 };
@@ -310,14 +290,14 @@ on_retry(struct loop_timer *t, void *ud)
     pool_refill(ud);
 }
 
-static struct jail *
+static struct jailer_jail *
 pool_take(struct local_host *h)
 {
     list_foreach (l, &h->pool) {
         struct pooled *pj = list_entry(l, struct pooled, link);
-        if (!pj->ready || !jail_is_ready(pj->jail))
+        if (!pj->ready || !jailer_is_ready(pj->jail))
             continue;
-        struct jail *j = pj->jail;
+        struct jailer_jail *j = pj->jail;
         list_remove(&pj->link);
         h->pool_ready--;
         free(pj);
@@ -327,7 +307,7 @@ pool_take(struct local_host *h)
 }
 
 int
-sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_host_config *c,
+sandbox_host_new(struct loop *loop, struct jailer *jr, const struct sandbox_host_config *c,
                  struct sandbox_host **ret)
 {
     struct local_host *h = calloc(1, sizeof(*h));
@@ -335,7 +315,7 @@ sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_h
         return -ENOMEM;
     h->pub.ops = &local_host_ops;
     h->loop = loop;
-    h->jh = jh;
+    h->jr = jr;
     h->cfg = *c;
     h->cfg.path_prefix = NULL;
     if ((size_t)snprintf(h->path_env, sizeof(h->path_env), "PATH=%s%s" SANDBOX_DEFAULT_PATH,
@@ -346,14 +326,11 @@ sandbox_host_new(struct loop *loop, struct jail_host *jh, const struct sandbox_h
     }
     list_init(&h->pool);
     h->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    h->fileops_image = jail_image_fd("abx-fileops", abx_fileops_blob,
-                                     (size_t)(abx_fileops_blob_end - abx_fileops_blob), NULL);
-    int r = h->null_fd < 0 ? -errno : h->fileops_image;
+    int r = h->null_fd < 0 ? -errno : 0;
     if (r >= 0)
         r = loop_timer_new(loop, on_retry, h, &h->retry);
     if (r < 0) {
         safe_close(h->null_fd);
-        safe_close(h->fileops_image);
         free(h);
         return r;
     }
@@ -370,7 +347,7 @@ local_host_drain_pool(struct sandbox_host *pub)
     loop_timer_disarm(h->retry);
     list_foreach_safe (l, tmp, &h->pool) {
         struct pooled *pj = list_entry(l, struct pooled, link);
-        jail_kill(pj->jail); /* pool_gone / pool_ready(error) free it */
+        jailer_kill(pj->jail); /* pool_gone / pool_ready(error) free it */
     }
 }
 
@@ -386,7 +363,6 @@ local_host_free(struct sandbox_host *pub)
     }
     loop_timer_free(h->retry);
     safe_close(h->null_fd);
-    safe_close(h->fileops_image);
     free(h);
 }
 
@@ -400,32 +376,32 @@ local_host_pool_ready(const struct sandbox_host *pub)
 static bool
 local_host_has_layers(const struct sandbox_host *pub)
 {
-    return jail_host_mode(CLHOST(pub)->jh) == JAIL_NS;
+    return jailer_mode(CLHOST(pub)->jr) == JAIL_NS;
 }
 
 static const char *
 local_host_state_dir(const struct sandbox_host *pub)
 {
-    return jail_host_state_dir(CLHOST(pub)->jh);
+    return jailer_state_dir(CLHOST(pub)->jr);
 }
 
 static int
 local_host_area_create(struct sandbox_host *pub, const char *name, uint64_t limit_bytes,
                        char *ret_path, size_t n, struct err *err)
 {
-    return jail_host_area_create(LHOST(pub)->jh, name, limit_bytes, ret_path, n, err);
+    return jailer_area_create(LHOST(pub)->jr, name, limit_bytes, ret_path, n, err);
 }
 
 static int
 local_host_area_usage(struct sandbox_host *pub, const char *name, uint64_t *ret_bytes)
 {
-    return jail_host_area_usage(LHOST(pub)->jh, name, ret_bytes);
+    return jailer_area_usage(LHOST(pub)->jr, name, ret_bytes);
 }
 
 static void
 local_host_area_destroy(struct sandbox_host *pub, const char *name)
 {
-    jail_host_area_destroy(LHOST(pub)->jh, name);
+    jailer_area_destroy(LHOST(pub)->jr, name);
 }
 
 /* --- sandbox lifecycle --- */
@@ -449,40 +425,8 @@ fail_pending(struct local_sb *sb, int r, const char *why)
     }
 }
 
-/* Pins the root of the sandbox's view once it is ready. Init is our child
- * and not reaped yet (jail_init_pid() turns 0 when it is), so its pid cannot
- * have been reused and /proc/<pid>/root is the root it pivoted into. Only
- * the ns mode has a view of its own: elsewhere init's root is the host's. */
 static void
-pin_view(struct local_sb *sb)
-{
-    char p[64];
-    struct stat a, b;
-    pid_t pid = jail_init_pid(sb->jail);
-
-    safe_close(sb->view_fd);
-    sb->view_fd = -EOPNOTSUPP;
-    if (jail_host_mode(sb->host->jh) != JAIL_NS)
-        return;
-    sb->view_fd = -ESRCH;
-    if (pid <= 0)
-        return;
-    (void)snprintf(p, sizeof(p), "/proc/%d/root", (int)pid);
-    int fd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        sb->view_fd = -errno;
-        return;
-    }
-    if (fstat(fd, &a) < 0 || stat("/", &b) < 0 || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
-        safe_close(fd);
-        sb->view_fd = -EXDEV; /* never hand out the host's root */
-        return;
-    }
-    sb->view_fd = fd;
-}
-
-static void
-on_jail_ready(struct jail *j, int r, const struct err *err, void *ud)
+on_jail_ready(struct jailer_jail *j, int r, const struct err *err, void *ud)
 {
     struct local_sb *sb = ud;
     (void)j;
@@ -494,8 +438,7 @@ on_jail_ready(struct jail *j, int r, const struct err *err, void *ud)
     }
     sb->state = SB_READY;
     sb->was_ready = true;
-    pin_view(sb);
-    const struct jail_timings *jt = jail_get_timings(j);
+    const struct jail_timings *jt = jailer_timings(j);
     sb->pub.timings.prepare_us = jt->prepare_us;
     sb->pub.timings.clone_us = jt->clone_us;
     sb->pub.timings.init_us = jt->init_us;
@@ -512,7 +455,7 @@ deferred_ready(void *ud)
 }
 
 static void
-on_jail_gone(struct jail *j, void *ud)
+on_jail_gone(struct jailer_jail *j, void *ud)
 {
     struct local_sb *sb = ud;
     (void)j;
@@ -552,7 +495,7 @@ drop_entry(struct local_sb *sb, struct entry *e)
 }
 
 static void
-on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
+on_spawned(struct jailer_jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
 {
     struct local_sb *sb = ud;
     struct pending *pd = NULL;
@@ -611,7 +554,7 @@ on_spawned(struct jail *j, uint64_t token, pid_t pid, int r, const char *step, v
 }
 
 static void
-on_exited(struct jail *j, pid_t pid, int status, void *ud)
+on_exited(struct jailer_jail *j, pid_t pid, int status, void *ud)
 {
     struct local_sb *sb = ud;
     (void)j;
@@ -620,7 +563,7 @@ on_exited(struct jail *j, pid_t pid, int status, void *ud)
         proc_exited(e->p, status);
 }
 
-static const struct jail_callbacks sandbox_jail_cb = {
+static const struct jailer_callbacks sandbox_jail_cb = {
         .ready = on_jail_ready,
         .spawned = on_spawned,
         .exited = on_exited,
@@ -651,7 +594,7 @@ local_create(struct sandbox_host *pub, const char *id, const struct sandbox_spec
 {
     struct local_host *h = LHOST(pub);
     struct local_sb *sb = calloc(1, sizeof(*sb));
-    struct jail *j = NULL;
+    struct jailer_jail *j = NULL;
     int r;
 
     if (!sb)
@@ -665,7 +608,6 @@ local_create(struct sandbox_host *pub, const char *id, const struct sandbox_spec
     sb->t0 = now_usec();
     sb->ready = ready;
     sb->ready_ud = ud;
-    sb->view_fd = -ESRCH;
     proc_rate_init(&sb->unread, SANDBOX_UNREAD_RATE, SANDBOX_UNREAD_BURST);
     list_init(&sb->procs);
     list_init(&sb->pending);
@@ -677,24 +619,23 @@ local_create(struct sandbox_host *pub, const char *id, const struct sandbox_spec
     if (j) {
         bool same = !memcmp(&spec->limits, &h->cfg.pool_limits, sizeof(spec->limits));
         struct jail_limits jl = to_jail_limits(&spec->limits);
-        r = same ? 0 : jail_set_limits(j, &jl, err);
+        r = same ? 0 : jailer_set_limits(j, &jl, err);
         if (r < 0) {
-            jail_set_callbacks(j, &discard_cb, h);
-            jail_kill(j);
+            jailer_set_callbacks(j, &discard_cb, h);
+            jailer_kill(j);
             goto fail;
         }
-        jail_set_callbacks(j, &sandbox_jail_cb, sb);
+        jailer_set_callbacks(j, &sandbox_jail_cb, sb);
         sb->jail = j;
         sb->state = SB_READY;
         sb->was_ready = true;
         sb->pub.timings.from_pool = true;
-        pin_view(sb);
         sb->pub.timings.total_us = now_usec() - sb->t0;
         r = loop_defer(h->loop, deferred_ready, sb);
         if (r < 0) {
             /* Its callbacks must not reach sb, which is freed below. */
-            jail_set_callbacks(j, &discard_cb, h);
-            jail_kill(j);
+            jailer_set_callbacks(j, &discard_cb, h);
+            jailer_kill(j);
             sb->jail = NULL;
             goto fail;
         }
@@ -728,7 +669,7 @@ local_kill(struct sandbox *pub)
     for (int i = 0; i < 2; i++)
         fileops_shutdown(sb->fo[i]);
     if (sb->jail)
-        jail_kill(sb->jail);
+        jailer_kill(sb->jail);
 }
 
 static void
@@ -743,10 +684,9 @@ local_free(struct sandbox *pub)
             continue;
         fileops_shutdown(sb->fo[i]);
         sb->fo[i] = fileops_unref(sb->fo[i]);
-        if (jail_host_mode(sb->host->jh) != JAIL_NONE)
+        if (jailer_mode(sb->host->jr) != JAIL_NONE)
             host_fds_release(sb->host, SANDBOX_FILEOPS_FDS);
     }
-    safe_close(sb->view_fd);
     host_jail_free(sb->host, sb->jail);
     for (size_t i = 0; sb->env && i < sb->nenv; i++)
         free(sb->env[i]);
@@ -768,7 +708,7 @@ local_set_limits(struct sandbox *pub, const struct sandbox_limits *l, struct err
     if (sb->state != SB_READY)
         return err_set(err, ESRCH, "sandbox '%s' is not running", sb->pub.id);
     struct jail_limits jl = to_jail_limits(l);
-    return jail_set_limits(sb->jail, &jl, err);
+    return jailer_set_limits(sb->jail, &jl, err);
 }
 
 static int
@@ -780,7 +720,7 @@ local_stats(struct sandbox *pub, struct sandbox_stats *ret)
         return -ESRCH;
     }
     struct cgroup_stats st;
-    int r = jail_stats(sb->jail, &st);
+    int r = jailer_stats(sb->jail, &st);
     if (r < 0) {
         memset(ret, 0, sizeof(*ret));
         return r;
@@ -797,7 +737,7 @@ static int
 local_disk_usage(struct sandbox *pub, uint64_t *ret_bytes)
 {
     struct local_sb *sb = LSB(pub);
-    return sb->jail ? jail_disk_usage(sb->jail, ret_bytes) : -ESRCH;
+    return sb->jail ? jailer_disk_usage(sb->jail, ret_bytes) : -ESRCH;
 }
 
 /* --- exec --- */
@@ -808,7 +748,7 @@ owner_signal(void *ud, pid_t pid, int sig, bool group)
     struct local_sb *sb = ud;
     if (sb->state != SB_READY)
         return -ESRCH;
-    return jail_signal(sb->jail, pid, sig, group);
+    return jailer_signal(sb->jail, pid, sig, group);
 }
 
 static bool
@@ -816,7 +756,7 @@ owner_oom_killed(void *ud)
 {
     struct local_sb *sb = ud;
     struct cgroup_stats st;
-    if (!sb->jail || jail_stats(sb->jail, &st) < 0 || st.oom_kills <= sb->oom_seen)
+    if (!sb->jail || jailer_stats(sb->jail, &st) < 0 || st.oom_kills <= sb->oom_seen)
         return false;
     sb->oom_seen = st.oom_kills;
     return true;
@@ -856,10 +796,10 @@ static int
 build_env(struct local_sb *sb, const struct sandbox_exec *x, const char **out, size_t max)
 {
     static char home_buf[PATH_MAX_LEN + 8];
-    const bool ns = jail_host_mode(sb->host->jh) == JAIL_NS;
+    const bool ns = jailer_mode(sb->host->jr) == JAIL_NS;
     size_t n = 0;
 
-    (void)snprintf(home_buf, sizeof(home_buf), "HOME=%s", jail_home(sb->jail, x->root));
+    (void)snprintf(home_buf, sizeof(home_buf), "HOME=%s", jailer_home(sb->jail, x->root));
     const char *defaults[] = {sb->host->path_env, home_buf,
                               x->root && ns ? "USER=root" : "USER=user",
                               x->root && ns ? "LOGNAME=root" : "LOGNAME=user", "LANG=C.UTF-8"};
@@ -893,8 +833,8 @@ build_env(struct local_sb *sb, const struct sandbox_exec *x, const char **out, s
 static int
 resolve_cwd(struct local_sb *sb, const struct sandbox_exec *x, char *out, size_t n)
 {
-    const char *home = jail_home(sb->jail, x->root);
-    const bool ns = jail_host_mode(sb->host->jh) == JAIL_NS;
+    const char *home = jailer_home(sb->jail, x->root);
+    const bool ns = jailer_mode(sb->host->jr) == JAIL_NS;
     const char *cwd = x->cwd && *x->cwd ? x->cwd : NULL;
     int w;
 
@@ -903,48 +843,21 @@ resolve_cwd(struct local_sb *sb, const struct sandbox_exec *x, char *out, size_t
     else if (cwd[0] != '/')
         w = snprintf(out, n, "%s/%s", home, cwd);
     else if (!ns && (!strcmp(cwd, "/home/user") || !strncmp(cwd, "/home/user/", 11)))
-        w = snprintf(out, n, "%s%s", jail_workspace_path(sb->jail), cwd + 10);
+        w = snprintf(out, n, "%s%s", jailer_workspace_path(sb->jail), cwd + 10);
     else
         w = snprintf(out, n, "%s", cwd);
     return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
 }
 
-/* A terminal from the sandbox's own devpts instance: the master stays
- * here, the other side (ret_tty, owned by the process's user) becomes the
- * process's stdin, stdout and stderr and, through init, its controlling
- * terminal. */
+/* A terminal from the sandbox's own devpts instance (jailer.h): the
+ * master stays here, the other side becomes the process's stdin, stdout
+ * and stderr and, through init, its controlling terminal. */
 static int
 open_pty(struct local_sb *sb, const struct sandbox_exec *x, int *ret_master, int *ret_tty,
          struct err *err)
 {
-    int unlock = 0;
-    struct winsize ws = {.ws_row = x->pty_rows ? x->pty_rows : 24,
-                         .ws_col = x->pty_cols ? x->pty_cols : 80};
-    if (sb->view_fd < 0)
-        return err_set(err, EOPNOTSUPP, "terminals need a sandbox with its own /dev");
-    /* Crossing into /dev and /dev/pts (mounts), never a symlink: the
-     * sandbox's root is the sandbox's to change. */
-    struct open_how how = {.flags = O_RDWR | O_NOCTTY | O_CLOEXEC,
-                           .resolve =
-                                   RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
-    _cleanup_close_ int m =
-            (int)syscall(SYS_openat2, sb->view_fd, "dev/pts/ptmx", &how, sizeof(how));
-    if (m < 0)
-        return err_setx(err, errno, "cannot open the sandbox's /dev/pts/ptmx");
-    if (ioctl(m, TIOCSPTLCK, &unlock) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0)
-        return err_setx(err, errno, "cannot set up the terminal");
-    int t = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (t < 0)
-        return err_setx(err, errno, "cannot open the terminal's other side");
-    uid_t uid = x->root ? jail_root_uid(sb->jail) : jail_user_uid(sb->jail);
-    if (fchown(t, uid, (gid_t)-1) < 0) {
-        int e = errno;
-        safe_close(t);
-        return err_setx(err, e, "cannot hand the terminal to the process's user");
-    }
-    *ret_master = TAKE_FD(m);
-    *ret_tty = t;
-    return 0;
+    return jailer_open_pty(sb->jail, x->root, x->pty_rows ? x->pty_rows : 24,
+                           x->pty_cols ? x->pty_cols : 80, ret_master, ret_tty, err);
 }
 
 static int
@@ -1046,7 +959,7 @@ local_exec(struct sandbox *pub, const struct sandbox_exec *x, sandbox_exec_fn cb
     };
     if (x->pty)
         js.fds[0] = js.fds[1] = js.fds[2] = tty;
-    r = jail_spawn(sb->jail, pd->token, &js, err);
+    r = jailer_spawn(sb->jail, pd->token, &js, err);
     if (r < 0)
         goto fail;
     safe_close(in[0]);
@@ -1112,69 +1025,35 @@ static int
 local_root_fd(const struct sandbox *pub)
 {
     const struct local_sb *sb = CLSB(pub);
-    return sb->jail ? jail_workspace_fd(sb->jail) : -EBADF;
+    return sb->jail ? jailer_workspace_fd(sb->jail) : -EBADF;
 }
 
 static int
 local_view_fd(const struct sandbox *pub)
 {
     const struct local_sb *sb = CLSB(pub);
-    return sb->state == SB_READY ? sb->view_fd : -ESRCH;
+    return sb->state == SB_READY ? jailer_view_fd(sb->jail) : -ESRCH;
 }
 
 static bool
 local_has_view(const struct sandbox *pub)
 {
-    return local_view_fd(pub) >= 0;
+    const struct local_sb *sb = CLSB(pub);
+    return sb->state == SB_READY && jailer_has_view(sb->jail);
 }
 
 static int
 make_fileops(struct local_sb *sb, bool as_root, struct fileops **ret, struct err *err)
 {
-    struct jail *j = sb->jail;
-    enum jail_mode mode = jail_host_mode(sb->host->jh);
     char label[96];
-    int r;
-
     (void)snprintf(label, sizeof(label), "sandbox '%s'", sb->pub.id);
-    if (mode == JAIL_NONE) {
-        /* No isolation to keep: abxd's own rights, as for its processes. */
-        struct vfs_ids ids;
-        local_vfs_ids(&sb->pub, &ids);
-        return fileops_new_direct(jail_workspace_fd(j), sb->view_fd, &ids, jail_user_uid(j),
-                                  jail_user_gid(j), as_root, ret);
-    }
-    struct fileops_helper_spec id = {0};
-    r = fileops_jail_identity(sb->host->jh, j, as_root, &id);
-    if (r < 0)
-        return err_setx(err, -r, "cannot tell who the file helper of %s is", label);
-    struct fileops_remote c = {
-            .image_fd = sb->host->fileops_image,
-            .userns_fd = -1,
-            .ws_fd = jail_workspace_fd(j),
-            .view_fd = sb->view_fd >= 0 ? sb->view_fd : -1,
-            .ns = id.ns,
-            .as_root = as_root,
-            .uid = id.uid,
-            .gid = id.gid,
-            .ids = id.ids,
-            .caps = id.caps,
-            .bpf = id.bpf,
-            .bpf_len = id.bpf_len,
-            .label = label,
-    };
-    _cleanup_close_ int userns = -EBADF;
-    if (mode == JAIL_NS) {
-        userns = jail_open_userns(j);
-        if (userns < 0)
-            return err_setx(err, -userns, "cannot open the user namespace of %s", label);
-        c.userns_fd = userns;
-    }
+    if (jailer_mode(sb->host->jr) == JAIL_NONE)
+        return jailer_fileops(sb->jail, as_root, label, ret, err); /* in-process, no helper */
     if (!host_fds_fit(sb->host, SANDBOX_FILEOPS_FDS))
         return err_set(err, EMFILE,
                        "abxd has no descriptors left for file work in %s (%u of %u in use)", label,
                        sb->host->fds, sb->host->fd_budget);
-    r = fileops_new_remote(&c, ret, err);
+    int r = jailer_fileops(sb->jail, as_root, label, ret, err);
     if (r == 0)
         sb->host->fds += SANDBOX_FILEOPS_FDS; /* the most it will hold, back in sandbox_free() */
     return r;
@@ -1202,88 +1081,24 @@ local_freeze(struct sandbox *pub, bool frozen, struct err *err)
     struct local_sb *sb = LSB(pub);
     if (sb->state != SB_READY)
         return err_set(err, ESRCH, "sandbox '%s' is not running", sb->pub.id);
-    return jail_freeze(sb->jail, frozen, err);
+    return jailer_freeze(sb->jail, frozen, err);
 }
 
 static void
 local_vfs_ids(const struct sandbox *pub, struct vfs_ids *ret)
 {
-    const struct local_sb *sb = CLSB(pub);
-    const struct jail *j = sb->jail;
-    *ret = (struct vfs_ids){
-            .root_uid = jail_root_uid(j),
-            .root_gid = (gid_t)jail_root_uid(j), /* jail maps gids like uids */
-            .user_uid = jail_user_uid(j),
-            .user_gid = jail_user_gid(j),
-            .range_first = jail_root_uid(j),
-            .range_len = JAIL_UID_RANGE,
-    };
-}
-
-/* One socket made in a sandbox's network namespace (local_netns_socket()). */
-struct netns_job {
-    int nsfd; /* borrowed */
-    int family, type;
-    int r; /* the socket, or -errno */
-    bool entered;
-};
-
-/* Runs on its own short-lived thread, touches only j: setns() moves only
- * the calling thread, and this one ends right after the socket() call, so
- * no thread of abxd's ever runs in a sandbox's namespace or has to find
- * its way back. The socket stays bound to the namespace it was born in. */
-static void *
-netns_socket_thread(void *ud)
-{
-    struct netns_job *j = ud;
-
-    if (setns(j->nsfd, CLONE_NEWNET) < 0) {
-        j->r = -errno;
-        return NULL; /* never make the socket anywhere else */
-    }
-    j->entered = true;
-    int fd = socket(j->family, j->type | SOCK_CLOEXEC, 0);
-    j->r = fd < 0 ? -errno : fd;
-    return NULL;
+    jailer_vfs_ids(CLSB(pub)->jail, ret);
 }
 
 static int
 local_netns_socket(struct sandbox *pub, int family, int type, struct err *err)
 {
     struct local_sb *sb = LSB(pub);
-    struct stat ns, home;
-    pthread_t t;
-    char path[64];
-
+    char label[96];
     if (sb->state != SB_READY)
         return err_set(err, ESRCH, "sandbox '%s' is not running", pub->id);
-    /* init is our child and not reaped while we are ready: the pid is its. */
-    pid_t pid = jail_init_pid(sb->jail);
-    if (pid <= 0)
-        return err_set(err, ESRCH, "sandbox '%s' is not running", pub->id);
-    (void)snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-    _cleanup_close_ int nsfd = open(path, O_RDONLY | O_CLOEXEC);
-    if (nsfd < 0)
-        return err_set(err, errno, "cannot open the network namespace of sandbox '%s'", pub->id);
-    /* uid and none isolation share the host's network: a socket there
-     * would reach the host's loopback services, not the sandbox's. The
-     * calling thread is abxd's and never changes namespace. */
-    if (fstat(nsfd, &ns) < 0 || stat("/proc/thread-self/ns/net", &home) < 0 ||
-        (ns.st_dev == home.st_dev && ns.st_ino == home.st_ino))
-        return err_set(err, EOPNOTSUPP,
-                       "sandbox '%s' shares the host's network namespace (isolation '%s')", pub->id,
-                       jail_mode_name(jail_host_mode(sb->host->jh)));
-    struct netns_job j = {.nsfd = nsfd, .family = family, .type = type, .r = -EIO};
-    int r = pthread_create(&t, NULL, netns_socket_thread, &j);
-    if (r != 0)
-        return err_set(err, r, "cannot start a thread to enter the network of sandbox '%s'",
-                       pub->id);
-    (void)pthread_join(t, NULL);
-    if (j.r < 0 && !j.entered)
-        return err_set(err, -j.r, "cannot enter the network namespace of sandbox '%s'", pub->id);
-    if (j.r < 0)
-        return err_set(err, -j.r, "cannot make a socket in the network of sandbox '%s'", pub->id);
-    return j.r;
+    (void)snprintf(label, sizeof(label), "sandbox '%s'", pub->id);
+    return jailer_netns_socket(sb->jail, family, type, label, err);
 }
 
 static uint64_t

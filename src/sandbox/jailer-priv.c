@@ -1,0 +1,356 @@
+/*
+ * jailer-priv.c - jailer.h through the privileged parent (priv/client.h):
+ * abxd's network process, which holds no capability, asks the parent for
+ * every jail operation and gets descriptors back.
+ *
+ * Only the ns mode (the parent refuses to serve another). What this
+ * process never gets: the sandbox's view or workspace as a descriptor (the
+ * file helpers the parent starts have them: file work goes through
+ * fileops handles whose start/idmap/stop hooks are priv/client.h's), host
+ * paths (layers and areas are names: a file system of host paths - the
+ * template layers and build areas of template/ - is refused until those
+ * are named too), a process it could signal itself.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "priv/client.h"
+#include "sandbox/fileops.h"
+#include "sandbox/jailer-internal.h"
+#include "sandbox/jailer.h"
+#include "util/cleanup.h"
+
+struct remote {
+    struct jailer pub;
+    struct priv_client *c;
+    char state_dir[PATH_MAX];
+};
+
+struct remote_jail {
+    struct jailer_jail pub;
+    struct priv_jail *j;
+    /* the hooks' argument for this sandbox's fileops handles (kept until
+     * the jail is freed, after sandbox-local.c shut its handles down) */
+    struct priv_fileops fo;
+};
+
+#define REM(p)  container_of(p, struct remote, pub)
+#define CREM(p) const_container_of(p, struct remote, pub)
+#define RJ(p)   container_of(p, struct remote_jail, pub)
+#define CRJ(p)  const_container_of(p, struct remote_jail, pub)
+
+static const struct jailer_ops remote_ops;
+
+/* --- priv/client.h's callbacks, relayed (each the last thing done) --- */
+
+static void
+on_ready(struct priv_jail *j, int r, const struct err *err, void *ud)
+{
+    struct remote_jail *rj = ud;
+    (void)j;
+    if (rj->pub.cb->ready)
+        rj->pub.cb->ready(&rj->pub, r, err, rj->pub.ud);
+}
+
+static void
+on_spawned(struct priv_jail *j, uint64_t token, pid_t pid, int r, const char *step, void *ud)
+{
+    struct remote_jail *rj = ud;
+    (void)j;
+    if (rj->pub.cb->spawned)
+        rj->pub.cb->spawned(&rj->pub, token, pid, r, step, rj->pub.ud);
+}
+
+static void
+on_exited(struct priv_jail *j, pid_t pid, int status, void *ud)
+{
+    struct remote_jail *rj = ud;
+    (void)j;
+    if (rj->pub.cb->exited)
+        rj->pub.cb->exited(&rj->pub, pid, status, rj->pub.ud);
+}
+
+static void
+on_gone(struct priv_jail *j, void *ud)
+{
+    struct remote_jail *rj = ud;
+    (void)j;
+    if (rj->pub.cb->gone)
+        rj->pub.cb->gone(&rj->pub, rj->pub.ud);
+}
+
+static const struct priv_jail_callbacks relay_cb = {
+        .ready = on_ready,
+        .spawned = on_spawned,
+        .exited = on_exited,
+        .gone = on_gone,
+};
+
+/* --- the host --- */
+
+int
+jailer_priv_new(struct loop *loop, struct priv_client *c, const char *state_dir,
+                struct jailer **ret)
+{
+    if (priv_client_host(c)->mode != JAIL_NS)
+        return -EOPNOTSUPP;
+    struct remote *h = calloc(1, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    h->pub = (struct jailer){.ops = &remote_ops, .loop = loop};
+    h->c = c;
+    if ((size_t)snprintf(h->state_dir, sizeof(h->state_dir), "%s", state_dir) >=
+        sizeof(h->state_dir)) {
+        free(h);
+        return -ENAMETOOLONG;
+    }
+    *ret = &h->pub;
+    return 0;
+}
+
+static void
+remote_free(struct jailer *pub)
+{
+    free(REM(pub));
+}
+
+static enum jail_mode
+remote_mode(const struct jailer *pub)
+{
+    return priv_client_host(CREM(pub)->c)->mode;
+}
+
+static const char *
+remote_state_dir(const struct jailer *pub)
+{
+    return CREM(pub)->state_dir;
+}
+
+static int
+remote_area_create(struct jailer *pub, const char *name, uint64_t limit_bytes, char *ret_path,
+                   size_t n, struct err *err)
+{
+    (void)pub, (void)name, (void)limit_bytes, (void)ret_path, (void)n;
+    /* The caller (a template build) would write into it by host path. */
+    return err_set(err, EOPNOTSUPP,
+                   "building templates is not served with privilege separation yet");
+}
+
+static int
+remote_area_usage(struct jailer *pub, const char *name, uint64_t *ret_bytes)
+{
+    return priv_area_usage(REM(pub)->c, name, ret_bytes);
+}
+
+static void
+remote_area_destroy(struct jailer *pub, const char *name)
+{
+    (void)priv_area_destroy(REM(pub)->c, name, NULL);
+}
+
+static int
+remote_create(struct jailer *pub, const char *id, const struct jail_limits *limits,
+              const struct sandbox_fs *fs, struct jailer_jail **ret, struct err *err)
+{
+    struct remote *h = REM(pub);
+    if (fs && (fs->nlayers || fs->upper))
+        return err_set(err, EOPNOTSUPP,
+                       "sandboxes from template layers are not served with privilege "
+                       "separation yet");
+    struct priv_fs pfs = {.disk_bytes = fs ? fs->disk_bytes : 0};
+    struct remote_jail *rj = calloc(1, sizeof(*rj));
+    if (!rj)
+        return -ENOMEM;
+    rj->pub.jr = pub;
+    priv_fileops_init(&rj->fo, h->c, id);
+    int r = priv_jail_create(h->c, id, limits, fs ? &pfs : NULL, &relay_cb, rj, &rj->j, err);
+    if (r < 0) {
+        free(rj);
+        return r;
+    }
+    *ret = &rj->pub;
+    return 0;
+}
+
+/* --- one jail --- */
+
+static int
+remote_spawn(struct jailer_jail *pub, uint64_t token, const struct jail_spawn *sp, struct err *err)
+{
+    return priv_jail_spawn(RJ(pub)->j, token, sp, err);
+}
+
+static int
+remote_signal(struct jailer_jail *pub, pid_t pid, int sig, bool group)
+{
+    return priv_jail_signal(RJ(pub)->j, pid, sig, group);
+}
+
+static int
+remote_set_limits(struct jailer_jail *pub, const struct jail_limits *l, struct err *err)
+{
+    return priv_jail_set_limits(RJ(pub)->j, l, err);
+}
+
+static int
+remote_freeze(struct jailer_jail *pub, bool frozen, struct err *err)
+{
+    return priv_jail_freeze(RJ(pub)->j, frozen, err);
+}
+
+static int
+remote_stats(struct jailer_jail *pub, struct cgroup_stats *ret)
+{
+    return priv_jail_stats(RJ(pub)->j, ret);
+}
+
+static int
+remote_disk_usage(struct jailer_jail *pub, uint64_t *ret_bytes)
+{
+    return priv_jail_disk_usage(RJ(pub)->j, ret_bytes);
+}
+
+static void
+remote_kill(struct jailer_jail *pub)
+{
+    priv_jail_kill(RJ(pub)->j);
+}
+
+static void
+remote_free_jail(struct jailer_jail *pub)
+{
+    struct remote_jail *rj = RJ(pub);
+    priv_jail_free(rj->j);
+    free(rj);
+}
+
+static bool
+remote_is_ready(const struct jailer_jail *pub)
+{
+    return priv_jail_is_ready(CRJ(pub)->j);
+}
+
+static const struct jail_timings *
+remote_timings(const struct jailer_jail *pub)
+{
+    return priv_jail_timings(CRJ(pub)->j);
+}
+
+static const char *
+remote_home(const struct jailer_jail *pub, bool root)
+{
+    return priv_jail_home(CRJ(pub)->j, root);
+}
+
+static const char *
+remote_workspace_path(const struct jailer_jail *pub)
+{
+    (void)pub;
+    return "/home/user"; /* ns mode: the sandbox's own path */
+}
+
+static int
+remote_workspace_fd(const struct jailer_jail *pub)
+{
+    (void)pub;
+    return -EOPNOTSUPP;
+}
+
+static void
+remote_vfs_ids(const struct jailer_jail *pub, struct vfs_ids *ret)
+{
+    const struct priv_jail *j = CRJ(pub)->j;
+    *ret = (struct vfs_ids){
+            .root_uid = priv_jail_root_uid(j),
+            .root_gid = (gid_t)priv_jail_root_uid(j), /* jail maps gids like uids */
+            .user_uid = priv_jail_user_uid(j),
+            .user_gid = priv_jail_user_gid(j),
+            .range_first = priv_jail_root_uid(j),
+            .range_len = JAIL_UID_RANGE,
+    };
+}
+
+static int
+remote_view_fd(const struct jailer_jail *pub)
+{
+    (void)pub;
+    return -EOPNOTSUPP; /* the parent keeps it; its file helpers have it */
+}
+
+static bool
+remote_has_view(const struct jailer_jail *pub)
+{
+    return priv_jail_is_ready(CRJ(pub)->j);
+}
+
+static int
+remote_open_pty(struct jailer_jail *pub, bool root, unsigned rows, unsigned cols, int *ret_master,
+                int *ret_tty, struct err *err)
+{
+    return priv_jail_open_pty(RJ(pub)->j, root, rows, cols, ret_master, ret_tty, err);
+}
+
+static int
+remote_netns_socket(struct jailer_jail *pub, int family, int type, const char *label,
+                    struct err *err)
+{
+    int fd = -EBADF;
+    int r = priv_jail_netns_socket(RJ(pub)->j, family, type, &fd, err);
+    if (r < 0 && err && !err->msg[0])
+        (void)err_set(err, -r, "cannot make a socket in the network of %s", label);
+    return r < 0 ? r : fd;
+}
+
+static int
+remote_fileops(struct jailer_jail *pub, bool as_root, const char *label, struct fileops **ret,
+               struct err *err)
+{
+    struct remote_jail *rj = RJ(pub);
+    struct fileops_remote c = {
+            .image_fd = -1,
+            .userns_fd = -1,
+            .ws_fd = -1,
+            .view_fd = -1,
+            .ns = true,
+            .as_root = as_root,
+            .label = label,
+            .start = priv_fileops_start,
+            .idmap = priv_fileops_idmap,
+            .stop = priv_fileops_stop,
+            .start_ud = &rj->fo,
+            .has_view = true,
+    };
+    return fileops_new_remote(&c, ret, err);
+}
+
+static const struct jailer_ops remote_ops = {
+        .free = remote_free,
+        .mode = remote_mode,
+        .state_dir = remote_state_dir,
+        .area_create = remote_area_create,
+        .area_usage = remote_area_usage,
+        .area_destroy = remote_area_destroy,
+        .create = remote_create,
+        .spawn = remote_spawn,
+        .signal = remote_signal,
+        .set_limits = remote_set_limits,
+        .freeze = remote_freeze,
+        .stats = remote_stats,
+        .disk_usage = remote_disk_usage,
+        .kill = remote_kill,
+        .free_jail = remote_free_jail,
+        .is_ready = remote_is_ready,
+        .timings = remote_timings,
+        .home = remote_home,
+        .workspace_path = remote_workspace_path,
+        .workspace_fd = remote_workspace_fd,
+        .vfs_ids = remote_vfs_ids,
+        .view_fd = remote_view_fd,
+        .has_view = remote_has_view,
+        .open_pty = remote_open_pty,
+        .netns_socket = remote_netns_socket,
+        .fileops = remote_fileops,
+};
