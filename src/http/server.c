@@ -43,6 +43,7 @@
 
 #include "util/buf.h"
 #include "util/cleanup.h"
+#include "util/listen.h"
 #include "util/log.h"
 #include "util/parse.h"
 #include "util/timeutil.h"
@@ -1458,47 +1459,6 @@ prepare(void *ud)
     return 0;
 }
 
-static int
-make_listener(const char *host, uint16_t port, uint16_t *ret_port, struct err *err)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons(port);
-        sl = sizeof(*in4);
-    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons(port);
-        sl = sizeof(*in6);
-    } else {
-        return err_set(err, EINVAL, "listen address '%s' is not a numeric IPv4 or IPv6 address",
-                       host);
-    }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return err_setx(err, errno, "socket");
-    int one = 1;
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
-        int r = err_setx(err, errno, "cannot listen on %s:%u", host, port);
-        close(fd);
-        return r;
-    }
-    if (listen(fd, 1024) < 0) {
-        int r = err_setx(err, errno, "listen");
-        close(fd);
-        return r;
-    }
-    sl = sizeof(ss);
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-        *ret_port = ntohs(ss.ss_family == AF_INET ? in4->sin_port : in6->sin6_port);
-    return fd;
-}
-
 int
 http_server_new(struct loop *loop, const struct http_server_config *c, struct http_server **ret,
                 struct err *err)
@@ -1513,11 +1473,13 @@ http_server_new(struct loop *loop, const struct http_server_config *c, struct ht
     s->header_timeout_ms = (uint64_t)c->header_timeout_s * 1000;
     s->body_timeout_ms = (uint64_t)c->body_timeout_s * 1000;
     s->body_min_rate = c->body_min_rate;
-    int fd = make_listener(c->host, c->port, &s->port, err);
+    int fd = c->listen_fd > 0 ? c->listen_fd : listen_tcp(c->host, c->port, &s->port, err);
     if (fd < 0) {
         free(s);
         return fd;
     }
+    if (c->listen_fd > 0)
+        s->port = listen_port(fd);
     s->listen_fd = fd;
     s->mhd = MHD_start_daemon(
             MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG, 0,

@@ -44,6 +44,7 @@ struct http_upgrade;
 struct http_server_config {
     const char *host; /* numeric IPv4 or IPv6 address */
     uint16_t port;    /* 0 = any free port */
+    int listen_fd;    /* > 0: serve this listening socket (taken) instead of host:port */
     unsigned max_connections;
     unsigned max_per_client; /* connections from one IPv4 address or IPv6 /64; 0 = no cap */
     unsigned conn_timeout_s; /* idle connections are closed after this */
