@@ -81,6 +81,12 @@ static const struct config_option options[] = {
          .help = "first host uid of the sandboxes' uid ranges"},
         {NULL, "ABX_UID_SLOTS", OPT_U32, F(uid_slots), 1, 60000, 4096, .arg = "N",
          .help = "uid ranges in the pool (sandboxes at once)"},
+        {"privsep", "ABX_PRIVSEP", OPT_U32, F(privsep), 0, 1, 0, .arg = "0|1",
+         .help = "1: parse requests in an unprivileged process apart from the privileged "
+                 "parent (docs/security.md)"},
+        {NULL, "ABX_PRIVSEP_UID", OPT_U32, F(privsep_uid), 0, 0xFFFFFFFEu, 0,
+         .usage_def = "ABX_UID_BASE - 1", .arg = "N",
+         .help = "the uid and gid of the unprivileged process with ABX_PRIVSEP=1"},
         {NULL, "ABX_POOL", OPT_U32, F(pool), 0, 256, 2, .arg = "N",
          .help = "warm sandboxes kept ready"},
         {NULL, "ABX_PIDS", OPT_U32, F(pids), 8, 1u << 22, 512, .arg = "N",

@@ -47,6 +47,11 @@ struct config {
     uint32_t http_max_conns, http_max_per_client;
     uint32_t http_header_timeout_s, http_body_timeout_s;
     uint32_t http_body_min_rate; /* bytes/s */
+    /* Privilege separation (docs/security.md): 1 = a privileged parent
+     * and an unprivileged network process of uid privsep_uid (0 =
+     * uid_base - 1) */
+    uint32_t privsep;
+    uint32_t privsep_uid;
     bool show_help, show_version;
 };
 

@@ -26,9 +26,11 @@
 #include <unistd.h>
 
 #include "abxd/config.h"
+#include "abxd/split.h"
 #include "api/api.h"
 #include "http/server.h"
 #include "jail/jail.h"
+#include "priv/client.h"
 #include "sandbox/sandbox-local.h"
 #include "sync/sync.h"
 #include "template/set.h"
@@ -357,7 +359,10 @@ static void
 on_sweep(struct loop_timer *t, void *ud)
 {
     struct daemon *d = ud;
-    check_reserve(d, false);
+    if (d->role == ROLE_ONE)
+        check_reserve(d, false);
+    if (d->priv && !priv_client_connected(d->priv))
+        begin_shutdown(d, "the privileged parent is gone");
     (void)api_sweep_idle(d->api);
     if (d->ws && !d->stopping)
         workspaces_sweep(d->ws);
@@ -461,13 +466,26 @@ load_tools(struct daemon *d, struct jail_bind *binds, size_t *ret_n, const char 
         return 0;
     if (!realpath(d->cfg.tools_dir, d->tools_real))
         return log_err_errno(-errno, "tools directory '%s'", d->cfg.tools_dir);
+    if (d->role == ROLE_PARENT)
+        goto shims;
     r = tools_registry_load(d->tools_real, &d->tools, &err);
     if (r < 0) {
         log_err("%s", err.msg);
         return r;
     }
+shims:;
     const bool ns = d->cfg.isolation == JAIL_NS;
-    (void)snprintf(shims, sizeof(shims), "%s/toolbin", d->cfg.state_dir);
+    /* Split, the network process owns toolbin/ (split.c), not the state
+     * directory in which the shims' directory is replaced. */
+    (void)snprintf(shims, sizeof(shims), "%s/toolbin%s", d->cfg.state_dir,
+                   d->role == ROLE_ONE ? "" : "/shims");
+    if (d->role == ROLE_PARENT) {
+        /* Binds only: the bundles are the network process's to read. */
+        binds[0] = (struct jail_bind){.src = d->tools_real, .dst = TOOLS_MOUNT, .ro = true};
+        binds[1] = (struct jail_bind){.src = shims, .dst = TOOLS_SHIM_MOUNT, .ro = true};
+        *ret_n = 2;
+        return 0;
+    }
     r = tools_write_shims(d->tools, shims, ns ? TOOLS_MOUNT : d->tools_real, &err);
     if (r < 0) {
         log_err("%s", err.msg);
@@ -534,6 +552,14 @@ daemon_setup_process(struct daemon *d)
 int
 daemon_setup_state(struct daemon *d)
 {
+    if (d->role == ROLE_NET) {
+        /* The parent holds the lock and keeps the reserve; this uid may
+         * only pass through the state directory to what is its own. */
+        d->statefd = open(d->cfg.state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (d->statefd < 0)
+            return log_err_errno(-errno, "cannot open '%s'", d->cfg.state_dir);
+        return load_api_key(&d->cfg, d->statefd);
+    }
     int r = lock_state(&d->cfg, &d->statefd);
     if (r < 0)
         return r;
@@ -601,6 +627,7 @@ daemon_setup_jail_host(struct daemon *d)
     }
     exit_jail_host = d->jh;
     (void)atexit(free_jail_host_at_exit);
+    (void)snprintf(d->cgroup_name, sizeof(d->cgroup_name), "%s", jail_host_cgroup_name(d->jh));
     if ((r = jailer_here_new(d->loop, d->jh, &d->jr)) < 0)
         return log_err_errno(r, "cannot set up sandboxing");
     r = jail_host_reclaim(d->jh, &err);
@@ -680,7 +707,7 @@ daemon_setup_api(struct daemon *d)
             .gc_lease_ms = GC_LEASE_MS,
             .api_key = d->cfg.api_key,
             .isolation = jail_mode_name(d->cfg.isolation),
-            .cgroup = jail_host_cgroup_name(d->jh),
+            .cgroup = d->cgroup_name,
             .default_memory_bytes = d->cfg.memory_bytes,
             .default_cpu_millis = d->cfg.cpu_millis,
             .default_pids = d->cfg.pids,
@@ -738,6 +765,7 @@ daemon_setup_http(struct daemon *d)
     struct http_server_config hc = {
             .host = d->cfg.listen_host,
             .port = d->cfg.listen_port,
+            .listen_fd = d->role == ROLE_NET ? SPLIT_LISTEN_FD : -1,
             /* what the configuration asks, within what the descriptors allow;
              * one client never gets all of it */
             .max_connections = MIN(d->cfg.http_max_conns, fd_connections(d->nofile)),
@@ -783,8 +811,7 @@ daemon_run(struct daemon *d)
 {
     log_notice("listening on http://%s:%u (isolation %s, cgroup %s, state %s)%s",
                d->cfg.listen_host, http_server_port(d->http), jail_mode_name(d->cfg.isolation),
-               jail_host_cgroup_name(d->jh), d->cfg.state_dir,
-               d->missing.len ? " - NOT READY" : "");
+               d->cgroup_name, d->cfg.state_dir, d->missing.len ? " - NOT READY" : "");
     return loop_run(d->loop);
 }
 
@@ -797,7 +824,8 @@ daemon_teardown(struct daemon *d)
     loop_io_free(d->sig_io);
     safe_close(d->sig_fd);
     http_server_free(d->http);
-    jail_host_flush(d->jh); /* deliver pending teardowns before their owners go */
+    if (d->jh)
+        jail_host_flush(d->jh); /* deliver pending teardowns before their owners go */
     api_free(d->api);
     workspaces_free(d->ws);
     sync_ignore_done(&d->ignore);
@@ -805,6 +833,7 @@ daemon_teardown(struct daemon *d)
     template_set_free(d->templates);
     sandbox_host_free(d->sh);
     d->jr = jailer_free(d->jr);
+    d->priv = priv_client_free(d->priv);
     d->jh = exit_jail_host = jail_host_free(d->jh);
     loop_timer_free(d->sweep);
     loop_timer_free(d->shutdown_timer);

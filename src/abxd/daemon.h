@@ -22,11 +22,17 @@
 #include "sync/sync.h"
 #include "util/buf.h"
 
+/* Which process this is (split.h): all in one, or one of two. */
+enum daemon_role { ROLE_ONE, ROLE_PARENT, ROLE_NET };
+
 struct daemon {
+    enum daemon_role role;
     struct config cfg;
     struct loop *loop;
     struct jail_host *jh;
-    struct jailer *jr; /* the jail operations, here on jh */
+    struct jailer *jr;        /* the jail operations, here on jh or through the parent */
+    struct priv_client *priv; /* ROLE_NET: the privileged parent */
+    char cgroup_name[16];     /* the sandboxes' cgroup hierarchy (jail_host_cgroup_name()) */
     struct sandbox_host *sh;
     struct api *api;
     struct workspaces *ws;

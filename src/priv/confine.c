@@ -85,8 +85,7 @@ struct ll_ruleset_attr {
  * architecture are skipped. Left out on purpose, so they kill: execve
  * (nothing to run), fork/vfork and clone without CLONE_THREAD, every
  * namespace, mount, module, key, tracing, bpf, io_uring, perf, uid/gid and
- * capability call, chown and chroot, inotify_* (watch descriptors come
- * from the parent; read() is enough), wait4 (no children), seccomp and
+ * capability call, chown and chroot, wait4 (no children), seccomp and
  * landlock_* (done with them; but for the ABI query), and the setuid
  * family. */
 const char *const confine_allowed[] = {
@@ -136,6 +135,8 @@ const char *const confine_allowed[] = {
         "renameat2",
         "link", /* blobs: an O_TMPFILE linked in through /proc/self/fd */
         "linkat",
+        "symlink", /* the tools' python shims */
+        "symlinkat",
         "ftruncate",
         "truncate",
         "fallocate",
@@ -187,6 +188,11 @@ const char *const confine_allowed[] = {
         "eventfd",
         "eventfd2",
         "memfd_create", /* priv/client.c: a large spawn's sealed argv/env */
+        /* watches (sandbox/watch.h): on directories the file helpers
+         * open, as far as this uid may read them */
+        "inotify_init1",
+        "inotify_add_watch",
+        "inotify_rm_watch",
         "timerfd_create",
         "timerfd_settime",
         "timerfd_gettime",

@@ -1291,8 +1291,22 @@ on_conn(struct loop_io *io, uint32_t revents, void *ud)
     fdpass_close(fds, nfds);
 }
 
+static int serve(struct priv_parent *p, int sock, bool check_peer, struct err *err);
+
 int
 priv_parent_serve(struct priv_parent *p, int sock, struct err *err)
+{
+    return serve(p, sock, true, err);
+}
+
+int
+priv_parent_serve_child(struct priv_parent *p, int sock, struct err *err)
+{
+    return serve(p, sock, false, err);
+}
+
+static int
+serve(struct priv_parent *p, int sock, bool check_peer, struct err *err)
 {
     struct ucred cr;
     socklen_t len = sizeof(cr);
@@ -1305,7 +1319,8 @@ priv_parent_serve(struct priv_parent *p, int sock, struct err *err)
         safe_close(sock);
         return err_set(err, EINVAL, "the unprivileged side's socket is no SOCK_SEQPACKET");
     }
-    if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != p->cfg.peer_uid) {
+    if (check_peer &&
+        (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != p->cfg.peer_uid)) {
         safe_close(sock);
         return err_set(err, EPERM, "the peer is uid %u, not %u", (unsigned)cr.uid,
                        (unsigned)p->cfg.peer_uid);

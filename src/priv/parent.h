@@ -110,6 +110,11 @@ struct priv_parent *priv_parent_free(struct priv_parent *p);
 /* Serves the connected SOCK_SEQPACKET socket sock (taken, also on error).
  * -EPERM when its peer is not peer_uid, -EBUSY past PRIV_CONNS_MAX. */
 int priv_parent_serve(struct priv_parent *p, int sock, struct err *err);
+/* The same for one end of a socketpair whose other end went only to a
+ * child this process started (abxd's network process, which becomes
+ * peer_uid itself before it reads anything but its arguments): the
+ * kernel's SO_PEERCRED there names this process, so it is not asked. */
+int priv_parent_serve_child(struct priv_parent *p, int sock, struct err *err);
 
 /* For tests: connections being served, live sandboxes (orphans too). */
 unsigned priv_parent_conns(const struct priv_parent *p);

@@ -53,6 +53,8 @@ export async function startAbxd(opts = {}) {
     ABX_LOG_LEVEL: 'info',
     ASAN_OPTIONS: process.env.ASAN_OPTIONS ?? 'detect_leaks=1',
     UBSAN_OPTIONS: process.env.UBSAN_OPTIONS ?? 'print_stacktrace=1:halt_on_error=1',
+    // ABX_TEST_PRIVSEP=1 runs every abxd of a suite split (docs/security.md).
+    ...(process.env.ABX_TEST_PRIVSEP ? { ABX_PRIVSEP: process.env.ABX_TEST_PRIVSEP } : {}),
     ...opts.env,
   };
   if (opts.noKey) delete env.ABX_API_KEY;

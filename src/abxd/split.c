@@ -1,0 +1,437 @@
+/*
+ * split.c - the privileged parent and the network process (split.h).
+ */
+#include "abxd/split.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "priv/client.h"
+#include "priv/confine.h"
+#include "priv/parent.h"
+#include "sandbox/fileops-helper.h"
+#include "template/set.h"
+#include "util/cleanup.h"
+#include "util/fd.h"
+#include "util/listen.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+#define RESTART_MIN_MS 100
+#define RESTART_MAX_MS 5000
+#define STABLE_MS      10000 /* up this long: the next crash restarts at once again */
+
+/* The directories of the state directory the network process owns: its
+ * own storage. Trees are handed over whole (a run without privilege
+ * separation left them root's), except the snapshots, whose trees hold
+ * the sandboxes' ids. */
+static const struct {
+    const char *name;
+    bool tree;
+} net_dirs[] = {{"tmp", true}, {"toolbin", true}, {"snapshots", false}};
+
+/* The parent's state: one network process at a time. */
+static struct {
+    struct daemon *d;
+    struct priv_parent *pp;
+    struct fileops_parent fp;
+    int image_fd, idmap_fd;
+    int listen_fd; /* the HTTP listener, handed to every network process */
+    char **argv;   /* the network process's */
+    pid_t pid;
+    int pidfd;
+    struct loop_io *pid_io, *sig_io;
+    struct loop_timer *restart;
+    uint64_t started_ms, backoff_ms;
+    int status; /* main()'s, once the network process has ended for good */
+} P = {.image_fd = -EBADF, .idmap_fd = -EBADF, .listen_fd = -EBADF, .pidfd = -EBADF};
+
+/* <dir>/<name> into out; -ENAMETOOLONG (out empty) when it does not fit. */
+static int
+path_join(char *out, size_t n, const char *dir, const char *name)
+{
+    int w = snprintf(out, n, "%s/%s", dir, name);
+    if (w < 0 || (size_t)w >= n) {
+        out[0] = '\0';
+        return -ENAMETOOLONG;
+    }
+    return 0;
+}
+
+uid_t
+split_net_uid(const struct config *c)
+{
+    return c->privsep_uid ? (uid_t)c->privsep_uid : (uid_t)(c->uid_base - 1);
+}
+
+/* --- the network process's storage --- */
+
+static uid_t chown_to;
+
+static int
+chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)flag, (void)ftw;
+    if (st->st_uid == chown_to && st->st_gid == (gid_t)chown_to)
+        return 0;
+    return lchown(path, chown_to, (gid_t)chown_to) < 0 ? -errno : 0;
+}
+
+/* Makes <state>/name (and with tree, all below it) the network uid's. */
+static int
+give_dir(struct daemon *d, const char *name, bool tree, uid_t uid)
+{
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir, name) >= sizeof(path))
+        return log_err_errno(-ENAMETOOLONG, "state directory path is too long");
+    if (mkdir(path, 0700) < 0 && errno != EEXIST)
+        return log_err_errno(-errno, "cannot create '%s'", path);
+    chown_to = uid;
+    int r = tree ? nftw(path, chown_one, 16, FTW_PHYS | FTW_MOUNT) : 0;
+    if (r == 0 && lchown(path, uid, (gid_t)uid) < 0)
+        r = -errno;
+    if (r != 0)
+        return log_err_errno(r < 0 ? r : -EIO, "cannot hand '%s' to uid %u", path, (unsigned)uid);
+    return 0;
+}
+
+static int
+prepare_storage(struct daemon *d, uid_t uid)
+{
+    /* Searchable, not listable: the network uid reaches what is its own
+     * by name; the rest is root's 0600/0700. */
+    if (fchmod(d->statefd, 0711) < 0)
+        return log_err_errno(-errno, "cannot make '%s' searchable", d->cfg.state_dir);
+    for (size_t i = 0; i < ELEMENTSOF(net_dirs); i++) {
+        int r = give_dir(d, net_dirs[i].name, net_dirs[i].tree, uid);
+        if (r < 0)
+            return r;
+    }
+    /* The SQLite store, where it is a directory of ours. */
+    if (!d->cfg.store[0]) {
+        int r = give_dir(d, "store", true, uid);
+        if (r < 0)
+            return r;
+    }
+    /* The shims' place must exist before a sandbox binds it. */
+    char shims[PATH_MAX];
+    (void)path_join(shims, sizeof(shims), d->cfg.state_dir, "toolbin/shims");
+    if (mkdir(shims, 0755) < 0 && errno != EEXIST)
+        return log_err_errno(-errno, "cannot create '%s'", shims);
+    if (lchown(shims, uid, (gid_t)uid) < 0)
+        return log_err_errno(-errno, "cannot hand '%s' to uid %u", shims, (unsigned)uid);
+    if (fchownat(d->statefd, "api-key", uid, (gid_t)uid, AT_SYMLINK_NOFOLLOW) < 0 &&
+        errno != ENOENT)
+        return log_err_errno(-errno, "cannot hand '%s/api-key' to uid %u", d->cfg.state_dir,
+                             (unsigned)uid);
+    return 0;
+}
+
+/* --- the network process, started and watched --- */
+
+static void on_net_exit(struct loop_io *io, uint32_t ev, void *ud);
+
+/* fd onto want, without O_CLOEXEC; -1 on failure. */
+static int
+place_fd(int fd, int want)
+{
+    if (fd == want)
+        return fcntl(fd, F_SETFD, 0) < 0 ? -1 : 0;
+    return dup2(fd, want) < 0 ? -1 : 0;
+}
+
+static _noreturn_ void
+exec_net(int sock)
+{
+    /* The listener first: it may sit on 3, where the socket goes. */
+    int lfd = fcntl(P.listen_fd, F_DUPFD_CLOEXEC, SPLIT_LISTEN_FD + 1);
+    if (lfd < 0 || place_fd(sock, SPLIT_PRIV_FD) < 0 || place_fd(lfd, SPLIT_LISTEN_FD) < 0)
+        _exit(127);
+    (void)close_range(SPLIT_LISTEN_FD + 1, ~0u, 0);
+    sigset_t all;
+    sigemptyset(&all);
+    (void)sigprocmask(SIG_SETMASK, &all, NULL);
+    (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+    execv("/proc/self/exe", P.argv);
+    _exit(127);
+}
+
+static int
+start_net(void)
+{
+    struct err err = {0};
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return log_err_errno(-errno, "cannot make the network process's socket");
+    pid_t pid = fork();
+    if (pid < 0) {
+        int r = -errno;
+        safe_close(sv[0]);
+        safe_close(sv[1]);
+        return log_err_errno(r, "cannot start the network process");
+    }
+    if (pid == 0)
+        exec_net(sv[1]);
+    safe_close(sv[1]);
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    int r = pidfd < 0 ? -errno : 0;
+    if (r == 0)
+        r = loop_io_add(P.d->loop, pidfd, EPOLLIN, on_net_exit, NULL, &P.pid_io);
+    if (r < 0) {
+        (void)kill(pid, SIGKILL);
+        (void)waitpid(pid, NULL, 0);
+        safe_close(pidfd);
+        safe_close(sv[0]);
+        return log_err_errno(r, "cannot watch the network process");
+    }
+    P.pid = pid;
+    P.pidfd = pidfd;
+    P.started_ms = now_msec();
+    r = priv_parent_serve_child(P.pp, sv[0], &err);
+    if (r < 0) {
+        log_err("cannot serve the network process: %s", err.msg);
+        (void)kill(pid, SIGKILL);
+        return r;
+    }
+    log_info("network process %d started (uid %u)", (int)pid, (unsigned)split_net_uid(&P.d->cfg));
+    return 0;
+}
+
+static void
+on_restart(struct loop_timer *t, void *ud)
+{
+    (void)t, (void)ud;
+    if (P.d->stopping)
+        return;
+    if (start_net() < 0) {
+        P.status = 1;
+        loop_quit(P.d->loop, 0);
+    }
+}
+
+static void
+on_net_exit(struct loop_io *io, uint32_t ev, void *ud)
+{
+    siginfo_t si = {0};
+    (void)io, (void)ev, (void)ud;
+    if (waitid((idtype_t)P_PIDFD, (id_t)P.pidfd, &si, WEXITED | WNOHANG) < 0 || !si.si_pid)
+        return;
+    loop_io_free(P.pid_io);
+    P.pid_io = NULL;
+    P.pidfd = safe_close(P.pidfd);
+    P.pid = 0;
+    bool crashed = si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED;
+    if (P.d->stopping || !crashed) {
+        /* It drained (a signal we passed on), or it could not start: its
+         * status is ours, as if it had been us. */
+        P.status = si.si_code == CLD_EXITED ? si.si_status : 1;
+        if (!P.d->stopping && P.status == 0)
+            log_info("the network process ended; exiting");
+        loop_quit(P.d->loop, 0);
+        return;
+    }
+    uint64_t up = now_msec() - P.started_ms;
+    P.backoff_ms = up >= STABLE_MS ? RESTART_MIN_MS
+                   : P.backoff_ms  ? MIN(P.backoff_ms * 2, (uint64_t)RESTART_MAX_MS)
+                                   : RESTART_MIN_MS;
+    log_err("the network process was killed by signal %d after %llu ms; starting another in "
+            "%llu ms (its sandboxes live on for %d s)",
+            si.si_status, (unsigned long long)up, (unsigned long long)P.backoff_ms,
+            PRIV_ORPHAN_GRACE_MS / 1000);
+    (void)loop_timer_arm(P.restart, now_msec() + P.backoff_ms);
+}
+
+static void
+on_parent_signal(struct loop_io *io, uint32_t ev, void *ud)
+{
+    struct signalfd_siginfo si;
+    (void)io, (void)ev, (void)ud;
+    while (read(P.d->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo != SIGTERM && si.ssi_signo != SIGINT)
+            continue;
+        if (!P.d->stopping)
+            log_info("%s: passing it to the network process", strsignal((int)si.ssi_signo));
+        P.d->stopping = true;
+        loop_timer_disarm(P.restart);
+        if (P.pid > 0)
+            (void)kill(P.pid, (int)si.ssi_signo);
+        else
+            loop_quit(P.d->loop, 0);
+    }
+}
+
+/* The network process's argv: ours behind the role and the facts it
+ * cannot find out itself (the cgroup hierarchy's name). */
+static int
+net_argv(struct daemon *d, int argc, char **argv)
+{
+    P.argv = calloc((size_t)argc + 3, sizeof(char *));
+    if (!P.argv)
+        return -ENOMEM;
+    P.argv[0] = argv[0];
+    P.argv[1] = (char *)SPLIT_ROLE_ARG;
+    static char cgroup[16];
+    (void)snprintf(cgroup, sizeof(cgroup), "%s", d->cgroup_name);
+    P.argv[2] = cgroup;
+    for (int i = 1; i < argc; i++)
+        P.argv[i + 2] = argv[i];
+    return 0;
+}
+
+int
+split_parent_run(struct daemon *d, int argc, char **argv)
+{
+    struct err err = {0};
+    uid_t uid = split_net_uid(&d->cfg);
+    char layers[PATH_MAX], snaps[PATH_MAX];
+    int r;
+
+    P.d = d;
+    P.status = 1;
+    if (uid == 0)
+        return log_err("ABX_PRIVSEP_UID must not be 0"), 2;
+    if (d->cfg.isolation != JAIL_NS)
+        return log_err("privilege separation needs isolation 'ns'"), 2;
+    if (prepare_storage(d, uid) < 0 || net_argv(d, argc, argv) < 0)
+        return 1;
+    uint16_t port = 0;
+    P.listen_fd = listen_tcp(d->cfg.listen_host, d->cfg.listen_port, &port, &err);
+    if (P.listen_fd < 0)
+        return log_err("%s", err.msg), 1;
+    (void)path_join(layers, sizeof(layers), d->cfg.state_dir, TEMPLATE_LAYERS_DIR);
+    (void)path_join(snaps, sizeof(snaps), d->cfg.state_dir, "snapshots");
+    P.image_fd = fileops_helper_image();
+    P.idmap_fd = open(snaps, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (P.image_fd < 0 || P.idmap_fd < 0)
+        return log_err_errno(P.image_fd < 0 ? P.image_fd : -errno,
+                             "cannot prepare the file helpers"),
+               1;
+    P.fp = (struct fileops_parent){.image_fd = P.image_fd, .host = d->jh};
+    struct priv_parent_config pc = {
+            .host = d->jh,
+            .loop = d->loop,
+            .peer_uid = uid,
+            .max_sandboxes = d->cfg.uid_slots,
+            .layers_dir = layers,
+            .idmap_root_fd = P.idmap_fd,
+            .start_helper = fileops_parent_helper,
+            .helper_ud = &P.fp,
+            .orphan_grace_ms = PRIV_ORPHAN_GRACE_MS,
+    };
+    r = priv_parent_new(&pc, &P.pp, &err);
+    if (r < 0)
+        return log_err("cannot start the privileged parent: %s", err.msg), 1;
+    d->sig_fd = signalfd(-1, &d->sigmask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (d->sig_fd < 0 ||
+        loop_io_add(d->loop, d->sig_fd, EPOLLIN, on_parent_signal, NULL, &P.sig_io) < 0 ||
+        loop_timer_new(d->loop, on_restart, NULL, &P.restart) < 0)
+        return log_err("cannot watch signals"), 1;
+    if (start_net() < 0)
+        return 1;
+    (void)loop_run(d->loop);
+
+    /* The network process has ended: so do its sandboxes. */
+    if (P.pid > 0) {
+        (void)kill(P.pid, SIGKILL);
+        (void)waitpid(P.pid, NULL, 0);
+    }
+    loop_io_free(P.pid_io);
+    safe_close(P.pidfd);
+    loop_io_free(P.sig_io);
+    loop_timer_free(P.restart);
+    P.pp = priv_parent_free(P.pp);
+    jail_host_flush(d->jh);
+    safe_close(P.image_fd);
+    safe_close(P.idmap_fd);
+    safe_close(P.listen_fd);
+    free(P.argv);
+    return P.status;
+}
+
+/* --- the network process --- */
+
+int
+split_net_confine(struct daemon *d)
+{
+    struct err err = {0};
+    const struct config *c = &d->cfg;
+    char paths[8][PATH_MAX];
+    const char *rw[16], *ro[24];
+    size_t nrw = 0, nro = 0, np = 0;
+    struct stat st;
+
+    for (size_t i = 0; i < ELEMENTSOF(net_dirs); i++) {
+        (void)path_join(paths[np], sizeof(paths[np]), c->state_dir, net_dirs[i].name);
+        rw[nrw++] = paths[np++];
+    }
+    if (!c->store[0]) {
+        (void)path_join(paths[np], sizeof(paths[np]), c->state_dir, "store");
+        rw[nrw++] = paths[np++];
+    } else if (strncmp(c->store, "postgres", 8) != 0)
+        rw[nrw++] = c->store;
+    rw[nrw++] = "/dev/null";
+    (void)path_join(paths[np], sizeof(paths[np]), c->state_dir, "api-key");
+    if (stat(paths[np], &st) == 0)
+        ro[nro++] = paths[np++];
+    if (c->tools_dir[0])
+        ro[nro++] = c->tools_dir;
+    if (c->templates_dir[0])
+        ro[nro++] = c->templates_dir;
+    if (c->keys_file[0])
+        ro[nro++] = c->keys_file;
+    /* the resolver, certificates, time zones, libraries glibc loads
+     * (NSS), randomness, CPU counts, our own status, the boot's id (the
+     * store's GC lease names its holder by it) */
+    static const char *const sys[] = {"/etc",         "/usr",
+                                      "/dev/urandom", "/sys/devices/system/cpu",
+                                      "/proc/self",   "/proc/sys/kernel/random/boot_id"};
+    for (size_t i = 0; i < ELEMENTSOF(sys); i++)
+        ro[nro++] = sys[i];
+    rw[nrw] = ro[nro] = NULL;
+
+    struct confine_config cc = {
+            .uid = split_net_uid(c),
+            .gid = (gid_t)split_net_uid(c),
+            .rw_paths = rw,
+            .ro_paths = ro,
+            .parent_death_signal = SIGTERM,
+    };
+    int r = confine_self(&cc, &err);
+    if (r < 0)
+        return log_err("cannot confine the network process: %s", err.msg), r;
+    struct confine_status cs;
+    char line[512] = "";
+    if (confine_report(&cs, NULL) == 0)
+        (void)confine_status_format(&cs, line, sizeof(line));
+    log_info("network process confined (Landlock ABI %d): %s", r, line);
+    return 0;
+}
+
+int
+split_net_connect(struct daemon *d)
+{
+    struct err err = {0};
+    int r = priv_client_new(d->loop, SPLIT_PRIV_FD, &d->priv, &err);
+    if (r < 0)
+        return log_err("cannot reach the privileged parent: %s", err.msg), r;
+    const struct priv_host_facts *f = priv_client_host(d->priv);
+    if (f->missing[0])
+        (void)buf_printf(&d->missing, "%s", f->missing);
+    r = jailer_priv_new(d->loop, d->priv, d->cfg.state_dir, &d->jr);
+    if (r < 0)
+        return log_err_errno(r, "cannot use the privileged parent's sandboxes"), r;
+    return 0;
+}

@@ -1,0 +1,37 @@
+/*
+ * split.h - abxd's two processes under privilege separation (ABX_PRIVSEP=1,
+ * docs/security.md), internal to abxd.
+ *
+ * The privileged parent is abxd as started: it keeps the state lock, the
+ * jail host (host root, the jail operations, reclaim) and serves
+ * priv/parent.h to one network process, which it starts by fork and
+ * re-exec of its own binary in the network role ("--role=net") with the
+ * protocol's socket on descriptor 3 and the HTTP listening socket, which
+ * the parent made (every network process serves the same port), on 4.
+ * It parses no request: SIGTERM and SIGINT go to the network process,
+ * which drains; when that exits the parent does too, with its status;
+ * when it dies any other way the parent starts another one after a
+ * backoff (its sandboxes wait as orphans, priv/parent.h). The network
+ * process runs everything else - HTTP, every surface and parser, the
+ * store - as its own uid with no capability, no new privileges, Landlock
+ * and a seccomp filter (priv/confine.h), set before it starts a thread.
+ */
+#pragma once
+
+#include "abxd/daemon.h"
+
+#define SPLIT_ROLE_ARG  "--role=net" /* argv[1] of the network process */
+#define SPLIT_PRIV_FD   3            /* its end of the parent's socket */
+#define SPLIT_LISTEN_FD 4            /* the HTTP socket the parent listens on */
+
+/* The parent: everything after daemon_setup_jail_host(); argv: abxd's
+ * own, for the network process. Returns main()'s exit status. */
+int split_parent_run(struct daemon *d, int argc, char **argv);
+
+/* The network process's own steps, in place of daemon_setup_state() and
+ * daemon_setup_jail_host(). */
+int split_net_confine(struct daemon *d);
+int split_net_connect(struct daemon *d);
+
+/* The uid (and gid) the network process runs as. */
+uid_t split_net_uid(const struct config *c);
