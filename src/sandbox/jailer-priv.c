@@ -16,12 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "priv/client.h"
 #include "sandbox/fileops.h"
 #include "sandbox/jailer-internal.h"
 #include "sandbox/jailer.h"
 #include "util/cleanup.h"
+#include "util/fd.h"
 
 struct remote {
     struct jailer pub;
@@ -298,10 +300,20 @@ remote_netns_socket(struct jailer_jail *pub, int family, int type, const char *l
                     struct err *err)
 {
     int fd = -EBADF;
-    int r = priv_jail_netns_socket(RJ(pub)->j, family, type, &fd, err);
+    /* The parent makes every such socket O_CLOEXEC and O_NONBLOCK; the
+     * protocol carries the plain type. */
+    int r = priv_jail_netns_socket(RJ(pub)->j, family, type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC), &fd,
+                                   err);
     if (r < 0 && err && !err->msg[0])
         (void)err_set(err, -r, "cannot make a socket in the network of %s", label);
-    return r < 0 ? r : fd;
+    if (r < 0)
+        return r;
+    if (!(type & SOCK_NONBLOCK) && fd_set_nonblock(fd, false) < 0) {
+        r = err_setx(err, errno, "cannot make a socket in the network of %s", label);
+        safe_close(fd);
+        return r;
+    }
+    return fd;
 }
 
 static int
