@@ -182,9 +182,10 @@ def lib_cycles(lib):
 # input: no HTTP, JSON, YAML, tar, gzip, DNS, SQL, curl. What its code
 # reaches, as a static link would pull it in from these libraries starting
 # at its own files, must define and call none of that.
-PARENT_LIBS = ['libabx-priv.a', 'libabx-jail.a', 'libabx-net-host.a', 'libabx-sandbox.a',
-               'libabx-util.a']
-PARENT_ROOTS = ['priv_parent.c.o', 'priv_proto.c.o', 'sandbox_fileops-helper.c.o',
+PARENT_LIBS = ['libabx-abxd-host.a', 'libabx-priv.a', 'libabx-jail.a', 'libabx-net-host.a',
+               'libabx-sandbox.a', 'libabx-util.a']
+PARENT_ROOTS = ['abxd_host.c.o', 'abxd_split.c.o', 'abxd_config.c.o',
+                'priv_parent.c.o', 'priv_proto.c.o', 'sandbox_fileops-helper.c.o',
                 'net_link.c.o', 'net_nft.c.o', 'net_pool.c.o']
 PARENT_FORBID_OBJECTS = ['util_json.c.o', 'util_tar.c.o']
 PARENT_FORBID_SYMBOLS = ('json_', 'MHD_', 'yaml_', 'inflate', 'deflate', 'gz', 'ldns_', 'curl_',
@@ -210,12 +211,22 @@ def lib_symbols(lib):
 
 def parent_parsers(build):
     """What the parent's code would link that parses hostile input."""
-    objs = {}
+    objs, lib_of = {}, {}
     for name in PARENT_LIBS:
         lib = os.path.join(build, 'src', name)
         if not os.path.exists(lib):
             return [f'{lib}: missing (build first)']
-        objs.update(lib_symbols(lib))
+    # The parent's libraries first (libabx.a repeats util's objects), then
+    # every other of ours, so that a call into one that is not the
+    # parent's is seen too, not taken for a system library's.
+    libs = [os.path.join(build, 'src', n) for n in PARENT_LIBS]
+    libs += sorted(set(glob.glob(os.path.join(build, 'src', '**', 'libabx*.a'), recursive=True)) -
+                   set(libs))
+    for lib in libs:
+        for obj, syms in lib_symbols(lib).items():
+            if obj not in objs:
+                objs[obj] = syms
+                lib_of[obj] = os.path.basename(lib)
     where = {}
     for obj, (d, _) in objs.items():
         for sym in d:
@@ -229,6 +240,10 @@ def parent_parsers(build):
         if obj in seen:
             continue
         seen.add(obj)
+        if lib_of[obj] not in PARENT_LIBS:
+            bad.append(f'parent: its code reaches {obj} of {lib_of[obj]}, not one of the '
+                       f'parent\'s libraries')
+            continue
         for sym in sorted(objs[obj][1]):
             if sym in where:
                 todo.append(where[sym])

@@ -52,32 +52,6 @@
 #define FDS_PER_CONN      2    /* its socket and what it may hold: a file, inotify, upstream */
 #define FD_RESERVE        128  /* past what is open at start: store, uploads' dirs, accept */
 
-/* An early return from main() once the jail host exists must still
- * unmount the sandboxes' disk (jail_host_free() does), or its mount and
- * loop device outlive us. */
-static struct jail_host *exit_jail_host;
-
-static void
-free_jail_host_at_exit(void)
-{
-    exit_jail_host = jail_host_free(exit_jail_host);
-}
-
-/* Raises RLIMIT_NOFILE to its hard limit; returns the limit now in force. */
-static uint32_t
-raise_nofile(void)
-{
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-        return 1024;
-    if (rl.rlim_cur < rl.rlim_max) {
-        struct rlimit up = {rl.rlim_max, rl.rlim_max};
-        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
-            rl = up;
-    }
-    return rl.rlim_cur > UINT32_MAX / 2 ? UINT32_MAX / 2 : (uint32_t)rl.rlim_cur;
-}
-
 static uint32_t
 count_open_fds(void)
 {
@@ -119,55 +93,6 @@ set_fd_budget(struct daemon *d, uint32_t nofile, uint32_t connections)
     log_info("descriptors: %u (RLIMIT_NOFILE), %u open, %u for HTTP connections, %u for sandboxes "
              "and processes (%u per sandbox), %u reserve",
              nofile, open_now, connections, budget, sandbox_fd_limit(d->sh), FD_RESERVE);
-}
-
-/* Reads or creates <state>/api-key (0600). */
-static int
-load_api_key(struct config *c, int statefd)
-{
-    struct buf b;
-    int r;
-
-    if (c->api_key[0]) {
-        log_info("API key from ABX_API_KEY");
-        return 0;
-    }
-    buf_init(&b, 512);
-    r = read_file_at(statefd, "api-key", 512, &b);
-    if (r == 0) {
-        while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
-            b.data[--b.len] = '\0';
-        if (b.len < 16 || b.len >= sizeof(c->api_key)) {
-            buf_done(&b);
-            return log_err_errno(-EINVAL, "API key in '%s/api-key' must be 16-255 characters",
-                                 c->state_dir);
-        }
-        memcpy(c->api_key, b.data, b.len + 1);
-        buf_done(&b);
-        log_info("API key read from %s/api-key", c->state_dir);
-        return 0;
-    }
-    buf_done(&b);
-    if (r != -ENOENT)
-        return log_err_errno(r, "cannot read '%s/api-key'", c->state_dir);
-    char hex[41];
-    r = rand_hex(hex, 20);
-    if (r < 0)
-        return log_err_errno(r, "cannot generate an API key");
-    /* E2B's shape (e2b_ + 40 hex): older E2B SDKs check it before sending,
-     * and the same key must work for the native and the E2B surfaces. */
-    (void)snprintf(c->api_key, sizeof(c->api_key), "e2b_%s", hex);
-    _cleanup_close_ int fd =
-            openat(statefd, "api-key", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return log_err_errno(-errno, "cannot create '%s/api-key'", c->state_dir);
-    char line[300];
-    int n = snprintf(line, sizeof(line), "%s\n", c->api_key);
-    r = write_full(fd, line, (size_t)n);
-    if (r < 0 || fsync(fd) < 0)
-        return log_err_errno(r < 0 ? r : -errno, "cannot write the API key");
-    log_notice("generated an API key and stored it in %s/api-key (mode 0600)", c->state_dir);
-    return 0;
 }
 
 /* --- start-up self-test: one real sandbox, one real process --- */
@@ -322,45 +247,12 @@ sweep_interval(const struct config *c)
     return ms < 500 ? 500 : ms > SWEEP_MS_MAX ? SWEEP_MS_MAX : ms;
 }
 
-#define MiB_OF(b) ((unsigned long long)((b) >> 20))
-
-/* Keeps, gives up or re-creates the reserve in the state directory (see
- * util/reserve.h) and says so whenever that changes. */
-static void
-check_reserve(struct daemon *d, bool at_start)
-{
-    struct reserve_state st;
-    struct err err = {0};
-    uint64_t size = d->cfg.reserve_bytes;
-    int r = reserve_check(d->statefd, size, &st, &err);
-    if (r < 0) {
-        log_warn("reserve in '%s': %s, ignoring", d->cfg.state_dir, err.msg);
-    } else if (r == RESERVE_RELEASED && size) {
-        log_warn("the state file system of '%s' is full (%llu MiB free, below %llu MiB): "
-                 "released the %llu MiB reserve '%s/" RESERVE_NAME "' so that deleting "
-                 "workspaces, store GC and the store's journal can proceed; it is re-created "
-                 "once %llu MiB are free",
-                 d->cfg.state_dir, MiB_OF(st.free_bytes), MiB_OF(st.low_bytes), MiB_OF(size),
-                 d->cfg.state_dir, MiB_OF(st.high_bytes));
-    } else if (r == RESERVE_RELEASED) {
-        log_info("removed '%s/" RESERVE_NAME "': the reserve is off", d->cfg.state_dir);
-    } else if (r == RESERVE_CREATED) {
-        log_notice("%s the %llu MiB reserve '%s/" RESERVE_NAME "' (%llu MiB were free)",
-                   at_start ? "created" : "free space is back: re-created", MiB_OF(size),
-                   d->cfg.state_dir, MiB_OF(st.free_bytes));
-    } else if (at_start && size && !st.present) {
-        log_warn("no room for the %llu MiB reserve in '%s' (%llu MiB free): it is created "
-                 "once %llu MiB are free",
-                 MiB_OF(size), d->cfg.state_dir, MiB_OF(st.free_bytes), MiB_OF(st.high_bytes));
-    }
-}
-
 static void
 on_sweep(struct loop_timer *t, void *ud)
 {
     struct daemon *d = ud;
     if (d->role == ROLE_ONE)
-        check_reserve(d, false);
+        daemon_check_reserve(d, false);
     if (d->priv && !priv_client_connected(d->priv))
         begin_shutdown(d, "the privileged parent is gone");
     (void)api_sweep_idle(d->api);
@@ -420,35 +312,6 @@ start_workspaces(struct daemon *d, int statefd)
     return 0;
 }
 
-static int
-lock_state(struct config *c, int *ret_statefd)
-{
-    int r = mkdir_p(c->state_dir, 0700);
-    if (r < 0)
-        return log_err_errno(r, "cannot create state directory '%s'", c->state_dir);
-    char real[PATH_MAX];
-    if (!realpath(c->state_dir, real))
-        return log_err_errno(-errno, "cannot resolve '%s'", c->state_dir);
-    if (strlen(real) >= sizeof(c->state_dir))
-        return log_err_errno(-ENAMETOOLONG, "state directory path is too long");
-    strcpy(c->state_dir, real);
-    int fd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return log_err_errno(-errno, "cannot open '%s'", c->state_dir);
-    (void)fchmod(fd, 0700);
-    int lk = openat(fd, "abxd.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0) {
-        r = -errno;
-        close(fd);
-        if (lk >= 0)
-            close(lk);
-        return log_err_errno(r, "state directory '%s' is in use by another abxd", c->state_dir);
-    }
-    /* lk stays open (and locked) for the life of the process. */
-    *ret_statefd = fd;
-    return 0;
-}
-
 /* Loads the tool bundles (strictly: a bad bundle stops abxd) and says how
  * sandboxes see them: the directory read-only at /.tools and, with a carrier
  * bundle, its python/pip shims at /.toolbin, first on PATH. */
@@ -466,26 +329,16 @@ load_tools(struct daemon *d, struct jail_bind *binds, size_t *ret_n, const char 
         return 0;
     if (!realpath(d->cfg.tools_dir, d->tools_real))
         return log_err_errno(-errno, "tools directory '%s'", d->cfg.tools_dir);
-    if (d->role == ROLE_PARENT)
-        goto shims;
     r = tools_registry_load(d->tools_real, &d->tools, &err);
     if (r < 0) {
         log_err("%s", err.msg);
         return r;
     }
-shims:;
     const bool ns = d->cfg.isolation == JAIL_NS;
     /* Split, the network process owns toolbin/ (split.c), not the state
      * directory in which the shims' directory is replaced. */
     (void)snprintf(shims, sizeof(shims), "%s/toolbin%s", d->cfg.state_dir,
                    d->role == ROLE_ONE ? "" : "/shims");
-    if (d->role == ROLE_PARENT) {
-        /* Binds only: the bundles are the network process's to read. */
-        binds[0] = (struct jail_bind){.src = d->tools_real, .dst = TOOLS_MOUNT, .ro = true};
-        binds[1] = (struct jail_bind){.src = shims, .dst = TOOLS_SHIM_MOUNT, .ro = true};
-        *ret_n = 2;
-        return 0;
-    }
     r = tools_write_shims(d->tools, shims, ns ? TOOLS_MOUNT : d->tools_real, &err);
     if (r < 0) {
         log_err("%s", err.msg);
@@ -503,69 +356,6 @@ shims:;
              tools_registry_commands(d->tools), d->tools_real, carrier ? "; carrier '" : "",
              carrier ? carrier->name : "", carrier ? "' gives sandboxes python and pip" : "");
     return 0;
-}
-
-void
-daemon_init(struct daemon *d)
-{
-    log_init("abxd");
-    *d = (struct daemon){0};
-    buf_init(&d->missing, 2048);
-    d->sig_fd = -1;
-    d->statefd = -1;
-}
-
-int
-daemon_setup_config(struct daemon *d, int argc, char **argv)
-{
-    struct err err = {0};
-    int r = config_load(&d->cfg, argc, argv, &err);
-    if (r < 0) {
-        log_err("%s", err.msg);
-        return r;
-    }
-    if (d->cfg.show_help) {
-        config_usage(argv[0]);
-        return 1;
-    }
-    if (d->cfg.show_version) {
-        printf("abxd %s\n", ABX_VERSION);
-        return 1;
-    }
-    return 0;
-}
-
-int
-daemon_setup_process(struct daemon *d)
-{
-    d->nofile = raise_nofile();
-    signal(SIGPIPE, SIG_IGN);
-    /* Block the signals we read from a signalfd before any thread exists,
-     * so no thread can take them with their default action. */
-    sigemptyset(&d->sigmask);
-    sigaddset(&d->sigmask, SIGTERM);
-    sigaddset(&d->sigmask, SIGINT);
-    sigprocmask(SIG_BLOCK, &d->sigmask, NULL);
-    return 0;
-}
-
-int
-daemon_setup_state(struct daemon *d)
-{
-    if (d->role == ROLE_NET) {
-        /* The parent holds the lock and keeps the reserve; this uid may
-         * only pass through the state directory to what is its own. */
-        d->statefd = open(d->cfg.state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (d->statefd < 0)
-            return log_err_errno(-errno, "cannot open '%s'", d->cfg.state_dir);
-        return load_api_key(&d->cfg, d->statefd);
-    }
-    int r = lock_state(&d->cfg, &d->statefd);
-    if (r < 0)
-        return r;
-    /* Before anything else writes: on a full disk the room goes first. */
-    check_reserve(d, true);
-    return load_api_key(&d->cfg, d->statefd);
 }
 
 int
@@ -596,60 +386,6 @@ daemon_setup_templates(struct daemon *d)
     if (d->cfg.templates_dir[0])
         log_info("templates: %zu from '%s' besides 'base'", template_set_count(d->templates) - 1,
                  d->cfg.templates_dir);
-    return 0;
-}
-
-int
-daemon_setup_jail_host(struct daemon *d)
-{
-    struct err err = {0};
-    struct jail_host_config jc = {
-            .binds = d->binds,
-            .nbinds = d->nbinds,
-            .loop = d->loop,
-            .mode = d->cfg.isolation,
-            .state_dir = d->cfg.state_dir,
-            .cgroup = d->cfg.cgroup,
-            .uid_lockfile = d->cfg.uid_lock,
-            .uid_base = d->cfg.uid_base,
-            .uid_slots = d->cfg.uid_slots,
-            .root_bytes = d->cfg.root_bytes,
-            .tmp_bytes = d->cfg.tmp_bytes,
-            .shm_bytes = d->cfg.shm_bytes,
-            .disk_bytes = d->cfg.isolation == JAIL_NONE ? 0 : d->cfg.disk_bytes,
-            .disk_pool_bytes = d->cfg.disk_pool_bytes,
-            .disk_floor_bytes = d->cfg.disk_floor_bytes,
-    };
-    int r = jail_host_new(&jc, &d->jh, &err);
-    if (r < 0) {
-        log_err("cannot set up sandboxing: %s", err.msg);
-        return r;
-    }
-    exit_jail_host = d->jh;
-    (void)atexit(free_jail_host_at_exit);
-    (void)snprintf(d->cgroup_name, sizeof(d->cgroup_name), "%s", jail_host_cgroup_name(d->jh));
-    if ((r = jailer_here_new(d->loop, d->jh, &d->jr)) < 0)
-        return log_err_errno(r, "cannot set up sandboxing");
-    r = jail_host_reclaim(d->jh, &err);
-    if (r < 0)
-        log_warn("reclaiming sandboxes of an earlier run failed: %s", err.msg);
-    else if (r > 0)
-        log_notice("reclaimed %d sandbox(es) left by an earlier run", r);
-    (void)jail_host_missing(d->jh, &d->missing);
-    if (d->cfg.isolation != JAIL_NONE && !jail_host_oom_protect(d->jh))
-        log_info("cannot lower oom_score_adj (no CAP_SYS_RESOURCE): sandbox inits are shielded "
-                 "from the OOM killer only by their processes' higher score");
-    if (d->cfg.isolation != JAIL_NS)
-        log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns'",
-                 jail_mode_name(d->cfg.isolation));
-    if (jail_host_disk(d->jh))
-        log_info("disk: %s; a sandbox may write %llu MiB unless it asks for another bound",
-                 jail_host_disk(d->jh), (unsigned long long)(d->cfg.disk_bytes >> 20));
-    else if (d->cfg.isolation != JAIL_NONE && !d->cfg.disk_bytes)
-        log_warn("--disk-mb 0 was asked for: sandboxes' writable space is not bounded and is "
-                 "on the state file system");
-    if (d->cfg.isolation == JAIL_NONE)
-        d->cfg.disk_bytes = 0;
     return 0;
 }
 
@@ -834,7 +570,7 @@ daemon_teardown(struct daemon *d)
     sandbox_host_free(d->sh);
     d->jr = jailer_free(d->jr);
     d->priv = priv_client_free(d->priv);
-    d->jh = exit_jail_host = jail_host_free(d->jh);
+    daemon_free_jail_host(d);
     loop_timer_free(d->sweep);
     loop_timer_free(d->shutdown_timer);
     loop_free(d->loop);

@@ -67,8 +67,13 @@ int daemon_setup_process(struct daemon *d);
 int daemon_setup_state(struct daemon *d);
 /* The event loop and its sweep and shutdown timers. */
 int daemon_setup_loop(struct daemon *d);
+/* The event loop alone (the privileged parent's). */
+int daemon_setup_host_loop(struct daemon *d);
 /* Tool bundles and the binds that show them to sandboxes. */
 int daemon_setup_tools(struct daemon *d);
+/* The binds alone, without reading a bundle (the privileged parent's:
+ * both the bundles and the shims' directory, toolbin/shims). */
+int daemon_setup_binds(struct daemon *d);
 /* Templates: 'base' and those of --templates-dir. */
 int daemon_setup_templates(struct daemon *d);
 /* The jail host; reclaims what an earlier run left. */
@@ -87,6 +92,10 @@ int daemon_setup_http(struct daemon *d);
 int daemon_setup_signals(struct daemon *d);
 /* The idle sweep armed; the descriptor budget set. */
 int daemon_setup_sweeps(struct daemon *d);
+/* Keeps, gives up or re-creates the reserve in the state directory. */
+void daemon_check_reserve(struct daemon *d, bool at_start);
+/* jail_host_free(), and the exit handler forgets it. */
+void daemon_free_jail_host(struct daemon *d);
 /* Says it listens and runs the loop until the drain ends; < 0 on error. */
 int daemon_run(struct daemon *d);
 /* Frees everything, in the reverse order of set-up. */

@@ -51,18 +51,18 @@ main(int argc, char **argv)
         return run_net(&d);
     if (d.cfg.privsep)
         d.role = ROLE_PARENT;
-    if (daemon_setup_process(&d) < 0 || daemon_setup_state(&d) < 0 || daemon_setup_loop(&d) < 0 ||
-        daemon_setup_tools(&d) < 0)
-        return 1;
     if (d.role == ROLE_PARENT) {
-        if (daemon_setup_jail_host(&d) < 0)
+        if (daemon_setup_process(&d) < 0 || daemon_setup_state(&d) < 0 ||
+            daemon_setup_host_loop(&d) < 0 || daemon_setup_binds(&d) < 0 ||
+            daemon_setup_jail_host(&d) < 0)
             return 1;
         return split_parent_run(&d, argc, argv);
     }
-    if (daemon_setup_templates(&d) < 0 || daemon_setup_jail_host(&d) < 0 ||
-        daemon_setup_sandboxes(&d) < 0 || daemon_setup_api(&d) < 0 || daemon_setup_store(&d) < 0 ||
-        daemon_setup_attach(&d) < 0 || daemon_setup_http(&d) < 0 || daemon_setup_signals(&d) < 0 ||
-        daemon_setup_sweeps(&d) < 0)
+    if (daemon_setup_process(&d) < 0 || daemon_setup_state(&d) < 0 || daemon_setup_loop(&d) < 0 ||
+        daemon_setup_tools(&d) < 0 || daemon_setup_templates(&d) < 0 ||
+        daemon_setup_jail_host(&d) < 0 || daemon_setup_sandboxes(&d) < 0 ||
+        daemon_setup_api(&d) < 0 || daemon_setup_store(&d) < 0 || daemon_setup_attach(&d) < 0 ||
+        daemon_setup_http(&d) < 0 || daemon_setup_signals(&d) < 0 || daemon_setup_sweeps(&d) < 0)
         return 1;
     r = daemon_run(&d);
     daemon_teardown(&d);

@@ -34,14 +34,9 @@
 #define RESTART_MAX_MS 5000
 #define STABLE_MS      10000 /* up this long: the next crash restarts at once again */
 
-/* The directories of the state directory the network process owns: its
- * own storage. Trees are handed over whole (a run without privilege
- * separation left them root's), except the snapshots, whose trees hold
- * the sandboxes' ids. */
-static const struct {
-    const char *name;
-    bool tree;
-} net_dirs[] = {{"tmp", true}, {"toolbin", true}, {"snapshots", false}};
+/* split.h */
+const struct split_dir split_net_dirs[SPLIT_NET_DIRS] = {
+        {"tmp", true}, {"toolbin", true}, {"snapshots", false}};
 
 /* The parent's state: one network process at a time. */
 static struct {
@@ -59,9 +54,8 @@ static struct {
     int status; /* main()'s, once the network process has ended for good */
 } P = {.image_fd = -EBADF, .idmap_fd = -EBADF, .listen_fd = -EBADF, .pidfd = -EBADF};
 
-/* <dir>/<name> into out; -ENAMETOOLONG (out empty) when it does not fit. */
-static int
-path_join(char *out, size_t n, const char *dir, const char *name)
+int
+split_path(char *out, size_t n, const char *dir, const char *name)
 {
     int w = snprintf(out, n, "%s/%s", dir, name);
     if (w < 0 || (size_t)w >= n) {
@@ -108,27 +102,54 @@ give_dir(struct daemon *d, const char *name, bool tree, uid_t uid)
     return 0;
 }
 
+/* Whether uid can walk down to the state directory: every directory above
+ * it must let others search it (the network uid is in no group). */
+static int
+check_reachable(const char *dir, uid_t uid)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    if ((size_t)snprintf(p, sizeof(p), "%s", dir) >= sizeof(p))
+        return -ENAMETOOLONG;
+    for (char *slash = strrchr(p, '/'); slash; slash = strrchr(p, '/')) {
+        *slash = '\0';
+        const char *at = p[0] ? p : "/";
+        if (stat(at, &st) < 0)
+            return log_err_errno(-errno, "cannot look at '%s'", at);
+        if (st.st_uid != uid && !(st.st_mode & S_IXOTH))
+            return log_err("the network process (uid %u) cannot reach the state directory '%s': "
+                           "'%s' is not searchable by others (chmod o+x it, or choose another "
+                           "state directory)",
+                           (unsigned)uid, dir, at),
+                   -EACCES;
+    }
+    return 0;
+}
+
 static int
 prepare_storage(struct daemon *d, uid_t uid)
 {
+    int r = check_reachable(d->cfg.state_dir, uid);
+    if (r < 0)
+        return r;
     /* Searchable, not listable: the network uid reaches what is its own
      * by name; the rest is root's 0600/0700. */
     if (fchmod(d->statefd, 0711) < 0)
         return log_err_errno(-errno, "cannot make '%s' searchable", d->cfg.state_dir);
-    for (size_t i = 0; i < ELEMENTSOF(net_dirs); i++) {
-        int r = give_dir(d, net_dirs[i].name, net_dirs[i].tree, uid);
+    for (size_t i = 0; i < SPLIT_NET_DIRS; i++) {
+        r = give_dir(d, split_net_dirs[i].name, split_net_dirs[i].tree, uid);
         if (r < 0)
             return r;
     }
     /* The SQLite store, where it is a directory of ours. */
     if (!d->cfg.store[0]) {
-        int r = give_dir(d, "store", true, uid);
+        r = give_dir(d, "store", true, uid);
         if (r < 0)
             return r;
     }
     /* The shims' place must exist before a sandbox binds it. */
     char shims[PATH_MAX];
-    (void)path_join(shims, sizeof(shims), d->cfg.state_dir, "toolbin/shims");
+    (void)split_path(shims, sizeof(shims), d->cfg.state_dir, "toolbin/shims");
     if (mkdir(shims, 0755) < 0 && errno != EEXIST)
         return log_err_errno(-errno, "cannot create '%s'", shims);
     if (lchown(shims, uid, (gid_t)uid) < 0)
@@ -311,8 +332,8 @@ split_parent_run(struct daemon *d, int argc, char **argv)
     P.listen_fd = listen_tcp(d->cfg.listen_host, d->cfg.listen_port, &port, &err);
     if (P.listen_fd < 0)
         return log_err("%s", err.msg), 1;
-    (void)path_join(layers, sizeof(layers), d->cfg.state_dir, TEMPLATE_LAYERS_DIR);
-    (void)path_join(snaps, sizeof(snaps), d->cfg.state_dir, "snapshots");
+    (void)split_path(layers, sizeof(layers), d->cfg.state_dir, TEMPLATE_LAYERS_DIR);
+    (void)split_path(snaps, sizeof(snaps), d->cfg.state_dir, "snapshots");
     P.image_fd = fileops_helper_image();
     P.idmap_fd = open(snaps, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (P.image_fd < 0 || P.idmap_fd < 0)
@@ -359,79 +380,4 @@ split_parent_run(struct daemon *d, int argc, char **argv)
     safe_close(P.listen_fd);
     free(P.argv);
     return P.status;
-}
-
-/* --- the network process --- */
-
-int
-split_net_confine(struct daemon *d)
-{
-    struct err err = {0};
-    const struct config *c = &d->cfg;
-    char paths[8][PATH_MAX];
-    const char *rw[16], *ro[24];
-    size_t nrw = 0, nro = 0, np = 0;
-    struct stat st;
-
-    for (size_t i = 0; i < ELEMENTSOF(net_dirs); i++) {
-        (void)path_join(paths[np], sizeof(paths[np]), c->state_dir, net_dirs[i].name);
-        rw[nrw++] = paths[np++];
-    }
-    if (!c->store[0]) {
-        (void)path_join(paths[np], sizeof(paths[np]), c->state_dir, "store");
-        rw[nrw++] = paths[np++];
-    } else if (strncmp(c->store, "postgres", 8) != 0)
-        rw[nrw++] = c->store;
-    rw[nrw++] = "/dev/null";
-    (void)path_join(paths[np], sizeof(paths[np]), c->state_dir, "api-key");
-    if (stat(paths[np], &st) == 0)
-        ro[nro++] = paths[np++];
-    if (c->tools_dir[0])
-        ro[nro++] = c->tools_dir;
-    if (c->templates_dir[0])
-        ro[nro++] = c->templates_dir;
-    if (c->keys_file[0])
-        ro[nro++] = c->keys_file;
-    /* the resolver, certificates, time zones, libraries glibc loads
-     * (NSS), randomness, CPU counts, our own status, the boot's id (the
-     * store's GC lease names its holder by it) */
-    static const char *const sys[] = {"/etc",         "/usr",
-                                      "/dev/urandom", "/sys/devices/system/cpu",
-                                      "/proc/self",   "/proc/sys/kernel/random/boot_id"};
-    for (size_t i = 0; i < ELEMENTSOF(sys); i++)
-        ro[nro++] = sys[i];
-    rw[nrw] = ro[nro] = NULL;
-
-    struct confine_config cc = {
-            .uid = split_net_uid(c),
-            .gid = (gid_t)split_net_uid(c),
-            .rw_paths = rw,
-            .ro_paths = ro,
-            .parent_death_signal = SIGTERM,
-    };
-    int r = confine_self(&cc, &err);
-    if (r < 0)
-        return log_err("cannot confine the network process: %s", err.msg), r;
-    struct confine_status cs;
-    char line[512] = "";
-    if (confine_report(&cs, NULL) == 0)
-        (void)confine_status_format(&cs, line, sizeof(line));
-    log_info("network process confined (Landlock ABI %d): %s", r, line);
-    return 0;
-}
-
-int
-split_net_connect(struct daemon *d)
-{
-    struct err err = {0};
-    int r = priv_client_new(d->loop, SPLIT_PRIV_FD, &d->priv, &err);
-    if (r < 0)
-        return log_err("cannot reach the privileged parent: %s", err.msg), r;
-    const struct priv_host_facts *f = priv_client_host(d->priv);
-    if (f->missing[0])
-        (void)buf_printf(&d->missing, "%s", f->missing);
-    r = jailer_priv_new(d->loop, d->priv, d->cfg.state_dir, &d->jr);
-    if (r < 0)
-        return log_err_errno(r, "cannot use the privileged parent's sandboxes"), r;
-    return 0;
 }

@@ -35,3 +35,18 @@ int split_net_connect(struct daemon *d);
 
 /* The uid (and gid) the network process runs as. */
 uid_t split_net_uid(const struct config *c);
+
+/* The directories of the state directory the network process owns (its
+ * storage, besides store/ when the store is SQLite there): tree = the
+ * parent hands the whole tree over at start (a run without privilege
+ * separation left it root's); not for snapshots/, whose trees hold the
+ * sandboxes' ids. */
+#define SPLIT_NET_DIRS 3
+struct split_dir {
+    const char *name;
+    bool tree;
+};
+extern const struct split_dir split_net_dirs[SPLIT_NET_DIRS];
+
+/* <dir>/<name> into out; -ENAMETOOLONG (out empty) when it does not fit. */
+int split_path(char *out, size_t n, const char *dir, const char *name);

@@ -1,0 +1,91 @@
+/*
+ * split-net.c - the network process's own steps (split.h): its cage and
+ * its connection to the privileged parent.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "abxd/split.h"
+#include "priv/client.h"
+#include "priv/confine.h"
+#include "sandbox/jailer.h"
+#include "util/log.h"
+
+/* --- the network process --- */
+
+int
+split_net_confine(struct daemon *d)
+{
+    struct err err = {0};
+    const struct config *c = &d->cfg;
+    char paths[8][PATH_MAX];
+    const char *rw[16], *ro[24];
+    size_t nrw = 0, nro = 0, np = 0;
+    struct stat st;
+
+    for (size_t i = 0; i < SPLIT_NET_DIRS; i++) {
+        (void)split_path(paths[np], sizeof(paths[np]), c->state_dir, split_net_dirs[i].name);
+        rw[nrw++] = paths[np++];
+    }
+    if (!c->store[0]) {
+        (void)split_path(paths[np], sizeof(paths[np]), c->state_dir, "store");
+        rw[nrw++] = paths[np++];
+    } else if (strncmp(c->store, "postgres", 8) != 0)
+        rw[nrw++] = c->store;
+    rw[nrw++] = "/dev/null";
+    (void)split_path(paths[np], sizeof(paths[np]), c->state_dir, "api-key");
+    if (stat(paths[np], &st) == 0)
+        ro[nro++] = paths[np++];
+    if (c->tools_dir[0])
+        ro[nro++] = c->tools_dir;
+    if (c->templates_dir[0])
+        ro[nro++] = c->templates_dir;
+    if (c->keys_file[0])
+        ro[nro++] = c->keys_file;
+    /* the resolver, certificates, time zones, libraries glibc loads
+     * (NSS), randomness, CPU counts, our own status, the boot's id (the
+     * store's GC lease names its holder by it), inotify's limits */
+    static const char *const sys[] = {"/etc",         "/usr",
+                                      "/dev/urandom", "/sys/devices/system/cpu",
+                                      "/proc/self",   "/proc/sys/kernel/random/boot_id"};
+    for (size_t i = 0; i < ELEMENTSOF(sys); i++)
+        ro[nro++] = sys[i];
+    rw[nrw] = ro[nro] = NULL;
+
+    struct confine_config cc = {
+            .uid = split_net_uid(c),
+            .gid = (gid_t)split_net_uid(c),
+            .rw_paths = rw,
+            .ro_paths = ro,
+            .parent_death_signal = SIGTERM,
+    };
+    int r = confine_self(&cc, &err);
+    if (r < 0)
+        return log_err("cannot confine the network process: %s", err.msg), r;
+    struct confine_status cs;
+    char line[512] = "";
+    if (confine_report(&cs, NULL) == 0)
+        (void)confine_status_format(&cs, line, sizeof(line));
+    log_info("network process confined (Landlock ABI %d): %s", r, line);
+    return 0;
+}
+
+int
+split_net_connect(struct daemon *d)
+{
+    struct err err = {0};
+    int r = priv_client_new(d->loop, SPLIT_PRIV_FD, &d->priv, &err);
+    if (r < 0)
+        return log_err("cannot reach the privileged parent: %s", err.msg), r;
+    const struct priv_host_facts *f = priv_client_host(d->priv);
+    if (f->missing[0])
+        (void)buf_printf(&d->missing, "%s", f->missing);
+    r = jailer_priv_new(d->loop, d->priv, d->cfg.state_dir, &d->jr);
+    if (r < 0)
+        return log_err_errno(r, "cannot use the privileged parent's sandboxes"), r;
+    return 0;
+}
