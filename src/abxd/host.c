@@ -297,7 +297,8 @@ daemon_setup_binds(struct daemon *d)
      * makes it); whether a carrier gives any is its business. */
     (void)snprintf(shims, sizeof(shims), "%s/toolbin/shims", d->cfg.state_dir);
     d->binds[0] = (struct jail_bind){.src = d->tools_real, .dst = TOOLS_MOUNT, .ro = true};
-    d->binds[1] = (struct jail_bind){.src = shims, .dst = TOOLS_SHIM_MOUNT, .ro = true};
+    d->binds[1] = (struct jail_bind){
+            .src = shims, .dst = TOOLS_SHIM_MOUNT, .ro = true, .if_nonempty = true};
     d->nbinds = 2;
     return 0;
 }

@@ -47,11 +47,11 @@ split_net_confine(struct daemon *d)
     if (c->keys_file[0])
         ro[nro++] = c->keys_file;
     /* the resolver, certificates, time zones, libraries glibc loads
-     * (NSS), randomness, CPU counts, our own status, the boot's id (the
-     * store's GC lease names its holder by it), inotify's limits */
-    static const char *const sys[] = {"/etc",         "/usr",
-                                      "/dev/urandom", "/sys/devices/system/cpu",
-                                      "/proc/self",   "/proc/sys/kernel/random/boot_id"};
+     * (NSS), randomness, CPU counts; /proc as any user sees it: our own
+     * status, the boot's id and whether a dead abxd's pid still runs (the
+     * store's GC lease), inotify's limits */
+    static const char *const sys[] = {"/etc", "/usr", "/dev/urandom", "/sys/devices/system/cpu",
+                                      "/proc"};
     for (size_t i = 0; i < ELEMENTSOF(sys); i++)
         ro[nro++] = sys[i];
     rw[nrw] = ro[nro] = NULL;
@@ -61,7 +61,10 @@ split_net_confine(struct daemon *d)
             .gid = (gid_t)split_net_uid(c),
             .rw_paths = rw,
             .ro_paths = ro,
-            .parent_death_signal = SIGTERM,
+            /* Without the parent its sandboxes are gone and nothing can be
+             * served; the store is safe at any instant, and its lock must
+             * be free for the next abxd at once. */
+            .parent_death_signal = SIGKILL,
     };
     int r = confine_self(&cc, &err);
     if (r < 0)

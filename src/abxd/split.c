@@ -36,7 +36,7 @@
 
 /* split.h */
 const struct split_dir split_net_dirs[SPLIT_NET_DIRS] = {
-        {"tmp", true}, {"toolbin", true}, {"snapshots", false}};
+        {"tmp", true}, {"toolbin/shims", true}, {"snapshots", false}};
 
 /* The parent's state: one network process at a time. */
 static struct {
@@ -81,16 +81,21 @@ chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
     (void)flag, (void)ftw;
     if (st->st_uid == chown_to && st->st_gid == (gid_t)chown_to)
         return 0;
+    /* A second name of a file may be a link to one outside (made before
+     * fs.protected_hardlinks, or by root): never hand such a file over. */
+    if (S_ISREG(st->st_mode) && st->st_nlink > 1) {
+        log_warn("not handing '%s' to uid %u: it has %lu names", path, (unsigned)chown_to,
+                 (unsigned long)st->st_nlink);
+        return 0;
+    }
     return lchown(path, chown_to, (gid_t)chown_to) < 0 ? -errno : 0;
 }
 
-/* Makes <state>/name (and with tree, all below it) the network uid's. */
+/* Makes the directory path (and with tree, all below it) the network
+ * uid's; made if missing. */
 static int
-give_dir(struct daemon *d, const char *name, bool tree, uid_t uid)
+give_path(const char *path, bool tree, uid_t uid)
 {
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof(path), "%s/%s", d->cfg.state_dir, name) >= sizeof(path))
-        return log_err_errno(-ENAMETOOLONG, "state directory path is too long");
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
         return log_err_errno(-errno, "cannot create '%s'", path);
     chown_to = uid;
@@ -102,8 +107,19 @@ give_dir(struct daemon *d, const char *name, bool tree, uid_t uid)
     return 0;
 }
 
-/* Whether uid can walk down to the state directory: every directory above
- * it must let others search it (the network uid is in no group). */
+/* give_path() of <state>/name. */
+static int
+give_dir(struct daemon *d, const char *name, bool tree, uid_t uid)
+{
+    char path[PATH_MAX];
+    if (split_path(path, sizeof(path), d->cfg.state_dir, name) < 0)
+        return log_err_errno(-ENAMETOOLONG, "state directory path is too long");
+    return give_path(path, tree, uid);
+}
+
+/* Whether uid can walk down to dir (the state directory, a store): every
+ * directory above it must let others search it (the network uid is in no
+ * group). */
 static int
 check_reachable(const char *dir, uid_t uid)
 {
@@ -117,9 +133,8 @@ check_reachable(const char *dir, uid_t uid)
         if (stat(at, &st) < 0)
             return log_err_errno(-errno, "cannot look at '%s'", at);
         if (st.st_uid != uid && !(st.st_mode & S_IXOTH))
-            return log_err("the network process (uid %u) cannot reach the state directory '%s': "
-                           "'%s' is not searchable by others (chmod o+x it, or choose another "
-                           "state directory)",
+            return log_err("the network process (uid %u) cannot reach '%s': '%s' is not "
+                           "searchable by others (chmod o+x it, or choose another directory)",
                            (unsigned)uid, dir, at),
                    -EACCES;
     }
@@ -136,24 +151,25 @@ prepare_storage(struct daemon *d, uid_t uid)
      * by name; the rest is root's 0600/0700. */
     if (fchmod(d->statefd, 0711) < 0)
         return log_err_errno(-errno, "cannot make '%s' searchable", d->cfg.state_dir);
+    /* toolbin/ stays root's, so that its shims/, which the parent binds
+     * into sandboxes by path, cannot be replaced by a link elsewhere. */
+    if ((mkdirat(d->statefd, "toolbin", 0755) < 0 && errno != EEXIST) ||
+        fchownat(d->statefd, "toolbin", 0, 0, AT_SYMLINK_NOFOLLOW) < 0 ||
+        fchmodat(d->statefd, "toolbin", 0755, 0) < 0)
+        return log_err_errno(-errno, "cannot prepare '%s/toolbin'", d->cfg.state_dir);
     for (size_t i = 0; i < SPLIT_NET_DIRS; i++) {
         r = give_dir(d, split_net_dirs[i].name, split_net_dirs[i].tree, uid);
         if (r < 0)
             return r;
     }
-    /* The SQLite store, where it is a directory of ours. */
-    if (!d->cfg.store[0]) {
+    /* The SQLite store: <state>/store or the directory ABX_STORE names. */
+    if (!d->cfg.store[0])
         r = give_dir(d, "store", true, uid);
-        if (r < 0)
-            return r;
-    }
-    /* The shims' place must exist before a sandbox binds it. */
-    char shims[PATH_MAX];
-    (void)split_path(shims, sizeof(shims), d->cfg.state_dir, "toolbin/shims");
-    if (mkdir(shims, 0755) < 0 && errno != EEXIST)
-        return log_err_errno(-errno, "cannot create '%s'", shims);
-    if (lchown(shims, uid, (gid_t)uid) < 0)
-        return log_err_errno(-errno, "cannot hand '%s' to uid %u", shims, (unsigned)uid);
+    else if (strncmp(d->cfg.store, "postgres", 8) != 0 &&
+             (r = check_reachable(d->cfg.store, uid)) == 0)
+        r = give_path(d->cfg.store, true, uid);
+    if (r < 0)
+        return r;
     if (fchownat(d->statefd, "api-key", uid, (gid_t)uid, AT_SYMLINK_NOFOLLOW) < 0 &&
         errno != ENOENT)
         return log_err_errno(-errno, "cannot hand '%s/api-key' to uid %u", d->cfg.state_dir,
@@ -185,7 +201,7 @@ exec_net(int sock)
     sigset_t all;
     sigemptyset(&all);
     (void)sigprocmask(SIG_SETMASK, &all, NULL);
-    (void)prctl(PR_SET_PDEATHSIG, SIGTERM);
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
     execv("/proc/self/exe", P.argv);
     _exit(127);
 }

@@ -184,6 +184,7 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
                             dst ? dst : "");
         }
         h->binds[i].ro = c->binds[i].ro;
+        h->binds[i].if_nonempty = c->binds[i].if_nonempty;
     }
     h->nbinds = c->nbinds;
     if ((size_t)snprintf(h->state_dir, sizeof(h->state_dir), "%s", c->state_dir) >=

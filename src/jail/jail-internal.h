@@ -36,6 +36,7 @@ struct jail_host {
         char src[PATH_MAX];
         char dst[256];
         bool ro;
+        bool if_nonempty;
     } binds[JAIL_MAX_BINDS];
     char missing[1024];
 };

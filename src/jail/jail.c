@@ -19,6 +19,7 @@
  */
 #include "jail/jail.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -90,6 +91,26 @@ struct jail {
 /* --- one jail --- */
 
 static void teardown(struct jail *j);
+
+/* Whether path is a directory without entries; one that cannot be read
+ * counts as empty (it is not bound). */
+static bool
+dir_is_empty(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return true;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return true;
+    }
+    bool empty = true;
+    for (struct dirent *de = readdir(d); de && empty; de = readdir(d))
+        empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+    closedir(d);
+    return empty;
+}
 
 /* Sends SIGKILL to the process behind pidfd, which may be gone already. */
 static void
@@ -462,11 +483,13 @@ send_config(struct jail *j, struct err *err)
         c.root_bytes = j->disk_bytes;
     for (size_t i = 0; i < j->nlayers && i < PROTO_MAX_LAYERS; i++)
         c.layers[c.nlayers++] = j->layers[i];
-    for (size_t i = 0; i < h->nbinds && i < PROTO_MAX_BINDS; i++) {
-        c.binds[i].src = h->binds[i].src;
-        c.binds[i].dst = h->binds[i].dst;
-        c.binds[i].flags = h->binds[i].ro ? PROTO_BIND_RO : 0;
-        c.nbinds = (uint32_t)i + 1;
+    for (size_t i = 0; i < h->nbinds && c.nbinds < PROTO_MAX_BINDS; i++) {
+        if (h->binds[i].if_nonempty && dir_is_empty(h->binds[i].src))
+            continue;
+        c.binds[c.nbinds].src = h->binds[i].src;
+        c.binds[c.nbinds].dst = h->binds[i].dst;
+        c.binds[c.nbinds].flags = h->binds[i].ro ? PROTO_BIND_RO : 0;
+        c.nbinds++;
     }
     char cgpaths[PROTO_MAX_CGROUPS][512];
     if (j->have_cgroup) {

@@ -44,6 +44,7 @@ struct jail_bind {
     const char *src; /* absolute host path, copied */
     const char *dst; /* absolute path inside the sandbox, no "..", copied */
     bool ro;
+    bool if_nonempty; /* bound only into sandboxes made while src holds an entry */
 };
 
 struct jail_host_config {

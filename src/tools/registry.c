@@ -454,6 +454,8 @@ shims_current(int pfd, const char *base, char (*names)[80], size_t n, const char
     return same;
 }
 
+#define SHIMS_OLD_MAX 4096 /* entries an old shims' directory may hold */
+
 int
 tools_write_shims(const struct tools_registry *r, const char *dir, const char *mount,
                   struct err *err)
@@ -464,7 +466,7 @@ tools_write_shims(const struct tools_registry *r, const char *dir, const char *m
     char *slash = strrchr(parent, '/');
     const char *base = slash + 1;
     *slash = '\0';
-    _cleanup_close_ int pfd = open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int pfd = open(parent[0] ? parent : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (pfd < 0)
         return err_setx(err, errno, "cannot open '%s'", parent);
     const struct tools_package *c = tools_registry_carrier(r);
@@ -499,14 +501,32 @@ tools_write_shims(const struct tools_registry *r, const char *dir, const char *m
     if (shims_current(pfd, base, names, k, target))
         return c ? 1 : 0;
 
-    int rc = rm_rf_at(pfd, base);
-    if (rc < 0)
-        return err_setx(err, -rc, "cannot remove the old '%s'", dir);
-    if (mkdirat(pfd, base, 0755) < 0)
-        return err_setx(err, errno, "cannot create '%s'", dir);
+    /* Emptied in place when it is a directory of ours: the directory
+     * itself may be where abxd's privileged parent binds it from, in a
+     * parent directory we may not write (abxd/split.c). */
     _cleanup_close_ int dfd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0)
-        return err_setx(err, errno, "cannot open '%s'", dir);
+    struct stat st;
+    if (dfd >= 0 && (fstat(dfd, &st) < 0 || st.st_uid != geteuid()))
+        dfd = safe_close(dfd);
+    if (dfd >= 0) {
+        char **have = NULL;
+        size_t nhave = 0;
+        int rc = fd_dir_names(dfd, SHIMS_OLD_MAX, &have, &nhave);
+        for (size_t i = 0; rc == 0 && i < nhave; i++)
+            rc = rm_rf_at(dfd, have[i]);
+        fd_names_free(have, nhave);
+        if (rc < 0)
+            return err_setx(err, -rc, "cannot empty the old '%s'", dir);
+    } else {
+        int rc = rm_rf_at(pfd, base);
+        if (rc < 0)
+            return err_setx(err, -rc, "cannot remove the old '%s'", dir);
+        if (mkdirat(pfd, base, 0755) < 0)
+            return err_setx(err, errno, "cannot create '%s'", dir);
+        dfd = openat(pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0)
+            return err_setx(err, errno, "cannot open '%s'", dir);
+    }
     (void)fchmod(dfd, 0755);
     if (!c)
         return 0;
