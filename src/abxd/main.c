@@ -13,6 +13,7 @@
 
 #include "abxd/daemon.h"
 #include "abxd/split.h"
+#include "api/api.h"
 
 /* The network process's steps: no lock, no jail host of its own. */
 static int
@@ -21,8 +22,8 @@ run_net(struct daemon *d)
     if (daemon_setup_process(d) < 0 || split_net_confine(d) < 0 || daemon_setup_state(d) < 0 ||
         daemon_setup_loop(d) < 0 || daemon_setup_tools(d) < 0 || daemon_setup_templates(d) < 0 ||
         split_net_connect(d) < 0 || daemon_setup_sandboxes(d) < 0 || daemon_setup_api(d) < 0 ||
-        daemon_setup_store(d) < 0 || daemon_setup_attach(d) < 0 || daemon_setup_http(d) < 0 ||
-        daemon_setup_signals(d) < 0 || daemon_setup_sweeps(d) < 0)
+        daemon_setup_store(d) < 0 || daemon_setup_attach(d) < 0 || api_adopt(d->api) < 0 ||
+        daemon_setup_http(d) < 0 || daemon_setup_signals(d) < 0 || daemon_setup_sweeps(d) < 0)
         return 1;
     int r = daemon_run(d);
     daemon_teardown(d);

@@ -73,6 +73,10 @@ void api_begin(struct http_req *req, void *ud);
 
 /* Readiness: missing is "" when the configured isolation works. */
 void api_set_missing(struct api *a, const char *missing);
+/* Takes over the sandboxes an earlier network process left (privilege
+ * separation: core/adopt.c), after templates and keys are set; kills those
+ * it cannot. Returns how many it took over, or -errno. */
+int api_adopt(struct api *a);
 /* Stops accepting new sandboxes (create answers 503). */
 void api_drain(struct api *a);
 bool api_draining(const struct api *a);

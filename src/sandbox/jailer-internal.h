@@ -43,6 +43,10 @@ struct jailer_ops {
                         struct err *err);
     int (*fileops)(struct jailer_jail *j, bool as_root, const char *label, struct fileops **ret,
                    struct err *err);
+    /* NULL: -EOPNOTSUPP */
+    int (*set_record)(struct jailer_jail *j, const void *record, size_t len, struct err *err);
+    int (*orphans)(struct jailer *jr, jailer_orphan_fn fn, void *userdata, struct err *err);
+    int (*adopt)(struct jailer *jr, const char *id, struct jailer_jail **ret, struct err *err);
 };
 
 struct jailer {

@@ -46,6 +46,8 @@ struct remote_jail {
 
 static const struct jailer_ops remote_ops;
 
+_Static_assert(JAILER_RECORD_MAX == PRIV_RECORD_MAX, "a jail's record is the parent's SET_RECORD");
+
 /* --- priv/client.h's callbacks, relayed (each the last thing done) --- */
 
 static void
@@ -338,6 +340,51 @@ remote_fileops(struct jailer_jail *pub, bool as_root, const char *label, struct 
     return fileops_new_remote(&c, ret, err);
 }
 
+/* --- sandboxes that outlive a network process --- */
+
+static int
+remote_set_record(struct jailer_jail *pub, const void *record, size_t len, struct err *err)
+{
+    return priv_jail_set_record(RJ(pub)->j, record, len, err);
+}
+
+struct orphans_job {
+    jailer_orphan_fn fn;
+    void *ud;
+};
+
+static int
+on_orphan(const struct priv_entry *e, void *ud)
+{
+    struct orphans_job *job = ud;
+    return job->fn(e->id, e->record, e->record_len, job->ud);
+}
+
+static int
+remote_orphans(struct jailer *pub, jailer_orphan_fn fn, void *userdata, struct err *err)
+{
+    struct orphans_job job = {.fn = fn, .ud = userdata};
+    return priv_client_orphans(REM(pub)->c, on_orphan, &job, err);
+}
+
+static int
+remote_adopt(struct jailer *pub, const char *id, struct jailer_jail **ret, struct err *err)
+{
+    struct remote *h = REM(pub);
+    struct remote_jail *rj = calloc(1, sizeof(*rj));
+    if (!rj)
+        return -ENOMEM;
+    rj->pub.jr = pub;
+    priv_fileops_init(&rj->fo, h->c, id);
+    int r = priv_jail_adopt(h->c, id, &relay_cb, rj, &rj->j, err);
+    if (r < 0) {
+        free(rj);
+        return r;
+    }
+    *ret = &rj->pub;
+    return 0;
+}
+
 static const struct jailer_ops remote_ops = {
         .free = remote_free,
         .mode = remote_mode,
@@ -365,4 +412,7 @@ static const struct jailer_ops remote_ops = {
         .open_pty = remote_open_pty,
         .netns_socket = remote_netns_socket,
         .fileops = remote_fileops,
+        .set_record = remote_set_record,
+        .orphans = remote_orphans,
+        .adopt = remote_adopt,
 };

@@ -186,3 +186,37 @@ jailer_fileops(struct jailer_jail *j, bool as_root, const char *label, struct fi
 {
     return j->jr->ops->fileops(j, as_root, label, ret, err);
 }
+
+int
+jailer_set_record(struct jailer_jail *j, const void *record, size_t len, struct err *err)
+{
+    if (!j->jr->ops->set_record)
+        return -EOPNOTSUPP;
+    return j->jr->ops->set_record(j, record, len, err);
+}
+
+int
+jailer_orphans(struct jailer *jr, jailer_orphan_fn fn, void *userdata, struct err *err)
+{
+    if (!jr->ops->orphans)
+        return -EOPNOTSUPP;
+    return jr->ops->orphans(jr, fn, userdata, err);
+}
+
+int
+jailer_adopt(struct jailer *jr, const char *id, const struct jailer_callbacks *cb, void *userdata,
+             struct jailer_jail **ret, struct err *err)
+{
+    struct jailer_jail *j = NULL;
+    if (!jr->ops->adopt)
+        return err_set(err, EOPNOTSUPP,
+                       "sandboxes of an earlier process cannot be taken over here");
+    int r = jr->ops->adopt(jr, id, &j, err);
+    if (r < 0)
+        return r;
+    j->jr = jr;
+    j->cb = cb;
+    j->ud = userdata;
+    *ret = j;
+    return 0;
+}

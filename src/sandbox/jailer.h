@@ -94,6 +94,24 @@ int jailer_open_pty(struct jailer_jail *j, bool root, unsigned rows, unsigned co
  * sandbox shares the host's. label: for messages. */
 int jailer_netns_socket(struct jailer_jail *j, int family, int type, const char *label,
                         struct err *err);
+/* --- sandboxes that outlive this process (through the parent only;
+ * -EOPNOTSUPP here) --- */
+
+/* What a jail keeps for whoever takes it over after this process: at most
+ * JAILER_RECORD_MAX bytes, never read by the parent; 0 clears. */
+#define JAILER_RECORD_MAX 8192
+int jailer_set_record(struct jailer_jail *j, const void *record, size_t len, struct err *err);
+/* Calls fn for each jail no live process owns (a network process before
+ * this one left it), with its record (NULL, 0 when none); fn may adopt it
+ * (jailer_adopt()). fn's negative return stops and is returned. */
+typedef int (*jailer_orphan_fn)(const char *id, const void *record, size_t len, void *userdata);
+int jailer_orphans(struct jailer *jr, jailer_orphan_fn fn, void *userdata, struct err *err);
+/* Takes over orphan id: a jail like jailer_create()'s, ready at once if
+ * the sandbox is (jailer_is_ready()), else its ready callback comes. Its
+ * old processes' exits come to exited with pids nobody spawned here. */
+int jailer_adopt(struct jailer *jr, const char *id, const struct jailer_callbacks *cb,
+                 void *userdata, struct jailer_jail **ret, struct err *err);
+
 /* A file-work handle acting as the sandbox's root or "user". */
 int jailer_fileops(struct jailer_jail *j, bool as_root, const char *label, struct fileops **ret,
                    struct err *err);

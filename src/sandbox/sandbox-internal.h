@@ -37,6 +37,11 @@ struct sandbox_host_ops {
                        char *ret_path, size_t n, struct err *err);
     int (*area_usage)(struct sandbox_host *h, const char *name, uint64_t *ret_bytes);
     void (*area_destroy)(struct sandbox_host *h, const char *name);
+    int (*orphans)(struct sandbox_host *h, sandbox_orphan_fn fn, void *ud, struct err *err);
+    int (*adopt)(struct sandbox_host *h, const char *orphan, const char *id,
+                 const struct sandbox_spec *spec, sandbox_ready_fn ready, void *ud,
+                 struct sandbox **ret, struct err *err);
+    int (*kill_orphan)(struct sandbox_host *h, const char *id, struct err *err);
 };
 
 struct sandbox_ops {
@@ -62,6 +67,7 @@ struct sandbox_ops {
     /* All file work: the sandbox_file_* calls run on fileops(sb, false). */
     int (*fileops)(struct sandbox *sb, bool as_root, struct fileops **ret, struct err *err);
     uint64_t (*max_file_bytes)(const struct sandbox *sb); /* uploads; NULL = no bound */
+    int (*set_record)(struct sandbox *sb, const void *record, size_t len, struct err *err);
 };
 
 struct sandbox_host {

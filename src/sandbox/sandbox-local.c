@@ -588,18 +588,15 @@ copy_env(struct local_sb *sb, const char *const *env)
     return 0;
 }
 
+/* A sandbox of id as local_create() and local_adopt() begin it. */
 static int
-local_create(struct sandbox_host *pub, const char *id, const struct sandbox_spec *spec,
-             sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err)
+sb_new(struct local_host *h, const char *id, const struct sandbox_spec *spec,
+       sandbox_ready_fn ready, void *ud, struct local_sb **ret, struct err *err)
 {
-    struct local_host *h = LHOST(pub);
     struct local_sb *sb = calloc(1, sizeof(*sb));
-    struct jailer_jail *j = NULL;
-    int r;
-
     if (!sb)
         return -ENOMEM;
-    r = sandbox_init(&sb->pub, &local_ops, id, &spec->limits, err);
+    int r = sandbox_init(&sb->pub, &local_ops, id, &spec->limits, err);
     if (r < 0) {
         free(sb);
         return r;
@@ -612,8 +609,24 @@ local_create(struct sandbox_host *pub, const char *id, const struct sandbox_spec
     list_init(&sb->procs);
     list_init(&sb->pending);
     r = copy_env(sb, spec->env);
+    if (r < 0) {
+        local_free(&sb->pub);
+        return r;
+    }
+    *ret = sb;
+    return 0;
+}
+
+static int
+local_create(struct sandbox_host *pub, const char *id, const struct sandbox_spec *spec,
+             sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err)
+{
+    struct local_host *h = LHOST(pub);
+    struct local_sb *sb = NULL;
+    struct jailer_jail *j = NULL;
+    int r = sb_new(h, id, spec, ready, ud, &sb, err);
     if (r < 0)
-        goto fail;
+        return r;
 
     j = spec->fs ? NULL : pool_take(h);
     if (j) {
@@ -654,6 +667,73 @@ local_create(struct sandbox_host *pub, const char *id, const struct sandbox_spec
 fail:
     local_free(&sb->pub);
     return r;
+}
+
+/* Takes over a sandbox an earlier process left (jailer.h): ready at once
+ * when it is, its old processes not ours. */
+static int
+local_adopt(struct sandbox_host *pub, const char *orphan, const char *id,
+            const struct sandbox_spec *spec, sandbox_ready_fn ready, void *ud, struct sandbox **ret,
+            struct err *err)
+{
+    struct local_host *h = LHOST(pub);
+    struct local_sb *sb = NULL;
+    if (!host_fds_fit(h, SANDBOX_JAIL_FDS))
+        return err_set(err, EMFILE,
+                       "abxd has no descriptors left for another sandbox (%u of %u in use)", h->fds,
+                       h->fd_budget);
+    int r = sb_new(h, id, spec, ready, ud, &sb, err);
+    if (r < 0)
+        return r;
+    r = jailer_adopt(h->jr, orphan, &sandbox_jail_cb, sb, &sb->jail, err);
+    if (r < 0) {
+        local_free(&sb->pub);
+        return r;
+    }
+    h->fds += SANDBOX_JAIL_FDS;
+    if (jailer_is_ready(sb->jail)) {
+        sb->state = SB_READY;
+        sb->was_ready = true;
+        if ((r = loop_defer(h->loop, deferred_ready, sb)) < 0) {
+            jailer_set_callbacks(sb->jail, &discard_cb, h);
+            jailer_kill(sb->jail);
+            sb->jail = NULL; /* discard_cb frees it and gives its descriptors back */
+            local_free(&sb->pub);
+            return r;
+        }
+    } else {
+        sb->state = SB_CREATING;
+    }
+    *ret = &sb->pub;
+    return 0;
+}
+
+static int
+local_host_kill_orphan(struct sandbox_host *pub, const char *id, struct err *err)
+{
+    struct local_host *h = LHOST(pub);
+    struct jailer_jail *j = NULL;
+    int r = jailer_adopt(h->jr, id, &discard_cb, h, &j, err);
+    if (r < 0)
+        return r;
+    h->fds += SANDBOX_JAIL_FDS; /* discard_cb gives them back with the jail */
+    jailer_kill(j);
+    return 0;
+}
+
+static int
+local_host_orphans(struct sandbox_host *pub, sandbox_orphan_fn fn, void *ud, struct err *err)
+{
+    return jailer_orphans(LHOST(pub)->jr, fn, ud, err);
+}
+
+static int
+local_set_record(struct sandbox *pub, const void *record, size_t len, struct err *err)
+{
+    struct local_sb *sb = LSB(pub);
+    if (!sb->jail)
+        return -ESRCH;
+    return jailer_set_record(sb->jail, record, len, err);
 }
 
 static void
@@ -1126,6 +1206,7 @@ static const struct sandbox_ops local_ops = {
         .root_fd = local_root_fd,
         .fileops = local_fileops,
         .max_file_bytes = local_max_file_bytes,
+        .set_record = local_set_record,
 };
 
 static const struct sandbox_host_ops local_host_ops = {
@@ -1142,4 +1223,7 @@ static const struct sandbox_host_ops local_host_ops = {
         .area_create = local_host_area_create,
         .area_usage = local_host_area_usage,
         .area_destroy = local_host_area_destroy,
+        .orphans = local_host_orphans,
+        .adopt = local_adopt,
+        .kill_orphan = local_host_kill_orphan,
 };

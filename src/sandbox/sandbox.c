@@ -23,6 +23,42 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
     return h->ops->create(h, id, spec, ready, ud, ret, err);
 }
 
+int
+sandbox_set_record(struct sandbox *sb, const void *record, size_t len, struct err *err)
+{
+    return sb->ops->set_record ? sb->ops->set_record(sb, record, len, err) : -EOPNOTSUPP;
+}
+
+int
+sandbox_host_orphans(struct sandbox_host *h, sandbox_orphan_fn fn, void *ud, struct err *err)
+{
+    return h->ops->orphans ? h->ops->orphans(h, fn, ud, err) : -EOPNOTSUPP;
+}
+
+int
+sandbox_adopt(struct sandbox_host *h, const char *orphan, const char *id,
+              const struct sandbox_spec *spec, sandbox_ready_fn ready, void *ud,
+              struct sandbox **ret, struct err *err)
+{
+    if (!h->ops->adopt)
+        return err_set(err, EOPNOTSUPP,
+                       "the %s sandbox host keeps no sandboxes of an earlier "
+                       "process",
+                       h->ops->name);
+    return h->ops->adopt(h, orphan, id, spec, ready, ud, ret, err);
+}
+
+int
+sandbox_host_kill_orphan(struct sandbox_host *h, const char *id, struct err *err)
+{
+    if (!h->ops->kill_orphan)
+        return err_set(err, EOPNOTSUPP,
+                       "the %s sandbox host keeps no sandboxes of an earlier "
+                       "process",
+                       h->ops->name);
+    return h->ops->kill_orphan(h, id, err);
+}
+
 void
 sandbox_host_drain_pool(struct sandbox_host *h)
 {

@@ -154,6 +154,29 @@ typedef void (*sandbox_gone_fn)(struct sandbox *sb, void *ud);
  * r < 0 after which the caller frees sb. */
 int sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec *spec,
                    sandbox_ready_fn ready, void *ud, struct sandbox **ret, struct err *err);
+/* Sandboxes that outlive the process that made them (abxd's network
+ * process under privilege separation, restarted by the parent): a record
+ * of at most SANDBOX_RECORD_MAX bytes kept beside each, for the next
+ * process; 0 clears. -EOPNOTSUPP where no sandbox outlives its maker. */
+#define SANDBOX_RECORD_MAX 8192
+int sandbox_set_record(struct sandbox *sb, const void *record, size_t len, struct err *err);
+/* Calls fn for each sandbox left by an earlier process, by the host's name
+ * for it (orphan: not always its sandbox id, a warm one has the pool's),
+ * with its record (NULL, 0 when none); fn may adopt it. fn's negative
+ * return stops and is returned; -EOPNOTSUPP where there are none. */
+typedef int (*sandbox_orphan_fn)(const char *id, const void *record, size_t len, void *ud);
+int sandbox_host_orphans(struct sandbox_host *h, sandbox_orphan_fn fn, void *ud, struct err *err);
+/* Takes over orphan (sandbox_host_orphans()'s name) as sandbox id, as
+ * sandbox_create() would have made it with spec (its limits as the
+ * sandbox has them, its env; spec->fs is ignored). ready fires as for a
+ * create. The processes it runs are not this process's: they run on, and
+ * are not listed. */
+int sandbox_adopt(struct sandbox_host *h, const char *orphan, const char *id,
+                  const struct sandbox_spec *spec, sandbox_ready_fn ready, void *ud,
+                  struct sandbox **ret, struct err *err);
+/* Takes over orphan id only to kill it (one with no record, or one whose
+ * record names what is gone). */
+int sandbox_host_kill_orphan(struct sandbox_host *h, const char *id, struct err *err);
 /* Called once when a ready sandbox is gone (killed or died) and cleaned up. */
 void sandbox_set_gone_handler(struct sandbox *sb, sandbox_gone_fn fn, void *ud);
 /* Kills asynchronously: every process, the jail, its traces. Idempotent. */

@@ -90,7 +90,7 @@ test('sandboxes work through the parent: exec, files as the sandbox user, info',
   }
 });
 
-test('a killed network process comes back on the same port; stored writes stay', { skip }, async () => {
+test('a killed network process comes back on the same port; sandboxes live, stored writes stay', { skip }, async () => {
   const d = await split();
   try {
     const ws = await api(d, 'POST', '/v1/workspaces', {});
@@ -100,7 +100,13 @@ test('a killed network process comes back on the same port; stored writes stay',
     const put = await api(d, 'PUT', `/v1/workspaces/${id}/files/keep.bin`, body);
     assert.ok(put.status === 201 || put.status === 200, put.text);
     // mid-exec: a long command is running when the network process dies
-    const sb = await createSandbox(d);
+    const sb = await createSandbox(d, { timeout_s: 600, metadata: { who: 'before' } });
+    assert.equal((await sh(d, sb.id, 'echo kept > /home/user/k.txt')).code, 0);
+    const before = (await api(d, 'GET', `/v1/sandboxes/${sb.id}`)).json;
+    // and one made through the E2B API: its envd token must stay the same
+    const e2bKey = { auth: false, headers: { 'X-API-Key': d.key } };
+    const ex = await api(d, 'POST', '/sandboxes', { templateID: 'base', timeout: 600 }, e2bKey);
+    assert.equal(ex.status, 201, ex.text);
     const longExec = api(d, 'POST', `/v1/sandboxes/${sb.id}/exec`, { argv: ['sleep', '30'] }).catch((e) => e);
     await until(async () => (await api(d, 'GET', `/v1/sandboxes/${sb.id}`)).json?.processes > 0);
     const net = netPid(d.proc.pid);
@@ -126,8 +132,23 @@ test('a killed network process comes back on the same port; stored writes stay',
     assert.ok(back.buf.equals(body), 'what was acknowledged is there');
     assert.match(d.log, /network process was killed by signal 9/);
     assert.equal(d.proc.exitCode, null, 'the parent lives');
+    // The sandbox lives on, taken over: the same record, its files, the
+    // process the dead one had started still running in it.
+    const after = await api(d, 'GET', `/v1/sandboxes/${sb.id}`);
+    assert.equal(after.status, 200, after.text);
+    assert.equal(after.json.created_at, before.created_at);
+    assert.equal(after.json.end_at, before.end_at);
+    assert.deepEqual(after.json.metadata, { who: 'before' });
+    assert.match(d.log, new RegExp(`sandbox=${sb.id} taken over`));
+    const k = await sh(d, sb.id, 'cat /home/user/k.txt; pgrep -x sleep >/dev/null && echo sleeping');
+    assert.equal(k.out, 'kept\nsleeping\n');
+    const ey = await api(d, 'GET', `/sandboxes/${ex.json.sandboxID}`, undefined, e2bKey);
+    assert.equal(ey.status, 200, ey.text);
+    assert.equal(ey.json.envdAccessToken, ex.json.envdAccessToken);
+    assert.equal(ey.json.alias ?? ey.json.templateID, ex.json.alias ?? ex.json.templateID);
     const sb2 = await createSandbox(d);
     assert.equal((await exec(d, sb2.id, ['true'])).code, 0);
+    assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${sb.id}`)).status, 204);
   } finally {
     await d.stop();
   }

@@ -14,7 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/core/auth.h"
+#include "template/template.h"
+#include "util/buf.h"
 #include "util/hashmap.h"
+#include "util/json.h"
 #include "util/log.h"
 #include "util/rand.h"
 #include "util/timeutil.h"
@@ -28,6 +32,7 @@ struct table {
     struct list entries;
     uint32_t count;
     bool draining;
+    bool no_records; /* the host keeps no records (sandbox_set_record()) */
     char missing[1024];
     struct table_stats st;
     struct table_hooks hooks[TABLE_EXT_MAX];
@@ -87,6 +92,7 @@ entry_free(struct entry *e)
     loop_timer_free(e->deadline);
     sandbox_free(e->sb);
     json_decref(e->metadata);
+    json_decref(e->env);
     free(e);
 }
 
@@ -145,6 +151,7 @@ table_set_end(struct entry *e, uint64_t end_at_wall_ms)
 {
     e->end_at_wall_ms = end_at_wall_ms;
     arm_deadline(e);
+    table_record(e);
 }
 
 static void
@@ -240,6 +247,7 @@ on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
     t->st.create_us_sum += tm->total_us;
     t->st.create_count++;
     arm_deadline(e);
+    table_record(e);
     log_debug("sandbox=%s ready in %.3f ms%s", e->id, tm->total_us / 1000.0,
               tm->from_pool ? " (warm)" : "");
     if (op)
@@ -282,8 +290,13 @@ table_create(struct table *t, const struct table_create *c, table_ready_fn ready
     e->end_at_wall_ms = c->timeout_s ? e->created_wall_ms + c->timeout_s * 1000u : 0;
     e->last_active_ms = now_msec();
     e->metadata = c->meta ? json_deep_copy(c->meta) : json_object();
+    e->env = json_array();
+    for (size_t i = 0; e->env && c->spec->env && c->spec->env[i]; i++)
+        if (json_array_append_new(e->env, json_string(c->spec->env[i])) < 0)
+            e->env = (json_decref(e->env), NULL);
     e->op = calloc(1, sizeof(*e->op));
-    if (!e->metadata || !e->op || loop_timer_new(t->loop, on_deadline, e, &e->deadline) < 0) {
+    if (!e->metadata || !e->env || !e->op ||
+        loop_timer_new(t->loop, on_deadline, e, &e->deadline) < 0) {
         r = -ENOMEM;
         goto fail;
     }
@@ -314,8 +327,221 @@ fail:
     free(e->op);
     loop_timer_free(e->deadline);
     json_decref(e->metadata);
+    json_decref(e->env);
     free(e);
     return r;
+}
+
+/* --- records: sandboxes that outlive this process --- */
+
+#define RECORD_VERSION 1
+#define RECORD_ENV_MAX 1024 /* env entries a record may carry */
+
+void
+table_record(struct entry *e)
+{
+    struct table *t = e->table;
+    struct err err = {0};
+    if (t->no_records || e->state == E_DYING || !e->sb)
+        return;
+    const struct sandbox_limits *l = sandbox_limits(e->sb);
+    json_t *lim = json_object();
+    (void)json_set(lim, "memory", json_integer((json_int_t)l->memory_bytes));
+    (void)json_set(lim, "cpu", json_integer((json_int_t)l->cpu_millis));
+    (void)json_set(lim, "pids", json_integer((json_int_t)l->pids));
+    (void)json_set(lim, "disk", json_integer((json_int_t)l->disk_bytes));
+    json_t *r = json_object();
+    (void)json_set(r, "v", json_integer(RECORD_VERSION));
+    (void)json_set(r, "id", json_string(e->id));
+    (void)json_set(r, "created", json_integer((json_int_t)e->created_wall_ms));
+    (void)json_set(r, "end", json_integer((json_int_t)e->end_at_wall_ms));
+    (void)json_set(r, "timeout", json_integer((json_int_t)e->timeout_s));
+    (void)json_set(r, "template", e->tmpl ? json_string(e->tmpl->name) : json_null());
+    (void)json_set(r, "caps", json_integer((json_int_t)e->caps));
+    (void)json_set(r, "scope", e->scope ? json_string(e->scope->key) : json_null());
+    (void)json_set(r, "meta", json_incref(e->metadata));
+    (void)json_set(r, "env", json_incref(e->env));
+    (void)json_set(r, "limits", lim);
+    (void)json_set(r, "paused", json_boolean(e->paused));
+    for (unsigned i = 0; i < t->n_hooks; i++) {
+        if (!t->hooks[i].save || !t->hooks[i].name)
+            continue;
+        json_t *o = json_object();
+        t->hooks[i].save(e, i, o);
+        if (o && json_object_size(o))
+            (void)json_set(r, t->hooks[i].name, o);
+        else
+            json_decref(o);
+    }
+    struct buf b;
+    buf_init(&b, SANDBOX_RECORD_MAX + 1);
+    int rc = r ? json_dump_buf(r, &b) : -ENOMEM;
+    json_decref(r);
+    if (rc == 0 && b.len > SANDBOX_RECORD_MAX) {
+        log_warn("sandbox=%s: its record (%zu bytes) is over %d bytes: a restarted network "
+                 "process will not take it over",
+                 e->id, b.len, SANDBOX_RECORD_MAX);
+        b.len = 0; /* cleared: it is not taken over half-known */
+    }
+    if (rc == 0)
+        rc = sandbox_set_record(e->sb, b.data, b.len, &err);
+    buf_done(&b);
+    if (rc == -EOPNOTSUPP)
+        t->no_records = true;
+    else if (rc < 0)
+        log_warn("sandbox=%s: cannot keep its record for a restart: %s", e->id,
+                 err.msg[0] ? err.msg : strerror(-rc));
+}
+
+/* The sandbox_spec a record describes: limits and env (env borrowed from
+ * rec, *ret_env the caller's to free). */
+static int
+record_spec(json_t *rec, struct sandbox_spec *spec, const char ***ret_env, struct err *err)
+{
+    json_t *lim = json_object_get(rec, "limits"), *env = NULL;
+    uint64_t mem, cpu, pids, disk;
+    int r;
+    if (!json_is_object(lim))
+        return err_set(err, EINVAL, "no limits");
+    if ((r = json_get_u64(lim, "memory", true, UINT64_MAX, &mem, err)) < 0 ||
+        (r = json_get_u64(lim, "cpu", true, UINT32_MAX, &cpu, err)) < 0 ||
+        (r = json_get_u64(lim, "pids", true, UINT32_MAX, &pids, err)) < 0 ||
+        (r = json_get_u64(lim, "disk", true, UINT64_MAX, &disk, err)) < 0 ||
+        (r = json_get_str_array(rec, "env", true, 0, RECORD_ENV_MAX, SANDBOX_RECORD_MAX, &env,
+                                err)) < 0)
+        return r;
+    const char **v = calloc(json_array_size(env) + 1, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < json_array_size(env); i++)
+        v[i] = json_string_value(json_array_get(env, i));
+    *spec = (struct sandbox_spec){
+            .limits = {.memory_bytes = mem,
+                       .cpu_millis = (uint32_t)cpu,
+                       .pids = (uint32_t)pids,
+                       .disk_bytes = disk},
+            .env = v,
+    };
+    *ret_env = v;
+    return 0;
+}
+
+int
+table_adopt(struct table *t, const char *orphan, const void *rec, size_t len,
+            const struct table_resolve *res, struct entry **ret, struct err *err)
+{
+    const char *id = NULL;
+    json_t *r = NULL, *meta = NULL, *env = NULL, *tv = NULL, *sv = NULL;
+    const char *tname = NULL, *skey = NULL;
+    uint64_t v, created, end, timeout, caps;
+    bool paused = false;
+    const struct template *tmpl = NULL;
+    const struct api_scope *scope = NULL;
+    struct sandbox_spec spec;
+    const char **envv = NULL;
+    struct entry *e = NULL;
+    int rc;
+
+    if ((rc = json_parse(rec, len, &r, err)) < 0)
+        return rc;
+    if (!json_is_object(r)) {
+        rc = err_set(err, EINVAL, "the record is no object");
+        goto out;
+    }
+    if ((rc = json_get_str(r, "id", true, &id, err)) < 0)
+        goto out;
+    if (strlen(id) != TABLE_ID_LEN ||
+        strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789") != TABLE_ID_LEN) {
+        rc = err_set(err, EINVAL, "'%.64s' is no sandbox id of ours", id);
+        goto out;
+    }
+    if (hashmap_get(t->map, id)) {
+        rc = err_set(err, EEXIST, "sandbox '%s' is in the table already", id);
+        goto out;
+    }
+    tv = json_object_get(r, "template");
+    sv = json_object_get(r, "scope");
+    if ((rc = json_get_u64(r, "v", true, UINT32_MAX, &v, err)) < 0 ||
+        (rc = json_get_u64(r, "created", true, UINT64_MAX, &created, err)) < 0 ||
+        (rc = json_get_u64(r, "end", true, UINT64_MAX, &end, err)) < 0 ||
+        (rc = json_get_u64(r, "timeout", true, UINT64_MAX, &timeout, err)) < 0 ||
+        (rc = json_get_u64(r, "caps", true, UINT32_MAX, &caps, err)) < 0 ||
+        (rc = json_get_bool(r, "paused", true, &paused, err)) < 0 ||
+        (rc = json_get_str_map(r, "meta", SIZE_MAX, SIZE_MAX, &meta, err)) < 0 ||
+        (rc = record_spec(r, &spec, &envv, err)) < 0)
+        goto out;
+    if (v != RECORD_VERSION) {
+        rc = err_set(err, EINVAL, "a record of version %llu", (unsigned long long)v);
+        goto out;
+    }
+    if ((tv && !json_is_string(tv) && !json_is_null(tv)) ||
+        (sv && !json_is_string(sv) && !json_is_null(sv))) {
+        rc = err_set(err, EINVAL, "template and scope are names");
+        goto out;
+    }
+    tname = json_string_value(tv);
+    skey = json_string_value(sv);
+    if (tname && !(tmpl = res->tmpl(res->ud, tname))) {
+        rc = err_set(err, ENOENT, "its template '%.64s' is no longer here", tname);
+        goto out;
+    }
+    if (skey && res->scope(res->ud, skey, &scope) < 0) {
+        rc = err_set(err, ENOENT, "the scoped key that made it is no longer here");
+        goto out;
+    }
+    env = json_object_get(r, "env");
+    e = calloc(1, sizeof(*e));
+    if (!e) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    e->table = t;
+    memcpy(e->id, id, TABLE_ID_LEN + 1);
+    e->tmpl = tmpl;
+    e->caps = (unsigned)caps;
+    e->scope = scope;
+    e->state = E_CREATING;
+    e->paused = paused;
+    list_init(&e->kill_waiters);
+    e->created_wall_ms = created;
+    e->timeout_s = timeout;
+    e->end_at_wall_ms = end;
+    e->last_active_ms = now_msec();
+    e->metadata = json_deep_copy(meta);
+    e->env = json_deep_copy(env);
+    if (!e->metadata || !e->env || loop_timer_new(t->loop, on_deadline, e, &e->deadline) < 0) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = sandbox_adopt(t->sh, orphan, e->id, &spec, on_ready, e, &e->sb, err)) < 0)
+        goto fail;
+    sandbox_set_gone_handler(e->sb, on_gone, e);
+    list_add_tail(&t->entries, &e->link);
+    t->count++;
+    if ((rc = hashmap_put(t->map, e->id, e)) < 0) {
+        table_kill(e); /* still listed: its end frees it */
+        goto out;
+    }
+    for (unsigned i = 0; i < t->n_hooks; i++) {
+        json_t *o = t->hooks[i].name ? json_object_get(r, t->hooks[i].name) : NULL;
+        if (o && t->hooks[i].load && (rc = t->hooks[i].load(e, i, o)) < 0) {
+            (void)err_set(err, -rc, "its %s state does not load", t->hooks[i].name);
+            table_kill(e);
+            goto out;
+        }
+    }
+    *ret = e;
+    rc = 0;
+    goto out;
+fail:
+    loop_timer_free(e->deadline);
+    json_decref(e->metadata);
+    json_decref(e->env);
+    free(e);
+out:
+    free(envv);
+    json_decref(r);
+    return rc;
 }
 
 int

@@ -48,6 +48,7 @@ struct entry {
     unsigned caps;                 /* TEMPLATE_CAP_* the sandbox's routes allow */
     const struct api_scope *scope; /* the scoped key that created it, NULL = the full key */
     void *ext[TABLE_EXT_MAX];      /* per-surface state, by the slot of table_add_hooks() */
+    json_t *env;                   /* the sandbox's env ("K=V" strings), owned: for its record */
     struct list kill_waiters;      /* table.c: told when the sandbox is gone */
     struct table_create_op *op;    /* table.c: the creator's callback until ready */
 };
@@ -59,6 +60,13 @@ struct entry {
 struct table_hooks {
     void (*dying)(struct entry *e, unsigned slot);
     void (*free)(struct entry *e, unsigned slot);
+    /* The entry's record (table_record()): save adds what the surface
+     * keeps to rec (an object of its own), load makes its state from one
+     * when a later process takes the sandbox over; a negative return from
+     * load refuses the sandbox (it is killed). Both optional. */
+    void (*save)(struct entry *e, unsigned slot, json_t *rec);
+    int (*load)(struct entry *e, unsigned slot, json_t *rec);
+    const char *name; /* the key of save's object in the record ("e2b") */
 };
 
 struct table_config {
@@ -114,6 +122,28 @@ int table_admits(const struct table *t, struct err *err);
  * On success ready (or drop) owns ud. */
 int table_create(struct table *t, const struct table_create *c, table_ready_fn ready,
                  table_drop_fn drop, void *ud, struct entry **ret, struct err *err);
+
+/* Sandboxes that outlive this process (sandbox_set_record()): writes e's
+ * record - its times, template, scope, metadata, env, limits, pause and
+ * the surfaces' state - for the process that takes it over. Called by the
+ * table on ready and table_set_end(), and by surfaces whenever what they
+ * save changes. Quiet where sandboxes do not outlive us. */
+void table_record(struct entry *e);
+/* How table_adopt() finds what a record names: the template (NULL = no
+ * longer here: the sandbox is killed) and the scope (*ret NULL = the full
+ * key; -ENOENT = that key is gone: killed too). */
+struct table_resolve {
+    const struct template *(*tmpl)(void *ud, const char *name);
+    int (*scope)(void *ud, const char *key, const struct api_scope **ret);
+    void *ud;
+};
+/* Takes over orphan (sandbox_host_orphans()'s name), left by an earlier
+ * process with record rec (table_record()'s): an entry as its create
+ * made it, with the id the record names, ready when its sandbox is.
+ * -EINVAL for a record that does not parse, -ENOENT for one naming what
+ * is gone (err says why): the caller kills such a sandbox. */
+int table_adopt(struct table *t, const char *orphan, const void *rec, size_t len,
+                const struct table_resolve *res, struct entry **ret, struct err *err);
 
 /* Marks e active now (the idle backstop counts from here). */
 void table_touch(struct entry *e);

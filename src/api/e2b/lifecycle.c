@@ -24,6 +24,7 @@ set_frozen(struct entry *e, bool frozen, struct err *err)
     if (r < 0)
         return r;
     e->paused = frozen;
+    table_record(e);
     return 0;
 }
 

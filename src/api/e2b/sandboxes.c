@@ -6,6 +6,7 @@
  * and the lifecycle routes share, below all three.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,10 +63,46 @@ entry_free(struct entry *e, unsigned slot)
     e->ext[slot] = NULL;
 }
 
+/* Its envd token and alias go into the sandbox's record (table.h), so
+ * that a restarted network process serves it to the same SDK. Streams,
+ * snapshots being taken and a cold pause's identity do not. */
+static void
+entry_save(struct entry *e, unsigned slot, json_t *rec)
+{
+    const struct e2b_sb *x = e->ext[slot];
+    if (!x)
+        return;
+    (void)json_set(rec, "token", json_string(x->token));
+    (void)json_set(rec, "alias", json_string(x->alias));
+}
+
+static int
+entry_load(struct entry *e, unsigned slot, json_t *rec)
+{
+    const char *token = NULL, *alias = NULL;
+    if (json_get_str(rec, "token", true, &token, NULL) < 0 ||
+        json_get_str(rec, "alias", true, &alias, NULL) < 0 || strlen(token) != E2B_TOKEN_LEN ||
+        strspn(token, "0123456789abcdef") != E2B_TOKEN_LEN ||
+        strlen(alias) >= sizeof(((struct e2b_sb *)0)->alias))
+        return -EINVAL;
+    struct e2b_sb *x = calloc(1, sizeof(*x));
+    if (!x)
+        return -ENOMEM;
+    list_init(&x->streams);
+    memcpy(x->token, token, E2B_TOKEN_LEN + 1);
+    (void)snprintf(x->alias, sizeof(x->alias), "%s", alias);
+    e->ext[slot] = x;
+    return 0;
+}
+
 int
 e2b_init(struct api *a)
 {
-    static const struct table_hooks hooks = {.dying = entry_dying, .free = entry_free};
+    static const struct table_hooks hooks = {.dying = entry_dying,
+                                             .free = entry_free,
+                                             .save = entry_save,
+                                             .load = entry_load,
+                                             .name = "e2b"};
     return table_add_hooks(a->table, &hooks, &a->e2b_slot);
 }
 

@@ -26,9 +26,17 @@ struct sandbox {
     void *ready_ud;
     sandbox_gone_fn gone;
     void *gone_ud;
-    bool killed;
+    bool killed, adopted;
     struct sandbox_timings t;
+    struct sandbox_limits limits;
+    const char *env0; /* the spec's first env entry, as given (borrowed from a static) */
 };
+
+/* The last record a sandbox was given; records_r < 0: what set_record
+ * answers instead (-EOPNOTSUPP: the host keeps none). */
+static char record[SANDBOX_RECORD_MAX + 1];
+static size_t record_len;
+static int records_r, record_calls;
 
 static int fake_create_r; /* what the next sandbox_create() returns */
 static struct sandbox *last_sb;
@@ -47,7 +55,44 @@ sandbox_create(struct sandbox_host *h, const char *id, const struct sandbox_spec
     assert_non_null(sb);
     sb->ready = ready;
     sb->ready_ud = ud;
+    sb->limits = spec->limits;
     *ret = last_sb = sb;
+    return 0;
+}
+
+int
+sandbox_adopt(struct sandbox_host *h, const char *orphan, const char *id,
+              const struct sandbox_spec *spec, sandbox_ready_fn ready, void *ud,
+              struct sandbox **ret, struct err *err)
+{
+    (void)orphan;
+    static char env0[64];
+    int r = sandbox_create(h, id, spec, ready, ud, ret, err);
+    if (r == 0) {
+        (*ret)->adopted = true;
+        (void)snprintf(env0, sizeof(env0), "%s", spec->env && spec->env[0] ? spec->env[0] : "");
+        (*ret)->env0 = env0;
+    }
+    return r;
+}
+
+const struct sandbox_limits *
+sandbox_limits(const struct sandbox *sb)
+{
+    return &sb->limits;
+}
+
+int
+sandbox_set_record(struct sandbox *sb, const void *rec, size_t len, struct err *err)
+{
+    (void)sb;
+    (void)err;
+    record_calls++;
+    if (records_r < 0)
+        return records_r;
+    assert_true(len <= SANDBOX_RECORD_MAX);
+    memcpy(record, rec, len);
+    record_len = len;
     return 0;
 }
 
@@ -371,6 +416,116 @@ test_hooks_max(void **state)
     assert_int_equal(table_add_hooks(f->t, &hooks, &slot), -ENOSPC);
 }
 
+/* A record's round trip: what a ready entry records, a later table takes
+ * over as the same entry; a record naming a gone template or scoped key,
+ * or that does not parse, is refused; a host without records is asked
+ * once. */
+static const struct template *
+no_template(void *ud, const char *name)
+{
+    (void)ud;
+    (void)name;
+    return NULL;
+}
+
+static int
+any_scope(void *ud, const char *key, const struct api_scope **ret)
+{
+    (void)ud;
+    *ret = NULL; /* the full key, for the test */
+    return strcmp(key, "gone") ? 0 : -ENOENT;
+}
+
+static void
+test_records(void **state)
+{
+    struct fixture *f = *state;
+    struct err err = {0};
+    const char *env[] = {"A=1", "B=two", NULL};
+    struct sandbox_spec spec = {.limits = {.memory_bytes = 64 << 20, .cpu_millis = 500, .pids = 9},
+                                .env = env};
+    json_t *meta = json_pack("{s:s}", "owner", "me");
+    struct table_create c = {.spec = &spec, .timeout_s = 300, .meta = meta};
+    struct entry *e = NULL;
+
+    records_r = 0;
+    assert_int_equal(table_create(f->t, &c, on_ready_cb, on_drop_cb, &seen, &e, &err), 0);
+    json_decref(meta);
+    e->ext[f->slot[0]] = &seen.freed[0];
+    e->ext[f->slot[1]] = &seen.freed[1];
+    e->paused = true;
+    fake_ready(e->sb, 0);
+    assert_true(record_len > 0);
+    char saved[SANDBOX_RECORD_MAX + 1] = "";
+    size_t saved_len = record_len;
+    memcpy(saved, record, record_len);
+    char id[TABLE_ID_LEN + 1];
+    memcpy(id, e->id, sizeof(id));
+    uint64_t created = e->created_wall_ms, end = e->end_at_wall_ms;
+    assert_true(end > created);
+
+    /* Taken over by another table (the next network process). */
+    struct table *t2 = NULL;
+    struct table_config tc = {.max_sandboxes = 4};
+    assert_int_equal(table_new(f->loop, NULL, f, &tc, &t2), 0);
+    if (!t2)
+        abort();
+    const struct table_resolve res = {.tmpl = no_template, .scope = any_scope};
+    struct entry *e2 = NULL;
+    assert_int_equal(table_adopt(t2, "pooljail", saved, saved_len, &res, &e2, &err), 0);
+    assert_string_equal(e2->id, id);
+    assert_true(e2->sb->adopted);
+    assert_int_equal(e2->created_wall_ms, created);
+    assert_int_equal(e2->end_at_wall_ms, end);
+    assert_int_equal(e2->timeout_s, 300);
+    assert_true(e2->paused);
+    assert_string_equal(json_string_value(json_object_get(e2->metadata, "owner")), "me");
+    assert_int_equal(e2->sb->limits.memory_bytes, 64 << 20);
+    assert_int_equal(e2->sb->limits.cpu_millis, 500);
+    assert_int_equal(e2->sb->limits.pids, 9);
+    assert_string_equal(e2->sb->env0, "A=1");
+    assert_int_equal(json_array_size(e2->env), 2);
+    assert_ptr_equal(table_find(t2, id), e2);
+    /* twice: refused */
+    assert_int_equal(table_adopt(t2, "pooljail", saved, saved_len, &res, &e2, &err), -EEXIST);
+    /* bad records: refused before anything is made */
+    static const char *const bad[] = {"",
+                                      "[]",
+                                      "{\"v\":1}",
+                                      "not json",
+                                      "{\"v\":2,\"created\":1}",
+                                      "{\"v\":1,\"id\":\"zzzzzzzzzzzzzzzzzzzz\"}",
+                                      "{\"v\":1,\"id\":\"../zzzzzzzzzzzzzzzzz\"}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct entry *x = NULL;
+        assert_true(table_adopt(t2, "other", bad[i], strlen(bad[i]), &res, &x, &err) < 0);
+        assert_null(x);
+        assert_null(table_find(t2, "zzzzzzzzzzzzzzzzzzzz"));
+    }
+    /* a record naming a scoped key that is gone: refused */
+    json_t *j = json_loadb(saved, saved_len, 0, NULL);
+    assert_non_null(j);
+    json_object_set_new(j, "id", json_string("yyyyyyyyyyyyyyyyyyyy"));
+    json_object_set_new(j, "scope", json_string("gone"));
+    char *g = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    struct entry *x = NULL;
+    assert_int_equal(table_adopt(t2, "other", g, strlen(g), &res, &x, &err), -ENOENT);
+    free(g);
+    assert_int_equal(table_count(t2), 1);
+    table_free(t2);
+
+    /* A host that keeps no records is asked once. */
+    records_r = -EOPNOTSUPP;
+    record_calls = 0;
+    struct entry *e3 = create(f, &err);
+    assert_non_null(e3);
+    fake_ready(e3->sb, 0);
+    table_set_end(e3, 0);
+    assert_int_equal(record_calls, 1);
+    records_r = 0;
+}
+
 int
 main(void)
 {
@@ -382,6 +537,7 @@ main(void)
             cmocka_unit_test_setup_teardown(test_idle_and_kill_all, setup, teardown),
             cmocka_unit_test_setup_teardown(test_deadline, setup, teardown),
             cmocka_unit_test_setup_teardown(test_hooks_max, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_records, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
