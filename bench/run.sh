@@ -614,6 +614,38 @@ ABXD_EXTRA="--isolation none --disk-mb 0" start_abxd 1
 measure python3 bench/fileops-bench.py --url "$URL" --key "$ABX_API_KEY" --name fo_none -n "$FO_N" || true
 stop_abxd
 
+# --- 12. privilege separation: the same calls through the split abxd ---
+
+# One abxd in one process and one split in two (ABX_PRIVSEP=1: the
+# network process asks the privileged parent for every jail operation),
+# one after the other, the same calls: exec of /bin/true, create -> first
+# exec -> delete from a pool of 2 and cold, a 64 MiB upload and download
+# (the bytes go to the file helper on a descriptor the parent passed).
+say "12. privilege separation: one process against the split"
+SPLIT_MIB=64
+split_round() { # split_round TAG: exec, lifecycle, transfer on the abxd started last
+    local tag=$1 id
+    id=$("$ABXB" create) || { say "cannot create a sandbox"; FAILED=1; return; }
+    measure "$ABXB" exec --id "$id" -n "$N_EXEC" -w "$WARMUP" --name "exec_$tag" || true
+    head -c "$((SPLIT_MIB * 1024 * 1024))" /dev/urandom >"$WORK/src.bin"
+    measure "$ABXB" upload --id "$id" --file "$WORK/src.bin" --name "up_$tag" || true
+    measure "$ABXB" download --id "$id" --file "$WORK/dst.bin" --name "down_$tag" || true
+    cmp -s "$WORK/src.bin" "$WORK/dst.bin" || { say "the file came back different ($tag)"; FAILED=1; }
+    rm -f "$WORK/src.bin" "$WORK/dst.bin"
+    "$ABXB" kill --id "$id" --name "kill_$tag" >/dev/null || FAILED=1
+    wait_pool 2
+    measure "$ABXB" lifecycle -n "$N_LIFE" -w "$LIFE_WARMUP" --name "life_$tag" || true
+}
+start_abxd 2
+split_round one
+stop_abxd
+ABX_PRIVSEP=1 start_abxd 2
+split_round split
+stop_abxd
+ABX_PRIVSEP=1 start_abxd 0
+measure "$ABXB" lifecycle -n "$N_LIFE" -w "$LIFE_WARMUP" --name life_split_cold || true
+stop_abxd
+
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table ---
@@ -919,6 +951,17 @@ $(for op in stats spawn_call spawn; do
 done)
 
 Baseline, a SOCK_SEQPACKET round trip carrying one descriptor between two processes (p50 / p99 µs): as scheduled $(get priv.raw.p50_us) / $(get priv.raw.p99_us), both on one CPU $(get priv.raw_one_cpu.p50_us) / $(get priv.raw_one_cpu.p99_us), on two CPUs $(get priv.raw_two_cpus.p50_us) / $(get priv.raw_two_cpus.p99_us).
+
+**12. Privilege separation** (one abxd in one process, then one split in two with \`ABX_PRIVSEP=1\`, the same calls one after the other; p50 / p99 ms; transfers in MiB/s; cold creates against part 2's \`ABX_POOL=0\` row of this run)
+
+| what | one process | split | split / one (p50) |
+| --- | --- | --- | --- |
+| exec of /bin/true | $(ms "$(get exec_one.p50_us)") / $(ms "$(get exec_one.p99_us)") | $(ms "$(get exec_split.p50_us)") / $(ms "$(get exec_split.p99_us)") | $(ratio "$(get exec_split.p50_us)" "$(get exec_one.p50_us)")x |
+| create -> first exec -> delete, pool 2 (round) | $(ms "$(get life_one.round.p50_us)") / $(ms "$(get life_one.round.p99_us)") | $(ms "$(get life_split.round.p50_us)") / $(ms "$(get life_split.round.p99_us)") | $(ratio "$(get life_split.round.p50_us)" "$(get life_one.round.p50_us)")x |
+| create, pool 2 | $(ms "$(get life_one.create.p50_us)") / $(ms "$(get life_one.create.p99_us)") | $(ms "$(get life_split.create.p50_us)") / $(ms "$(get life_split.create.p99_us)") | $(ratio "$(get life_split.create.p50_us)" "$(get life_one.create.p50_us)")x |
+| create -> first exec -> delete, cold (round) | $(ms "$(get life_cold.round.p50_us)") / $(ms "$(get life_cold.round.p99_us)") | $(ms "$(get life_split_cold.round.p50_us)") / $(ms "$(get life_split_cold.round.p99_us)") | $(ratio "$(get life_split_cold.round.p50_us)" "$(get life_cold.round.p50_us)")x |
+| upload of $SPLIT_MIB MiB | $(get up_one.mib_per_s) | $(get up_split.mib_per_s) | |
+| download of $SPLIT_MIB MiB | $(get down_one.mib_per_s) | $(get down_split.mib_per_s) | |
 
 **Context**: GET /healthz with wrk (2 threads, 16 connections, 5 s): $(get healthz.rps) requests/s (mean latency $(get healthz.latency_avg)).
 

@@ -247,10 +247,12 @@ const char *const confine_allowed[] = {
 
 /* ioctl requests allowed, on the request's low 32 bits (what the kernel
  * reads): FIONREAD and FIONBIO (sockets), FIOCLEX/FIONCLEX, TCGETS
- * (isatty()), TIOCGWINSZ, SIOCGIFINDEX/SIOCGIFNAME (if_nametoindex(), for
+ * (isatty()), TIOCGWINSZ, TIOCSWINSZ (a terminal's size, on the master the
+ * parent handed over), SIOCGIFINDEX/SIOCGIFNAME (if_nametoindex(), for
  * IPv6 scope ids in URLs). */
 static const uint32_t ioctl_allowed[] = {
-        FIONREAD, FIONBIO, FIOCLEX, FIONCLEX, TCGETS, TIOCGWINSZ, SIOCGIFINDEX, SIOCGIFNAME,
+        FIONREAD,   FIONBIO,      FIOCLEX,     FIONCLEX, TCGETS, TIOCGWINSZ,
+        TIOCSWINSZ, SIOCGIFINDEX, SIOCGIFNAME,
 };
 
 /* prctl options allowed: naming our threads (pthread_setname_np() on

@@ -2,7 +2,7 @@
 // terminal of the sandbox's own devpts, input, resize, kill, connect.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setup, sleep } from './lib.mjs';
@@ -11,6 +11,7 @@ let d, Sandbox, E, tdir;
 before(async () => {
   // A template without the terminal capability (base has every one).
   tdir = mkdtempSync(join(tmpdir(), 'abx-e2b-tmpl-'));
+  chmodSync(tdir, 0o755); // abxd's network process reads it when split (ABX_PRIVSEP=1)
   mkdirSync(join(tdir, 'noterm'));
   writeFileSync(join(tdir, 'noterm', 'sandbox-template.yaml'), 'name: noterm\ncapabilities: [shell, files]\n');
   const s = await setup({ args: ['--templates-dir', tdir] });

@@ -8,6 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readlinkSync } from 'node:fs';
 import { setup, sleep, envd } from './lib.mjs';
+import { servingPid } from '../integration/lib.mjs';
 
 let d, Sandbox, E, sbx;
 before(async () => {
@@ -57,9 +58,10 @@ async function watching(dir, opts = {}) {
 // inotify descriptors abxd holds open: one per live watch, nothing else.
 function inotifyFds() {
   let n = 0;
-  for (const f of readdirSync(`/proc/${d.proc.pid}/fd`)) {
+  const pid = servingPid(d);
+  for (const f of readdirSync(`/proc/${pid}/fd`)) {
     try {
-      if (readlinkSync(`/proc/${d.proc.pid}/fd/${f}`) === 'anon_inode:inotify') n++;
+      if (readlinkSync(`/proc/${pid}/fd/${f}`) === 'anon_inode:inotify') n++;
     } catch {}
   }
   return n;

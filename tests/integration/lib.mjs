@@ -4,7 +4,7 @@
 // ABX_BIN_DIR selects the binaries (default: build/src of this checkout), so
 // the same tests run against the gcc build and the sanitizer build.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync, readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -110,6 +110,24 @@ export async function startAbxd(opts = {}) {
     },
   };
   return d;
+}
+
+// The pid of the process that serves d's requests: abxd itself, or when
+// split (ABX_PRIVSEP=1) its network process, the child started with
+// --role=net; 0 if that is not running.
+export function servingPid(d) {
+  for (const e of readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid !== d.proc.pid) continue;
+      if (readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0')[1] === '--role=net') return Number(e);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return readFileSync(`/proc/${d.proc.pid}/cmdline`, 'utf8').includes('--role=net') ? 0 : d.proc.pid;
 }
 
 // Whether path is a mount point (of this mount namespace).
