@@ -624,12 +624,15 @@ stop_abxd
 say "12. privilege separation: one process against the split"
 SPLIT_MIB=64
 split_round() { # split_round TAG: exec, lifecycle, transfer on the abxd started last
-    local tag=$1 id
+    local tag=$1 id pid
+    # The process whose RSS the transfer reads: the one that serves.
+    pid=$(pgrep -P "$ABXD_PID" -f -- '--role=net' | head -n 1)
+    pid=${pid:-$ABXD_PID}
     id=$("$ABXB" create) || { say "cannot create a sandbox"; FAILED=1; return; }
     measure "$ABXB" exec --id "$id" -n "$N_EXEC" -w "$WARMUP" --name "exec_$tag" || true
     head -c "$((SPLIT_MIB * 1024 * 1024))" /dev/urandom >"$WORK/src.bin"
-    measure "$ABXB" upload --id "$id" --file "$WORK/src.bin" --name "up_$tag" || true
-    measure "$ABXB" download --id "$id" --file "$WORK/dst.bin" --name "down_$tag" || true
+    measure "$ABXB" upload --id "$id" --file "$WORK/src.bin" --pid "$pid" --name "up_$tag" || true
+    measure "$ABXB" download --id "$id" --file "$WORK/dst.bin" --pid "$pid" --name "down_$tag" || true
     cmp -s "$WORK/src.bin" "$WORK/dst.bin" || { say "the file came back different ($tag)"; FAILED=1; }
     rm -f "$WORK/src.bin" "$WORK/dst.bin"
     "$ABXB" kill --id "$id" --name "kill_$tag" >/dev/null || FAILED=1
@@ -639,6 +642,8 @@ split_round() { # split_round TAG: exec, lifecycle, transfer on the abxd started
 start_abxd 2
 split_round one
 stop_abxd
+# The network process's uid must reach the state directory inside $WORK.
+chmod 0711 "$WORK"
 ABX_PRIVSEP=1 start_abxd 2
 split_round split
 stop_abxd

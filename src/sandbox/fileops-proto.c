@@ -126,6 +126,7 @@ enum {
     R_ABS = 1u << 7,   /* paths are absolute (vfs), else workspace-relative */
     R_KNOWN = 1u << 8,
     R_B_ABS = 1u << 9, /* b is absolute, a relative (V_COPY_IN) */
+    R_FD2 = 1u << 10,  /* two descriptors (with R_FD) */
 };
 
 static unsigned
@@ -172,6 +173,8 @@ request_layout(enum fop_type t)
         return R_KNOWN | R_MAX | R_FD;
     case FOP_S_COPY_IN:
         return R_KNOWN | R_FD;
+    case FOP_V_WATCH_ADD:
+        return R_KNOWN | R_U | R_FD | R_FD2;
     default:
         return 0;
     }
@@ -180,7 +183,8 @@ request_layout(enum fop_type t)
 unsigned
 fop_request_fds(enum fop_type t)
 {
-    return (request_layout(t) & R_FD) ? 1 : 0;
+    unsigned l = request_layout(t);
+    return (l & R_FD2) ? 2 : (l & R_FD) ? 1 : 0;
 }
 
 enum fop_type
@@ -215,6 +219,8 @@ fop_answer_type(enum fop_type request)
         return FOP_R_SIZE_FD;
     case FOP_S_COPY_OUT:
         return FOP_R_SNAPSHOT;
+    case FOP_V_WATCH_ADD:
+        return FOP_R_WD;
     default:
         return FOP_R_OK;
     }
@@ -289,7 +295,7 @@ fop_decode_request(const void *buf, size_t n, unsigned nfds, struct fop_request 
     if (t < 0 || n > FOP_MSG_MAX)
         return -EBADMSG;
     unsigned l = request_layout((enum fop_type)t);
-    if (!l || nfds != ((l & R_FD) ? 1u : 0u))
+    if (!l || nfds != fop_request_fds((enum fop_type)t))
         return -EBADMSG;
     memset(ret, 0, sizeof(*ret));
     ret->type = (enum fop_type)t;
@@ -339,6 +345,8 @@ fop_decode_request(const void *buf, size_t n, unsigned nfds, struct fop_request 
     if ((ret->type == FOP_F_RENAME || ret->type == FOP_F_WALK) && ret->u > 1)
         return -EBADMSG;
     if (ret->type == FOP_V_LIST && ret->u > VFS_MAX_DEPTH)
+        return -EBADMSG;
+    if (ret->type == FOP_V_WATCH_ADD && (!ret->u || (ret->u & ~(uint32_t)FOP_WATCH_MASK)))
         return -EBADMSG;
     return 0;
 }
@@ -484,6 +492,11 @@ fop_decode_answer(const void *buf, size_t n, unsigned nfds, struct fop_answer *r
         ret->v = proto_get_u64(r);
         break;
     case FOP_R_FD:
+        break;
+    case FOP_R_WD:
+        ret->u = proto_get_u32(r);
+        if (ret->u == 0 || ret->u > INT32_MAX)
+            return -EBADMSG;
         break;
     case FOP_R_SNAPSHOT:
         ret->snap.bytes = proto_get_u64(r);

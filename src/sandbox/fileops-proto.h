@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/inotify.h>
 
 #include "jail/proto.h"
 #include "sandbox/files.h"
@@ -68,6 +69,10 @@ enum fop_type {
     FOP_V_COPY_IN = 41,      /* carries the source directory fd */
     FOP_V_UPLOAD_COMMIT = 42,
     FOP_V_UPLOAD_ABORT = 43,
+    /* carries an inotify descriptor and a directory the helper gave out;
+     * u: the event mask (FOP_WATCH_MASK bits); answered FOP_R_WD. The
+     * watch is added with the helper's rights, as the acting user. */
+    FOP_V_WATCH_ADD = 44,
     /* snapshots (snapshot.h) */
     FOP_S_COPY_OUT = 50, /* carries the destination directory fd */
     FOP_S_COPY_IN = 51,  /* carries the source directory fd */
@@ -88,8 +93,13 @@ enum fop_type {
     FOP_R_FD = 111,      /* a directory or file fd */
     FOP_R_SIZE_FD = 112, /* size + an fd open for reading */
     FOP_R_SNAPSHOT = 113,
+    FOP_R_WD = 114, /* u: an inotify watch descriptor (> 0) */
     _FOP_ANSWER_MAX,
 };
+
+/* What a FOP_V_WATCH_ADD may ask for: events, and how the directory is
+ * taken (never following a link, only a directory). */
+#define FOP_WATCH_MASK (IN_ALL_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 
 /* Where the helper's identity comes from. */
 enum fop_mode {
@@ -117,7 +127,8 @@ int fop_decode_hello(const void *buf, size_t n, unsigned nfds, struct fop_hello 
  *   a        every path-taking request (F_RENAME, V_RENAME: from)
  *   b        F_RENAME, V_RENAME: to; V_COPY_IN: dst (a: src, relative)
  *   u        F_/V_UPLOAD_COMMIT/ABORT: upload id; V_LIST: depth;
- *            F_RENAME: overwrite (0/1); F_WALK: limits_as_entries (0/1)
+ *            F_RENAME: overwrite (0/1); F_WALK: limits_as_entries (0/1);
+ *            V_WATCH_ADD: the event mask
  *   max      F_WALK: entries kept (0 = FILES_WALK_MAX); S_COPY_OUT: bytes
  *   prune    F_WALK (n = 0: nothing left out)
  *   meta     V_SET_META

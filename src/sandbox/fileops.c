@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -355,9 +356,10 @@ failed(struct fileops *f, struct helper *h, int r, struct err *err, const char *
 }
 
 static int
-send_packet(int sock, void *buf, size_t n, int fd)
+send_packet(int sock, void *buf, size_t n, int fd, int fd2)
 {
-    return fdpass_send(sock, buf, n, &fd, fd >= 0 ? 1 : 0, 0);
+    int fds[2] = {fd, fd2};
+    return fdpass_send(sock, buf, n, fds, fd < 0 ? 0 : fd2 < 0 ? 1 : 2, 0);
 }
 
 static ssize_t
@@ -442,6 +444,7 @@ spawn(struct fileops *f, struct helper *h, struct err *err)
 struct call {
     struct fop_request rq;
     int send_fd;
+    int send_fd2; /* a second descriptor (V_WATCH_ADD), or -1 */
     int timeout_ms;
     /* entry consumers (listing requests); the first error they return
      * stops further calls and is the call's result once the rest has been
@@ -587,7 +590,7 @@ call_helper(struct fileops *f, struct helper *h, struct call *c, struct err *err
         if (n < 0)
             return err_set(err, EINVAL, "a malformed file request (%s)",
                            c->rq.a ? "bad path" : "bad fields");
-        r = send_packet(h->sock, tls_tx, (size_t)n, c->send_fd);
+        r = send_packet(h->sock, tls_tx, (size_t)n, c->send_fd, c->send_fd2);
         if (r == 0)
             break;
         /* Gone while idle: nothing of this request was seen. Once. */
@@ -664,7 +667,7 @@ call_init(struct call *c, enum fop_type t, const char *a)
     memset(c, 0, sizeof(*c));
     c->rq.type = t;
     c->rq.a = a;
-    c->send_fd = -1;
+    c->send_fd = c->send_fd2 = -1;
     c->timeout_ms = FILEOPS_TIMEOUT_MS;
     c->fd = -EBADF;
     c->want = -1;
@@ -1098,6 +1101,32 @@ fileops_vopen_below(struct fileops *f, int dirfd, const char *rel, int *ret_fd, 
     if (!f->remote)
         return vfs_open_below(dirfd, rel, ret_fd, err);
     return open_fd(f, FOP_V_OPEN_BELOW, rel, dirfd, ret_fd, NULL, err);
+}
+
+int
+fileops_vwatch_add(struct fileops *f, int ifd, int dirfd, uint32_t mask, int *ret_wd,
+                   struct err *err)
+{
+    if (!mask || (mask & ~(uint32_t)FOP_WATCH_MASK))
+        return err_set(err, EINVAL, "an inotify mask with other bits than events");
+    if (!f->remote) {
+        char proc[64];
+        (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", dirfd);
+        int wd = inotify_add_watch(ifd, proc, mask);
+        if (wd < 0)
+            return -errno;
+        *ret_wd = wd;
+        return 0;
+    }
+    struct call c;
+    call_init(&c, FOP_V_WATCH_ADD, NULL);
+    c.rq.u = mask;
+    c.send_fd = ifd;
+    c.send_fd2 = dirfd;
+    int r = rcall(f, &c, err);
+    if (r == 0)
+        *ret_wd = (int)c.a.u;
+    return r;
 }
 
 int

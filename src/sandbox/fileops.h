@@ -163,6 +163,13 @@ int fileops_vopen_dir(struct fileops *f, const char *path, int *ret_fd, struct e
 /* dirfd: a directory this handle opened. */
 int fileops_vopen_below(struct fileops *f, int dirfd, const char *rel, int *ret_fd,
                         struct err *err);
+/* inotify_add_watch() on ifd (borrowed, this process's) for the directory
+ * dirfd (one fileops_vopen_*() gave), with the helper's rights: a watch is
+ * made only where the acting user may read. *ret_wd: the watch, or -errno
+ * (-EACCES and the like as inotify_add_watch() gives them). mask: events
+ * and IN_ONLYDIR, IN_DONT_FOLLOW, IN_EXCL_UNLINK only. */
+int fileops_vwatch_add(struct fileops *f, int ifd, int dirfd, uint32_t mask, int *ret_wd,
+                       struct err *err);
 int fileops_vmkdir(struct fileops *f, const char *path, bool *ret_created, struct err *err);
 int fileops_vrename(struct fileops *f, const char *src, const char *dst, struct err *err);
 int fileops_vremove(struct fileops *f, const char *path, struct err *err);

@@ -147,14 +147,14 @@ pseudo_fs(int fd)
 static int
 add_tree(struct watch *w, int fd, size_t len, unsigned level, bool report)
 {
-    char proc[64];
-    int r = 0;
+    int r = 0, wd = 0;
 
     w->rel[len] = '\0';
-    (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    int wd = inotify_add_watch(w->ifd, proc, WATCH_MASK);
-    if (wd < 0)
-        return -errno;
+    /* Added by the file helper, with the acting user's rights: the kernel
+     * checks that user may read the directory, not that we may. */
+    r = fileops_vwatch_add(w->fo, w->ifd, fd, WATCH_MASK, &wd, NULL);
+    if (r < 0)
+        return r;
     if (node_find(w, wd))
         return 0;
     if (w->n >= WATCH_DIRS_MAX) {

@@ -5,8 +5,10 @@
  *
  * The watched directory lives in the sandbox's mount namespace; the caller
  * opens it (through fileops, as the acting user) and hands its descriptor
- * over. It is watched through that descriptor (inotify_add_watch on
- * "/proc/self/fd/N" follows the magic link to the very inode), and in a
+ * over. It is watched through that descriptor, by the file helper
+ * (fileops_vwatch_add(): inotify_add_watch on "/proc/self/fd/N", which
+ * follows the magic link to the very inode, with the acting user's
+ * rights; the inotify instance and its events stay ours), and in a
  * recursive watch every subdirectory is opened below it through fileops,
  * never following a symlink, and watched too: at the start, and whenever a
  * directory is made or moved in below, when what is already inside it is

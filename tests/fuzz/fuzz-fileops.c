@@ -33,6 +33,8 @@ request(const uint8_t *data, size_t size, unsigned nfds)
         CHECK(strlen(rq.b) >= 1 && strlen(rq.b) <= PATH_MAX_LEN);
     CHECK(rq.prune.n <= FILES_PRUNE_MAX);
     CHECK(rq.meta.n <= VFS_META_MAX);
+    if (rq.type == FOP_V_WATCH_ADD)
+        CHECK(rq.u && !(rq.u & ~(uint32_t)FOP_WATCH_MASK));
     long n = fop_encode_request(again, sizeof(again), &rq);
     CHECK(n > 0);
     CHECK((size_t)n == size && memcmp(again, data, size) == 0);
@@ -57,6 +59,8 @@ answer(const uint8_t *data, size_t size, unsigned nfds)
         CHECK(a.st.type <= FILES_OTHER && a.st.mode <= 07777);
         CHECK(strlen(a.st.version) == FILES_VERSION_LEN);
     }
+    if (a.type == FOP_R_WD)
+        CHECK(a.u >= 1 && a.u <= INT32_MAX);
     if (a.type == FOP_R_FENTRIES) {
         struct files_entry fe;
         while ((r = fop_next_fentry(&a, &fe)) == 1) {

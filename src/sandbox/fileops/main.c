@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -337,6 +338,33 @@ answer_bool(bool v)
 }
 
 static void
+answer_wd(int wd)
+{
+    struct proto_writer w;
+    fop_answer_init(&w, tx, sizeof(tx), FOP_R_WD);
+    proto_put_u32(&w, (uint32_t)wd);
+    finish(&w, -1);
+}
+
+/* A watch on dirfd in abxd's inotify instance ifd, added with our rights:
+ * abxd reads the events, the kernel checked that we may read the
+ * directory. */
+static int
+watch_add(int ifd, int dirfd, uint32_t mask, int *ret_wd, struct err *err)
+{
+    struct stat st;
+    char proc[64];
+    if (fstat(dirfd, &st) < 0 || !S_ISDIR(st.st_mode))
+        return err_set(err, ENOTDIR, "a watch is of a directory");
+    (void)snprintf(proc, sizeof(proc), "/proc/self/fd/%d", dirfd);
+    int wd = inotify_add_watch(ifd, proc, mask);
+    if (wd < 0)
+        return err_setx(err, errno, "cannot watch the directory");
+    *ret_wd = wd;
+    return 0;
+}
+
+static void
 answer_fd(enum fop_type t, uint64_t size, int fd)
 {
     struct proto_writer w;
@@ -359,7 +387,7 @@ answer_ventry(const struct vfs_entry *e)
 static struct vfs_entry ventry;
 
 static void
-handle(const struct fop_request *rq, int rxfd)
+handle(const struct fop_request *rq, int rxfd, int rxfd2)
 {
     struct err err = {0};
     struct files_stat st;
@@ -424,6 +452,12 @@ handle(const struct fop_request *rq, int rxfd)
         if ((r = vfs_open_below(rxfd, rq->a, &fd, &err)) == 0)
             answer_fd(FOP_R_FD, 0, fd);
         break;
+    case FOP_V_WATCH_ADD: {
+        int wd = 0;
+        if ((r = watch_add(rxfd, rxfd2, rq->u, &wd, &err)) == 0)
+            answer_wd(wd);
+        break;
+    }
     case FOP_V_MKDIR:
         if ((r = vfs_mkdir(VIEW_FD, &hello.ids, rq->a, hello.as_root, &flag, &err)) == 0)
             answer_bool(flag);
@@ -556,7 +590,7 @@ become(void)
 /* --- the loop --- */
 
 static ssize_t
-receive(int *ret_fd, unsigned *ret_nfds)
+receive(int ret_fds[2], unsigned *ret_nfds)
 {
     struct iovec iov = {.iov_base = rx, .iov_len = sizeof(rx)};
     union {
@@ -571,7 +605,7 @@ receive(int *ret_fd, unsigned *ret_nfds)
     while (n < 0 && errno == EINTR);
     if (n <= 0)
         die(0); /* abxd closed the socket: we are done */
-    *ret_fd = -EBADF;
+    ret_fds[0] = ret_fds[1] = -EBADF;
     *ret_nfds = 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -580,8 +614,8 @@ receive(int *ret_fd, unsigned *ret_nfds)
         for (size_t i = 0; i < k; i++) {
             int fd;
             memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (*ret_nfds == 0)
-                *ret_fd = fd;
+            if (*ret_nfds < 2)
+                ret_fds[*ret_nfds] = fd;
             else
                 (void)close(fd);
             (*ret_nfds)++;
@@ -595,9 +629,9 @@ receive(int *ret_fd, unsigned *ret_nfds)
 int
 main(void)
 {
-    int rxfd;
+    int rxfd[2];
     unsigned nfds;
-    ssize_t n = receive(&rxfd, &nfds);
+    ssize_t n = receive(rxfd, &nfds);
     if (fop_decode_hello(rx, (size_t)n, nfds, &hello) < 0)
         die(2);
     /* The program is in rx, which the next request overwrites: keep it. */
@@ -608,10 +642,11 @@ main(void)
     answer_simple(FOP_R_OK);
     for (;;) {
         struct fop_request rq;
-        n = receive(&rxfd, &nfds);
+        n = receive(rxfd, &nfds);
         if (fop_decode_request(rx, (size_t)n, nfds, &rq) < 0)
             die(2);
-        handle(&rq, rxfd);
-        safe_close(rxfd);
+        handle(&rq, rxfd[0], rxfd[1]);
+        safe_close(rxfd[0]);
+        safe_close(rxfd[1]);
     }
 }
