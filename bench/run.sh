@@ -626,7 +626,7 @@ SPLIT_MIB=64
 split_round() { # split_round TAG: exec, lifecycle, transfer on the abxd started last
     local tag=$1 id pid
     # The process whose RSS the transfer reads: the one that serves.
-    pid=$(pgrep -P "$ABXD_PID" -f -- '--role=net' | head -n 1)
+    pid=$(pgrep -P "$ABXD_PID" -f -- '--role=net' | head -n 1 || true)
     pid=${pid:-$ABXD_PID}
     id=$("$ABXB" create) || { say "cannot create a sandbox"; FAILED=1; return; }
     measure "$ABXB" exec --id "$id" -n "$N_EXEC" -w "$WARMUP" --name "exec_$tag" || true

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -17,16 +18,29 @@
 
 /* --- the network process --- */
 
+/* path made absolute (the flags may name relative ones; Landlock takes
+ * absolute paths): into out, or path itself when it cannot be resolved
+ * (confine_self() then says which). */
+static const char *
+absolute(const char *path, char out[PATH_MAX])
+{
+    return realpath(path, out) ? out : path;
+}
+
 int
 split_net_confine(struct daemon *d)
 {
     struct err err = {0};
-    const struct config *c = &d->cfg;
-    char paths[8][PATH_MAX];
+    struct config *c = &d->cfg;
+    char paths[8][PATH_MAX], given[4][PATH_MAX];
     const char *rw[16], *ro[24];
     size_t nrw = 0, nro = 0, np = 0;
     struct stat st;
 
+    /* As the parent resolved it (lock_state()): every path below is built
+     * from it. */
+    if (realpath(c->state_dir, paths[0]) && strlen(paths[0]) < sizeof(c->state_dir))
+        memcpy(c->state_dir, paths[0], strlen(paths[0]) + 1);
     for (size_t i = 0; i < SPLIT_NET_DIRS; i++) {
         (void)split_path(paths[np], sizeof(paths[np]), c->state_dir, split_net_dirs[i].name);
         rw[nrw++] = paths[np++];
@@ -34,18 +48,19 @@ split_net_confine(struct daemon *d)
     if (!c->store[0]) {
         (void)split_path(paths[np], sizeof(paths[np]), c->state_dir, "store");
         rw[nrw++] = paths[np++];
-    } else if (strncmp(c->store, "postgres", 8) != 0)
-        rw[nrw++] = c->store;
+    } else if (strncmp(c->store, "postgres", 8) != 0) {
+        rw[nrw++] = absolute(c->store, given[0]);
+    }
     rw[nrw++] = "/dev/null";
     (void)split_path(paths[np], sizeof(paths[np]), c->state_dir, "api-key");
     if (stat(paths[np], &st) == 0)
         ro[nro++] = paths[np++];
     if (c->tools_dir[0])
-        ro[nro++] = c->tools_dir;
+        ro[nro++] = absolute(c->tools_dir, given[1]);
     if (c->templates_dir[0])
-        ro[nro++] = c->templates_dir;
+        ro[nro++] = absolute(c->templates_dir, given[2]);
     if (c->keys_file[0])
-        ro[nro++] = c->keys_file;
+        ro[nro++] = absolute(c->keys_file, given[3]);
     /* the resolver, certificates, time zones, libraries glibc loads
      * (NSS), randomness, CPU counts; /proc as any user sees it: our own
      * status, the boot's id and whether a dead abxd's pid still runs (the

@@ -251,13 +251,15 @@ const char *const confine_allowed[] = {
  * parent handed over), SIOCGIFINDEX/SIOCGIFNAME (if_nametoindex(), for
  * IPv6 scope ids in URLs). */
 static const uint32_t ioctl_allowed[] = {
-        FIONREAD,   FIONBIO,      FIOCLEX,     FIONCLEX, TCGETS, TIOCGWINSZ,
-        TIOCSWINSZ, SIOCGIFINDEX, SIOCGIFNAME,
+        FIONREAD,   FIONBIO,    FIOCLEX,      FIONCLEX,    TCGETS,
+        TIOCGWINSZ, TIOCSWINSZ, SIOCGIFINDEX, SIOCGIFNAME,
 };
 
 /* prctl options allowed: naming our threads (pthread_setname_np() on
- * itself) and naming mappings (glibc >= 2.39 names thread stacks). */
-static const uint32_t prctl_allowed[] = {PR_SET_NAME, PR_GET_NAME, PR_SET_VMA};
+ * itself), naming mappings (glibc >= 2.39 names thread stacks), and
+ * reading our own bounding set (libnss_systemd asks it when a user is
+ * looked up: libpq's getpwuid() without HOME). */
+static const uint32_t prctl_allowed[] = {PR_SET_NAME, PR_GET_NAME, PR_SET_VMA, PR_CAPBSET_READ};
 
 /* socket families: unix, IP, and read-only route netlink (getaddrinfo()
  * with AI_ADDRCONFIG, getifaddrs(): changing routes needs CAP_NET_ADMIN). */
