@@ -944,7 +944,7 @@ $(for op in put_4k get_4k head walk; do
     printf '| %s | %s / %s | %s / %s | %s |\n' "$l" "$(ms "$a")" "$(ms "$(get fo_ns.$op.p99_us)")" "$(ms "$b")" "$(ms "$(get fo_none.$op.p99_us)")" "$d"
 done)
 
-**11. The privileged hop** (bench/priv-bench.c on src/priv, no abxd: the parent in a child process holding a jail host, the client in the bench; $PRIV_N runs after 200 each; p50 / p99 in µs; not yet on abxd's path, which still calls the jail in-process)
+**11. The privileged hop** (bench/priv-bench.c on src/priv, no abxd: the parent in a child process holding a jail host, the client in the bench; $PRIV_N runs after 200 each; p50 / p99 in µs; abxd's own path through the parent, split, is part 12)
 
 | what | through the parent | in-process | the hop's extra p50 |
 | --- | --- | --- | --- |
