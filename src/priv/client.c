@@ -879,6 +879,16 @@ priv_client_idmap(struct priv_client *c, const char *id, int dirfd, int *ret_fd,
     return call_any(c, &m, &dirfd, 1, ret_fd, w, err);
 }
 
+int
+priv_client_tree_empty(struct priv_client *c, int dirfd, struct err *err)
+{
+    struct priv_msg m = {.type = PRIV_TREE_EMPTY};
+    _cleanup_free_ struct worker_bufs *w = malloc(sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    return call_any(c, &m, &dirfd, 1, NULL, w, err);
+}
+
 void
 priv_fileops_init(struct priv_fileops *t, struct priv_client *c, const char *id)
 {

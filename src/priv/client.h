@@ -178,6 +178,10 @@ int priv_client_kill_helper(struct priv_client *c, const char *id, uint32_t help
                             struct err *err);
 int priv_client_idmap(struct priv_client *c, const char *id, int dirfd, int *ret_fd,
                       struct err *err);
+/* TREE_EMPTY: the parent removes what is inside dirfd (borrowed; strictly
+ * below the parent's idmap root: a tree the sandboxes' ids own, which this
+ * uid cannot remove), in the background; returns once it has begun. */
+int priv_client_tree_empty(struct priv_client *c, int dirfd, struct err *err);
 
 /* Ready-made start/idmap/stop hooks for sandbox/fileops.h's struct
  * fileops_remote (start, idmap, stop, start_ud = a struct priv_fileops):

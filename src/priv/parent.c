@@ -21,6 +21,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -891,6 +892,66 @@ below_root(int fd, int root)
     return false;
 }
 
+/* Whether fd is the very directory root is. */
+static bool
+same_dir(int fd, int root)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && fstat(root, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
+/* Removes what is inside the directory fd (taken) on a thread of its own:
+ * a large tree must not hold the loop. Nothing is followed (rm_rf_at()). */
+static void *
+empty_thread(void *ud)
+{
+    int fd = (int)(intptr_t)ud;
+    char **names = NULL;
+    size_t n = 0;
+    if (fd_dir_names(fd, PRIV_TREE_ENTRIES_MAX, &names, &n) == 0) {
+        for (size_t i = 0; i < n; i++)
+            (void)rm_rf_at(fd, names[i]);
+        fd_names_free(names, n);
+    }
+    (void)close(fd);
+    return NULL;
+}
+
+static void
+do_tree_empty(struct conn *c, const struct priv_msg *m, int dirfd)
+{
+    int root = c->p->cfg.idmap_root_fd;
+    pthread_attr_t at;
+    pthread_t t;
+
+    if (root < 0) {
+        reply_err(c, m->seq, -EPERM, NULL, "this parent empties no directories");
+        return;
+    }
+    if (!below_root(dirfd, root) || same_dir(dirfd, root)) {
+        reply_err(c, m->seq, -EPERM, NULL, "that directory is not one this parent may empty");
+        return;
+    }
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        reply_err(c, m->seq, -errno, NULL, "cannot open the directory to empty");
+        return;
+    }
+    int r = pthread_attr_init(&at);
+    if (r == 0) {
+        (void)pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        r = pthread_create(&t, &at, empty_thread, (void *)(intptr_t)fd);
+        (void)pthread_attr_destroy(&at);
+    }
+    if (r != 0) {
+        (void)close(fd);
+        reply_err(c, m->seq, -r, NULL, "cannot start emptying the directory");
+        return;
+    }
+    reply(c, m->seq, PRIV_R_OK);
+}
+
 static void
 do_idmap(struct conn *c, const struct priv_msg *m, int dirfd)
 {
@@ -905,6 +966,16 @@ do_idmap(struct conn *c, const struct priv_msg *m, int dirfd)
     }
     if (!below_root(dirfd, c->p->cfg.idmap_root_fd)) {
         reply_err(c, m->seq, -EPERM, NULL, "that directory is not one this parent may map");
+        return;
+    }
+    /* A directory of the peer's own, made for the sandbox's root to write
+     * into through the mapping (a snapshot's tree): on disk it must be
+     * owned by 0, which the mapping shows as that root - an owner the
+     * mapping does not cover shows as nobody and is opened by no one. */
+    struct stat st;
+    if (fstat(dirfd, &st) == 0 && st.st_uid == c->p->cfg.peer_uid &&
+        !same_dir(dirfd, c->p->cfg.idmap_root_fd) && fchownat(dirfd, "", 0, 0, AT_EMPTY_PATH) < 0) {
+        reply_err(c, m->seq, -errno, NULL, "cannot give a directory to sandbox '%s''s root", m->id);
         return;
     }
     _cleanup_close_ int userns = jail_open_userns(sb->j);
@@ -1205,6 +1276,9 @@ handle(struct conn *c, struct priv_msg *m, int *fds)
         break;
     case PRIV_IDMAP:
         do_idmap(c, m, fds[0]);
+        break;
+    case PRIV_TREE_EMPTY:
+        do_tree_empty(c, m, fds[0]);
         break;
     case PRIV_AREA_CREATE:
     case PRIV_AREA_USAGE:

@@ -62,11 +62,12 @@
 #include "util/err.h"
 #include "util/loop.h"
 
-#define PRIV_CONNS_MAX   4   /* connections served at once */
-#define PRIV_SENDQ_MAX   256 /* answers queued for a peer that does not read */
-#define PRIV_HELPERS_MAX 4   /* file helpers per sandbox (2 identities x FILEOPS_HELPERS) */
-#define PRIV_AREAS_MAX   64
-#define PRIV_IDMAP_DEPTH 64 /* levels an IDMAP directory may lie below idmap_root */
+#define PRIV_CONNS_MAX        4   /* connections served at once */
+#define PRIV_SENDQ_MAX        256 /* answers queued for a peer that does not read */
+#define PRIV_HELPERS_MAX      4   /* file helpers per sandbox (2 identities x FILEOPS_HELPERS) */
+#define PRIV_AREAS_MAX        64
+#define PRIV_IDMAP_DEPTH      64         /* levels an IDMAP directory may lie below idmap_root */
+#define PRIV_TREE_ENTRIES_MAX (1u << 20) /* entries TREE_EMPTY removes at the top of a tree */
 /* What the composition root gives orphan_grace_ms: long enough for the
  * network process to be restarted with backoff and re-adopt, short
  * enough that sandboxes do not outlive it by much if it never comes. */
@@ -93,7 +94,10 @@ struct priv_parent_config {
     const char *layers_dir;
     /* IDMAP is done only for a directory at or below this one (borrowed,
      * kept open by the caller; the unprivileged side's own storage); -1:
-     * refused. */
+     * refused. A directory of the peer's own that it maps is given to
+     * uid 0 first, which the mapping shows as the sandbox's root.
+     * TREE_EMPTY removes what is inside a directory strictly below it (a
+     * tree the sandboxes' ids own), on a thread of its own. */
     int idmap_root_fd;
     priv_helper_fn start_helper; /* NULL: OPEN_HELPER is refused */
     void *helper_ud;

@@ -214,6 +214,7 @@ priv_type_fds(enum priv_type t)
     case PRIV_R_PTY:
         return 2;
     case PRIV_IDMAP:
+    case PRIV_TREE_EMPTY:
     case PRIV_R_FD:
         return 1;
     default:
@@ -273,6 +274,7 @@ priv_type_name(enum priv_type t)
             [PRIV_ADOPT] = "ADOPT",
             [PRIV_KILL_HELPER] = "KILL_HELPER",
             [PRIV_SPAWN_LARGE] = "SPAWN_LARGE",
+            [PRIV_TREE_EMPTY] = "TREE_EMPTY",
     };
     if (priv_is_request((int)t))
         return req[t];
@@ -312,7 +314,8 @@ static bool
 has_id(enum priv_type t)
 {
     return (priv_is_request((int)t) && t != PRIV_HELLO && t != PRIV_AREA_CREATE &&
-            t != PRIV_AREA_USAGE && t != PRIV_AREA_DESTROY && t != PRIV_LIST) ||
+            t != PRIV_AREA_USAGE && t != PRIV_AREA_DESTROY && t != PRIV_LIST &&
+            t != PRIV_TREE_EMPTY) ||
            priv_is_event((int)t);
 }
 

@@ -54,7 +54,7 @@
 #include "jail/jail.h"
 
 #define PRIV_MAGIC     0x70786261u /* "abxp" in memory */
-#define PRIV_VERSION   2           /* 2: SPAWN answered by EV_SPAWNED alone */
+#define PRIV_VERSION   3           /* 2: SPAWN answered by EV_SPAWNED alone; 3: TREE_EMPTY */
 #define PRIV_BODY_MAX  (16 * 1024)
 #define PRIV_HDR_SIZE  16
 #define PRIV_MSG_MAX   (PRIV_HDR_SIZE + PRIV_BODY_MAX)
@@ -110,6 +110,8 @@ enum priv_type {
     PRIV_SPAWN_LARGE = 20,  /* id, u64 token, u32 root, cwd; 4 fds: stdio, the
                              * sealed memfd holding the argv/env block (see
                              * priv_encode_args())      -> EV_SPAWNED only */
+    PRIV_TREE_EMPTY = 21,   /* 1 fd (a directory strictly below the idmap root) -> R_OK;
+                             * what is inside it is removed, in the background */
     _PRIV_REQUEST_MAX,
 
     /* replies (parent -> unprivileged side, the request's seq) */

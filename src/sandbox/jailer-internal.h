@@ -47,6 +47,7 @@ struct jailer_ops {
     int (*set_record)(struct jailer_jail *j, const void *record, size_t len, struct err *err);
     int (*orphans)(struct jailer *jr, jailer_orphan_fn fn, void *userdata, struct err *err);
     int (*adopt)(struct jailer *jr, const char *id, struct jailer_jail **ret, struct err *err);
+    int (*tree_empty)(struct jailer *jr, int dirfd, struct err *err);
 };
 
 struct jailer {

@@ -385,6 +385,12 @@ remote_adopt(struct jailer *pub, const char *id, struct jailer_jail **ret, struc
     return 0;
 }
 
+static int
+remote_tree_empty(struct jailer *pub, int dirfd, struct err *err)
+{
+    return priv_client_tree_empty(REM(pub)->c, dirfd, err);
+}
+
 static const struct jailer_ops remote_ops = {
         .free = remote_free,
         .mode = remote_mode,
@@ -415,4 +421,5 @@ static const struct jailer_ops remote_ops = {
         .set_record = remote_set_record,
         .orphans = remote_orphans,
         .adopt = remote_adopt,
+        .tree_empty = remote_tree_empty,
 };

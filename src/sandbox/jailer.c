@@ -220,3 +220,9 @@ jailer_adopt(struct jailer *jr, const char *id, const struct jailer_callbacks *c
     *ret = j;
     return 0;
 }
+
+int
+jailer_tree_empty(struct jailer *jr, int dirfd, struct err *err)
+{
+    return jr->ops->tree_empty ? jr->ops->tree_empty(jr, dirfd, err) : -EOPNOTSUPP;
+}

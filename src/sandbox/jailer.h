@@ -112,6 +112,12 @@ int jailer_orphans(struct jailer *jr, jailer_orphan_fn fn, void *userdata, struc
 int jailer_adopt(struct jailer *jr, const char *id, const struct jailer_callbacks *cb,
                  void *userdata, struct jailer_jail **ret, struct err *err);
 
+/* Empties dirfd (borrowed), a directory of this process's storage whose
+ * tree the sandboxes' ids own, which this process may not remove: through
+ * the parent, in the background. -EOPNOTSUPP here (remove it yourself).
+ * From any thread. */
+int jailer_tree_empty(struct jailer *jr, int dirfd, struct err *err);
+
 /* A file-work handle acting as the sandbox's root or "user". */
 int jailer_fileops(struct jailer_jail *j, bool as_root, const char *label, struct fileops **ret,
                    struct err *err);

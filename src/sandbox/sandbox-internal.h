@@ -42,6 +42,7 @@ struct sandbox_host_ops {
                  const struct sandbox_spec *spec, sandbox_ready_fn ready, void *ud,
                  struct sandbox **ret, struct err *err);
     int (*kill_orphan)(struct sandbox_host *h, const char *id, struct err *err);
+    int (*tree_empty)(struct sandbox_host *h, int dirfd, struct err *err); /* any thread */
 };
 
 struct sandbox_ops {

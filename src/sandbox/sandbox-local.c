@@ -709,6 +709,12 @@ local_adopt(struct sandbox_host *pub, const char *orphan, const char *id,
 }
 
 static int
+local_host_tree_empty(struct sandbox_host *pub, int dirfd, struct err *err)
+{
+    return jailer_tree_empty(LHOST(pub)->jr, dirfd, err);
+}
+
+static int
 local_host_kill_orphan(struct sandbox_host *pub, const char *id, struct err *err)
 {
     struct local_host *h = LHOST(pub);
@@ -1226,4 +1232,5 @@ static const struct sandbox_host_ops local_host_ops = {
         .orphans = local_host_orphans,
         .adopt = local_adopt,
         .kill_orphan = local_host_kill_orphan,
+        .tree_empty = local_host_tree_empty,
 };

@@ -49,6 +49,12 @@ sandbox_adopt(struct sandbox_host *h, const char *orphan, const char *id,
 }
 
 int
+sandbox_host_tree_empty(struct sandbox_host *h, int dirfd, struct err *err)
+{
+    return h->ops->tree_empty ? h->ops->tree_empty(h, dirfd, err) : -EOPNOTSUPP;
+}
+
+int
 sandbox_host_kill_orphan(struct sandbox_host *h, const char *id, struct err *err)
 {
     if (!h->ops->kill_orphan)

@@ -174,6 +174,11 @@ int sandbox_host_orphans(struct sandbox_host *h, sandbox_orphan_fn fn, void *ud,
 int sandbox_adopt(struct sandbox_host *h, const char *orphan, const char *id,
                   const struct sandbox_spec *spec, sandbox_ready_fn ready, void *ud,
                   struct sandbox **ret, struct err *err);
+/* Empties dirfd (borrowed), a directory of our own storage whose tree the
+ * sandboxes' ids own (a snapshot's) and which this process may not
+ * remove, in the background: -EOPNOTSUPP where it may (then remove it
+ * itself). From any thread. */
+int sandbox_host_tree_empty(struct sandbox_host *h, int dirfd, struct err *err);
 /* Takes over orphan id only to kill it (one with no record, or one whose
  * record names what is gone). */
 int sandbox_host_kill_orphan(struct sandbox_host *h, const char *id, struct err *err);

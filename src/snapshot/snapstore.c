@@ -26,10 +26,30 @@
 
 #define SNAPSTORE_NAMES_MAX 64 /* names one record may carry */
 
+#define REMOVE_TRIES   100   /* removals after the emptier began, */
+#define REMOVE_WAIT_US 20000 /* this far apart (2 s in all) */
+
 struct snapstore {
     struct workq *wq;
     int dirfd; /* the store's directory */
+    struct snapstore_emptier em;
 };
+
+/* Removes dirfd/name, a snapshot's directory: its tree (root/) belongs to
+ * the sandboxes' ids, so where this process may not remove it, the
+ * emptier empties it first (in the background: the removal is retried for
+ * a bounded time; what is still there then, the next open's sweep takes). */
+static void
+remove_tree(const struct snapstore_emptier *em, int dirfd, const char *name)
+{
+    if (rm_rf_at(dirfd, name) == 0 || !em->fn)
+        return;
+    _cleanup_close_ int fd = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || em->fn(em->ud, fd, NULL) < 0)
+        return;
+    for (int i = 0; i < REMOVE_TRIES && rm_rf_at(dirfd, name) < 0; i++)
+        (void)usleep(REMOVE_WAIT_US);
+}
 
 void
 snap_info_done(struct snap_info *i)
@@ -172,13 +192,14 @@ info_text(const struct snap_spec *spec, const char *id, uint64_t created_ms,
 struct rmjob {
     int dirfd;
     char name[96];
+    struct snapstore_emptier em;
 };
 
 static void
 rm_work(void *ud)
 {
     struct rmjob *j = ud;
-    (void)rm_rf_at(j->dirfd, j->name);
+    remove_tree(&j->em, j->dirfd, j->name);
 }
 
 static void
@@ -197,6 +218,7 @@ remove_later(struct snapstore *s, const char *name)
     if (!j)
         return;
     j->dirfd = fcntl(s->dirfd, F_DUPFD_CLOEXEC, 3);
+    j->em = s->em;
     (void)snprintf(j->name, sizeof(j->name), "%s", name);
     if (j->dirfd < 0 || workq_submit(s->wq, rm_work, rm_done, j) < 0) {
         if (j->dirfd >= 0)
@@ -300,6 +322,7 @@ struct takejob {
     void *ud;
     /* the worker's */
     int dirfd;
+    struct snapstore_emptier em;
     struct fileops *fo; /* as the sandbox's root */
     char *name, *sandbox_id, *template_id, *alias;
     bool hidden;
@@ -349,7 +372,7 @@ take_work(void *ud)
 out:
     free(text);
     if (j->r < 0)
-        (void)rm_rf_at(j->dirfd, tmp);
+        remove_tree(&j->em, j->dirfd, tmp);
 }
 
 static void
@@ -399,6 +422,7 @@ snapstore_take(struct snapstore *s, struct fileops *fo, const struct snap_spec *
     j->created_ms = wall_msec();
     j->fo = fileops_ref(fo);
     j->dirfd = fcntl(s->dirfd, F_DUPFD_CLOEXEC, 3);
+    j->em = s->em;
     if (j->dirfd < 0) {
         r = -errno;
         goto fail;
@@ -449,12 +473,22 @@ restore_done(void *ud)
     free(j);
 }
 
+void
+snapstore_set_emptier(struct snapstore *s, const struct snapstore_emptier *em)
+{
+    s->em = *em;
+}
+
 int
 snapstore_open_root(struct snapstore *s, const char *id, int *ret_fd, struct err *err)
 {
     char path[96];
     (void)snprintf(path, sizeof(path), "%s/root", id);
     int fd = openat(s->dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* A tree the sandboxes' ids own may be closed to this uid: the file
+     * helper reads it, through a mapping made from the path. */
+    if (fd < 0 && errno == EACCES)
+        fd = openat(s->dirfd, path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return err_set(err, errno == ENOENT ? ENOENT : errno, "snapshot '%s' is gone", id);
     *ret_fd = fd;

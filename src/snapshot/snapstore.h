@@ -87,6 +87,16 @@ int snapstore_take(struct snapstore *s, struct fileops *fo, const struct snap_sp
 /* The tree of snapshot id, to restore from: -ENOENT (err: "snapshot 'x' is
  * gone") or -errno. */
 int snapstore_open_root(struct snapstore *s, const char *id, int *ret_fd, struct err *err);
+
+/* Who empties a snapshot's directory this process may not remove (its
+ * tree belongs to the sandboxes' ids: abxd's network process, split):
+ * fn(ud, dirfd) removes what is inside dirfd, maybe in the background;
+ * called from the store's worker. Without one, removal is ours alone. */
+struct snapstore_emptier {
+    int (*fn)(void *ud, int dirfd, struct err *err);
+    void *ud;
+};
+void snapstore_set_emptier(struct snapstore *s, const struct snapstore_emptier *em);
 typedef void (*snapstore_restored_fn)(int r, const struct err *err, void *ud);
 /* Copies the tree rootfd (taken over, also on failure) into what fo (a
  * reference is taken) sees, on the worker; then done on the loop. On

@@ -64,6 +64,13 @@ e2b_snaps_free(struct api *a)
     a->snaps = &closed;
 }
 
+/* snapstore_emptier's fn (ud: the sandbox host), from the store's worker. */
+static int
+empty_tree(void *ud, int dirfd, struct err *err)
+{
+    return sandbox_host_tree_empty(ud, dirfd, err);
+}
+
 static int
 snaps_get(struct api *a, struct e2b_snaps **ret, struct err *err)
 {
@@ -86,6 +93,10 @@ snaps_get(struct api *a, struct e2b_snaps **ret, struct err *err)
         free(s);
         return r;
     }
+    /* Split, snapshot trees are the sandboxes' ids' to remove: the
+     * privileged parent empties them. */
+    const struct snapstore_emptier em = {.fn = empty_tree, .ud = a->sh};
+    snapstore_set_emptier(s->store, &em);
     a->snaps = s;
     *ret = s;
     return 0;

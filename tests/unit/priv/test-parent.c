@@ -409,6 +409,25 @@ test_parent(void **state)
     assert_true(r == 0 || (r != -EPERM && r != -ENOTCONN));
     if (r == 0)
         safe_close(a);
+    /* tree_empty: never the root itself nor anything outside it; a
+     * directory below it is emptied in the background */
+    assert_int_equal(priv_client_tree_empty(good, idfd, &err), -EPERM);
+    root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_int_equal(priv_client_tree_empty(good, root, &err), -EPERM);
+    safe_close(root);
+    char sub[400], deep[500];
+    (void)snprintf(sub, sizeof(sub), "%s/t", idm);
+    (void)snprintf(deep, sizeof(deep), "%s/t/a/b", idm);
+    assert_int_equal(mkdir_p(deep, 0755), 0);
+    int keep = open(sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(keep >= 0);
+    assert_int_equal(priv_client_tree_empty(good, keep, &err), 0);
+    for (int i = 0; i < 200 && access(deep, F_OK) == 0; i++)
+        (void)usleep(10000);
+    assert_int_equal(access(deep, F_OK), -1);
+    assert_int_equal(access(sub, F_OK), 0); /* emptied, not removed */
+    safe_close(keep);
+    (void)rmdir(sub);
     safe_close(idfd);
     uint64_t used;
     assert_int_equal(priv_area_usage(good, "build-x", &used), -ENOENT);
