@@ -86,9 +86,9 @@ node_suite() {
 }
 
 # What split-gcc runs split: the files privilege separation serves whole
-# (not yet: template layers and builds, snapshots, uid/none isolation).
+# (not yet: template layers and builds, uid/none isolation).
 SPLIT_FILES=(tests/integration/{wire,smoke,tools,workspaces,limits,sudo,privsep}.test.mjs
-    tests/e2b/{commands,files,pty,watch}.test.mjs)
+    tests/e2b/{commands,files,files-hostile,pty,watch,snapshots,platform}.test.mjs)
 
 # node_suite on a list of files, with abxd split.
 split_suite() {
