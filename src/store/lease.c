@@ -21,7 +21,9 @@
 /* The start time of pid in clock ticks since boot (field 22 of
  * /proc/<pid>/stat, counted after the parenthesised command name, which
  * may hold spaces and parentheses itself). -ENOENT when there is no such
- * process. */
+ * process, or only its corpse: a zombie (state Z or X, field 3) holds
+ * nothing, and one whose parent died waits for whoever reaps orphans -
+ * abxd's network process, killed with its parent, may wait long. */
 static int
 proc_start_time(long pid, uint64_t *ret)
 {
@@ -38,6 +40,8 @@ proc_start_time(long pid, uint64_t *ret)
     if (!p)
         return -EINVAL;
     p++;
+    if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
+        return -ENOENT;
     for (int field = 2; field < 22; field++) {
         p = strchr(p, ' ');
         if (!p)

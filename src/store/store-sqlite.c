@@ -137,6 +137,15 @@ struct dirlock {
 
 static pthread_mutex_t dirlocks_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct dirlock *dirlocks;
+static pid_t lock_named_pid; /* store_name_lock_pid(); 0 = ours */
+
+void
+store_name_lock_pid(pid_t pid)
+{
+    pthread_mutex_lock(&dirlocks_mu);
+    lock_named_pid = pid;
+    pthread_mutex_unlock(&dirlocks_mu);
+}
 
 static int
 dirlock_take(int dirfd, const char *dir, struct dirlock **ret, struct err *err)
@@ -192,7 +201,7 @@ dirlock_take(int dirfd, const char *dir, struct dirlock **ret, struct err *err)
     }
     /* For the message the next process gets; the lock is what counts, so
      * a failure here only makes that message vaguer. */
-    k = snprintf(line, sizeof(line), "%ld\n", (long)self);
+    k = snprintf(line, sizeof(line), "%ld\n", (long)(lock_named_pid ? lock_named_pid : self));
     if (ftruncate(fd, 0) == 0)
         (void)write_full(fd, line, (size_t)k);
     l = calloc(1, sizeof(*l));

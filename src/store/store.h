@@ -205,6 +205,11 @@ int store_gc(struct store *s, const char *holder, uint64_t lease_ms, struct stor
 /* Gives the lease up if holder has it (at shutdown). */
 int store_gc_release(struct store *s, const char *holder, struct err *err);
 
+/* The pid a SQLite store's lock names for whoever finds it in use (its
+ * message): this process's unless set - abxd's network process names the
+ * abxd the operator started, its parent. Before the first store opens. */
+void store_name_lock_pid(pid_t pid);
+
 /* This process's name as a lease holder:
  * "<prefix>-<host>-<pid>-<start>-<boot>", where start is the process's start
  * time in clock ticks since boot (/proc/<pid>/stat) and boot the host's
