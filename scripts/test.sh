@@ -62,11 +62,19 @@ meson_suite() {
 # given; ABX_TEST_CONCURRENCY overrides both).
 node_suite() {
     local bindir=$1 label=$2 dir=${3:-tests/integration} jobs=${4:-2}
+    node_run "$bindir" "$label" "$jobs" "$dir"/
+}
+
+# node's test runner on targets (directories or files) against a build,
+# jobs at once, counted into PASS and FAIL.
+node_run() {
+    local bindir=$1 label=$2 jobs=$3
+    shift 3
     local log="$LOGDIR/$label.log"
     # workspaces-faults.test.mjs kills abxd 10 times by default; the full
     # run keeps its 50.
     ABX_FAULT_RUNS=${ABX_FAULT_RUNS:-50} ABX_BIN_DIR="$bindir" \
-        node --test --test-concurrency="${ABX_TEST_CONCURRENCY:-$jobs}" "$dir"/ >"$log" 2>&1
+        node --test --test-concurrency="${ABX_TEST_CONCURRENCY:-$jobs}" "$@" >"$log" 2>&1
     local rc=$?
     local p f c
     p=$(grep -E '^# pass ' "$log" | awk '{print $3}')
@@ -82,39 +90,13 @@ node_suite() {
         FAILED+=("$label")
         grep -E '^ *not ok' "$log" | sed 's/^/  /'
     fi
-    printf '%s: %s passed, %s failed (log: %s)\n' "$label" "${p:-0}" "${f:-0}" "$log"
+    printf '%s: %s passed, %s failed (log: %s)\n' "$label" "${p:-0}" "$f" "$log"
 }
 
 # What split-gcc runs split: the files privilege separation serves whole
 # (not yet: template layers and builds, uid/none isolation).
-SPLIT_FILES=(tests/integration/{wire,smoke,tools,workspaces,limits,sudo,privsep}.test.mjs
+SPLIT_FILES=(tests/integration/{wire,smoke,tools,workspaces,limits,sudo,privsep,fulldisk,store-faults}.test.mjs
     tests/e2b/{commands,files,files-hostile,pty,watch,snapshots,platform}.test.mjs)
-
-# node_suite on a list of files, with abxd split.
-split_suite() {
-    local bindir=$1 label=$2
-    shift 2
-    local log="$LOGDIR/$label.log"
-    ABX_TEST_PRIVSEP=1 ABX_BIN_DIR="$bindir" \
-        node --test --test-concurrency="${ABX_TEST_CONCURRENCY:-2}" "$@" >"$log" 2>&1
-    local rc=$?
-    local p f c
-    p=$(grep -E '^# pass ' "$log" | awk '{print $3}')
-    f=$(grep -E '^# fail ' "$log" | awk '{print $3}')
-    # A failed hook cancels its tests: they count as failed, and a run
-    # that failed without naming a test counts as one.
-    c=$(grep -E '^# cancelled ' "$log" | awk '{print $3}')
-    f=$((${f:-0} + ${c:-0}))
-    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-    PASS=$((PASS + ${p:-0}))
-    if [ "$f" -ne 0 ]; then
-        FAIL=$((FAIL + f))
-        FAILED+=("$label")
-        grep -E '^ *not ok' "$log" | sed 's/^/  /'
-    fi
-    printf '%s: %s passed, %s failed (log: %s)
-' "$label" "${p:-0}" "${f:-0}" "$log"
-}
 
 # The PostgreSQL server, started at most once and stopped on exit. A start
 # in the background (pg_start_async) overlaps the build; pg_wait collects it.
@@ -266,7 +248,7 @@ stage() {
     split-gcc)
         pg_wait
         note "privilege separation: integration and E2B files with abxd split (gcc)"
-        split_suite build/src split-gcc "${SPLIT_FILES[@]}"
+        ABX_TEST_PRIVSEP=1 node_run build/src split-gcc 2 "${SPLIT_FILES[@]}"
         ;;
     build-asan) build_asan ;;
     unit-asan)

@@ -304,6 +304,8 @@ start_workspaces(struct daemon *d, int statefd)
             .floor_bytes = d->cfg.disk_floor_bytes,
             .holder = d->holder,
     };
+    if (d->role == ROLE_NET)
+        store_name_lock_pid(getppid()); /* the abxd the operator started */
     r = workspaces_new(d->loop, d->sh, &wc, &d->ws, &err);
     if (r < 0)
         return log_err("cannot open the workspace store: %s", err.msg), r;

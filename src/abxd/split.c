@@ -33,6 +33,7 @@
 #define RESTART_MIN_MS 100
 #define RESTART_MAX_MS 5000
 #define STABLE_MS      10000 /* up this long: the next crash restarts at once again */
+#define RESERVE_MS     1000  /* how often the parent looks at the state file system */
 
 /* split.h */
 const struct split_dir split_net_dirs[SPLIT_NET_DIRS] = {
@@ -49,7 +50,7 @@ static struct {
     pid_t pid;
     int pidfd;
     struct loop_io *pid_io, *sig_io;
-    struct loop_timer *restart;
+    struct loop_timer *restart, *reserve;
     uint64_t started_ms, backoff_ms;
     int status; /* main()'s, once the network process has ended for good */
 } P = {.image_fd = -EBADF, .idmap_fd = -EBADF, .listen_fd = -EBADF, .pidfd = -EBADF};
@@ -321,6 +322,17 @@ on_net_exit(struct loop_io *io, uint32_t ev, void *ud)
     (void)loop_timer_arm(P.restart, now_msec() + P.backoff_ms);
 }
 
+/* The reserve in the state directory is the parent's (the network uid
+ * may not write there): released when the disk is full, made again when
+ * there is room (daemon_check_reserve()). */
+static void
+on_reserve(struct loop_timer *t, void *ud)
+{
+    (void)ud;
+    daemon_check_reserve(P.d, false);
+    (void)loop_timer_arm(t, now_msec() + RESERVE_MS);
+}
+
 static void
 on_parent_signal(struct loop_io *io, uint32_t ev, void *ud)
 {
@@ -404,8 +416,10 @@ split_parent_run(struct daemon *d, int argc, char **argv)
     d->sig_fd = signalfd(-1, &d->sigmask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (d->sig_fd < 0 ||
         loop_io_add(d->loop, d->sig_fd, EPOLLIN, on_parent_signal, NULL, &P.sig_io) < 0 ||
-        loop_timer_new(d->loop, on_restart, NULL, &P.restart) < 0)
+        loop_timer_new(d->loop, on_restart, NULL, &P.restart) < 0 ||
+        loop_timer_new(d->loop, on_reserve, NULL, &P.reserve) < 0)
         return log_err("cannot watch signals"), 1;
+    (void)loop_timer_arm(P.reserve, now_msec() + RESERVE_MS);
     if (start_net() < 0)
         return 1;
     (void)loop_run(d->loop);
@@ -419,6 +433,7 @@ split_parent_run(struct daemon *d, int argc, char **argv)
     safe_close(P.pidfd);
     loop_io_free(P.sig_io);
     loop_timer_free(P.restart);
+    loop_timer_free(P.reserve);
     P.pp = priv_parent_free(P.pp);
     jail_host_flush(d->jh);
     safe_close(P.image_fd);

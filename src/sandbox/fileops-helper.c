@@ -77,14 +77,7 @@ fileops_jail_identity(const struct jail_host *h, const struct jail *j, bool as_r
         /* uid mode: root and "user" run as the same pooled uid */
         spec->uid = (uint32_t)jail_user_uid(j);
         spec->gid = (uint32_t)jail_user_gid(j);
-        spec->ids = (struct vfs_ids){
-                .root_uid = jail_root_uid(j),
-                .root_gid = (gid_t)jail_root_uid(j), /* jail maps gids like uids */
-                .user_uid = jail_user_uid(j),
-                .user_gid = jail_user_gid(j),
-                .range_first = jail_root_uid(j),
-                .range_len = JAIL_UID_RANGE,
-        };
+        spec->ids = fileops_jail_ids(jail_root_uid(j), jail_user_uid(j), jail_user_gid(j));
         spec->caps = 0;
     }
     jail_host_bpf(h, &spec->bpf, &spec->bpf_len);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "jail/jail.h"
 #include "sandbox/vfs.h"
 #include "util/err.h"
 
@@ -46,8 +47,20 @@ struct fileops_helper_spec {
     int timeout_ms;            /* for the answer to HELLO; 0 = FILEOPS_HELLO_TIMEOUT_MS */
 };
 
-struct jail;
-struct jail_host;
+/* A jail's host ids as vfs.h names them: one range of JAIL_UID_RANGE ids
+ * from its root's uid, gids mapped like uids (jail.h). */
+static inline struct vfs_ids
+fileops_jail_ids(uid_t root_uid, uid_t user_uid, gid_t user_gid)
+{
+    return (struct vfs_ids){
+            .root_uid = root_uid,
+            .root_gid = (gid_t)root_uid,
+            .user_uid = user_uid,
+            .user_gid = user_gid,
+            .range_first = root_uid,
+            .range_len = JAIL_UID_RANGE,
+    };
+}
 
 /* The identity of jail j's helper acting as its root (as_root) or
  * "user", as abxd gives it: in ns mode the sandbox's own uid 0 (with

@@ -300,14 +300,7 @@ static void
 here_vfs_ids(const struct jailer_jail *pub, struct vfs_ids *ret)
 {
     const struct jail *j = CHJ(pub)->j;
-    *ret = (struct vfs_ids){
-            .root_uid = jail_root_uid(j),
-            .root_gid = (gid_t)jail_root_uid(j), /* jail maps gids like uids */
-            .user_uid = jail_user_uid(j),
-            .user_gid = jail_user_gid(j),
-            .range_first = jail_root_uid(j),
-            .range_len = JAIL_UID_RANGE,
-    };
+    *ret = fileops_jail_ids(jail_root_uid(j), jail_user_uid(j), jail_user_gid(j));
 }
 
 static int

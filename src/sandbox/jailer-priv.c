@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 
 #include "priv/client.h"
+#include "sandbox/fileops-helper.h"
 #include "sandbox/fileops.h"
 #include "sandbox/jailer-internal.h"
 #include "sandbox/jailer.h"
@@ -267,14 +268,7 @@ static void
 remote_vfs_ids(const struct jailer_jail *pub, struct vfs_ids *ret)
 {
     const struct priv_jail *j = CRJ(pub)->j;
-    *ret = (struct vfs_ids){
-            .root_uid = priv_jail_root_uid(j),
-            .root_gid = (gid_t)priv_jail_root_uid(j), /* jail maps gids like uids */
-            .user_uid = priv_jail_user_uid(j),
-            .user_gid = priv_jail_user_gid(j),
-            .range_first = priv_jail_root_uid(j),
-            .range_len = JAIL_UID_RANGE,
-    };
+    *ret = fileops_jail_ids(priv_jail_root_uid(j), priv_jail_user_uid(j), priv_jail_user_gid(j));
 }
 
 static int

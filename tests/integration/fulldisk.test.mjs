@@ -64,7 +64,8 @@ describe('full state file system', { skip }, () => {
   let d = null;
   before(() => {
     mnt = mkdtempSync(join(tmpdir(), 'abx-it-fulldisk-'));
-    const m = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=48m,mode=0700', 'tmpfs', mnt], { encoding: 'utf8' });
+    // 0711: searchable by abxd's network process when split (ABX_PRIVSEP=1)
+    const m = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=48m,mode=0711', 'tmpfs', mnt], { encoding: 'utf8' });
     assert.equal(m.status, 0, `cannot mount a tmpfs: ${m.stderr}`);
   });
   after(async () => {
