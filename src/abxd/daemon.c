@@ -339,8 +339,8 @@ load_tools(struct daemon *d, struct jail_bind *binds, size_t *ret_n, const char 
     const bool ns = d->cfg.isolation == JAIL_NS;
     /* Split, the network process owns toolbin/ (split.c), not the state
      * directory in which the shims' directory is replaced. */
-    (void)snprintf(shims, sizeof(shims), "%s/toolbin%s", d->cfg.state_dir,
-                   d->role == ROLE_ONE ? "" : "/shims");
+    (void)snprintf(shims, sizeof(shims), "%s/%s", d->cfg.state_dir,
+                   d->role == ROLE_ONE ? SHIMS_DIR : SHIMS_SPLIT_DIR);
     r = tools_write_shims(d->tools, shims, ns ? TOOLS_MOUNT : d->tools_real, &err);
     if (r < 0) {
         log_err("%s", err.msg);

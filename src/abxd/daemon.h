@@ -25,6 +25,12 @@
 /* Which process this is (split.h): all in one, or one of two. */
 enum daemon_role { ROLE_ONE, ROLE_PARENT, ROLE_NET };
 
+/* Where the tools' python shims live below the state directory: one
+ * process writes them into SHIMS_DIR; split, the network process writes
+ * them into SHIMS_SPLIT_DIR, which the parent binds (split.c). */
+#define SHIMS_DIR       "toolbin"
+#define SHIMS_SPLIT_DIR SHIMS_DIR "/shims"
+
 struct daemon {
     enum daemon_role role;
     struct config cfg;

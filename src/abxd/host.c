@@ -295,7 +295,7 @@ daemon_setup_binds(struct daemon *d)
         return log_err_errno(-errno, "tools directory '%s'", d->cfg.tools_dir);
     /* The network process writes the shims into toolbin/shims (split.c
      * makes it); whether a carrier gives any is its business. */
-    (void)snprintf(shims, sizeof(shims), "%s/toolbin/shims", d->cfg.state_dir);
+    (void)snprintf(shims, sizeof(shims), "%s/" SHIMS_SPLIT_DIR, d->cfg.state_dir);
     d->binds[0] = (struct jail_bind){.src = d->tools_real, .dst = TOOLS_MOUNT, .ro = true};
     d->binds[1] = (struct jail_bind){
             .src = shims, .dst = TOOLS_SHIM_MOUNT, .ro = true, .if_nonempty = true};

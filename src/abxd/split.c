@@ -37,7 +37,7 @@
 
 /* split.h */
 const struct split_dir split_net_dirs[SPLIT_NET_DIRS] = {
-        {"tmp", true}, {"toolbin/shims", true}, {"snapshots", false}};
+        {"tmp", true}, {SHIMS_SPLIT_DIR, true}, {"snapshots", false}};
 
 /* The parent's state: one network process at a time. */
 static struct {
@@ -159,9 +159,9 @@ prepare_storage(struct daemon *d, uid_t uid)
         return log_err_errno(-errno, "cannot make '%s' searchable", d->cfg.state_dir);
     /* toolbin/ stays root's, so that its shims/, which the parent binds
      * into sandboxes by path, cannot be replaced by a link elsewhere. */
-    if ((mkdirat(d->statefd, "toolbin", 0755) < 0 && errno != EEXIST) ||
-        fchownat(d->statefd, "toolbin", 0, 0, AT_SYMLINK_NOFOLLOW) < 0 ||
-        fchmodat(d->statefd, "toolbin", 0755, 0) < 0)
+    if ((mkdirat(d->statefd, SHIMS_DIR, 0755) < 0 && errno != EEXIST) ||
+        fchownat(d->statefd, SHIMS_DIR, 0, 0, AT_SYMLINK_NOFOLLOW) < 0 ||
+        fchmodat(d->statefd, SHIMS_DIR, 0755, 0) < 0)
         return log_err_errno(-errno, "cannot prepare '%s/toolbin'", d->cfg.state_dir);
     for (size_t i = 0; i < SPLIT_NET_DIRS; i++) {
         r = give_dir(d, split_net_dirs[i].name, split_net_dirs[i].tree, uid);
