@@ -21,6 +21,7 @@
 #include "abxd/config.h"
 #include "abxd/daemon.h"
 #include "jail/jail.h"
+#include "template/set.h"
 #include "tools/registry.h"
 #include "util/buf.h"
 #include "util/cleanup.h"
@@ -230,6 +231,127 @@ daemon_setup_state(struct daemon *d)
     return load_api_key(&d->cfg, d->statefd);
 }
 
+/* --- built layers --- */
+
+#define LAYERS_KEEP_MAX 4096 /* layers a start keeps at most; more: none is collected */
+
+/* A layer made before the host kept them (a directory in place of the
+ * link): moved into the layers directory as "m<ms>-<template>", the link
+ * put where it was. Its new name into ret; -errno, and it stays. */
+static int
+move_layer(int lfd, const char *tname, const char *lname, int layersfd, const char *ldir,
+           char ret[JAIL_LAYER_NAME_MAX + 1])
+{
+    char target[PATH_MAX + JAIL_LAYER_NAME_MAX + 2];
+    (void)snprintf(ret, JAIL_LAYER_NAME_MAX + 1, "m%s-%s", lname + 6, tname);
+    for (char *c = ret; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9')))
+            *c = '-';
+    if (!jail_layer_name_ok(ret) || faccessat(layersfd, ret, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+        return -EEXIST;
+    (void)snprintf(target, sizeof(target), "%s/%s", ldir, ret);
+    if (renameat(lfd, "fs", layersfd, ret) < 0)
+        return -errno;
+    if (symlinkat(target, lfd, "fs") < 0) {
+        int e = -errno;
+        (void)renameat(layersfd, ret, lfd, "fs");
+        return e;
+    }
+    return 0;
+}
+
+/* Every template's layer-<ms>/fs links into the jail host's layers
+ * directory (jail.h): those made in place before are moved there, and a
+ * layer no link names is collected (the template set collected the
+ * layer directories no template stacks). At the start, before any
+ * sandbox; in the process that owns the jail host. */
+static void
+tidy_layers(struct daemon *d)
+{
+    const char *ldir = jail_host_layers_dir(d->jh);
+    char tdir[PATH_MAX];
+    char **keep = NULL;
+    size_t nkeep = 0;
+    bool complete = true;
+
+    if (!ldir || (size_t)snprintf(tdir, sizeof(tdir), "%s/" TEMPLATE_LAYERS_DIR,
+                                  d->cfg.state_dir) >= sizeof(tdir))
+        return;
+    _cleanup_close_ int layersfd = open(ldir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int tfd = open(tdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    char **tnames = NULL;
+    size_t nt = 0;
+    if (layersfd < 0 || !(keep = calloc(LAYERS_KEEP_MAX, sizeof(*keep))))
+        goto done;
+    if (tfd >= 0 && fd_dir_names(tfd, LAYERS_KEEP_MAX, &tnames, &nt) < 0)
+        complete = false;
+    for (size_t i = 0; i < nt; i++) {
+        if (tnames[i][0] == '.')
+            continue;
+        _cleanup_close_ int nfd =
+                openat(tfd, tnames[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char **lnames = NULL;
+        size_t nl = 0;
+        if (nfd < 0) {
+            complete = complete && errno == ENOTDIR; /* a file: no layers in it */
+            continue;
+        }
+        if (fd_dir_names(nfd, LAYERS_KEEP_MAX, &lnames, &nl) < 0) {
+            complete = false;
+            continue;
+        }
+        for (size_t k = 0; k < nl; k++) {
+            char link[PATH_MAX], name[JAIL_LAYER_NAME_MAX + 1];
+            struct stat st;
+            if (strncmp(lnames[k], "layer-", 6) != 0)
+                continue;
+            _cleanup_close_ int lfd =
+                    openat(nfd, lnames[k], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (lfd < 0 || fstatat(lfd, "fs", &st, AT_SYMLINK_NOFOLLOW) < 0)
+                continue;
+            name[0] = '\0';
+            if (S_ISDIR(st.st_mode)) {
+                int r = move_layer(lfd, tnames[i], lnames[k], layersfd, ldir, name);
+                if (r < 0) {
+                    log_warn("cannot move layer '%s/%s/%s/fs' to '%s': %s", tdir, tnames[i],
+                             lnames[k], ldir, strerror(-r));
+                    continue;
+                }
+                log_info("moved layer '%s/%s/%s/fs' to '%s/%s'", tdir, tnames[i], lnames[k], ldir,
+                         name);
+            } else if (S_ISLNK(st.st_mode)) {
+                ssize_t n = readlinkat(lfd, "fs", link, sizeof(link) - 1);
+                size_t ln = strlen(ldir);
+                if (n <= 0)
+                    continue;
+                link[n] = '\0';
+                if (!strncmp(link, ldir, ln) && link[ln] == '/' &&
+                    jail_layer_name_ok(link + ln + 1))
+                    (void)snprintf(name, sizeof(name), "%s", link + ln + 1);
+            }
+            if (!name[0])
+                continue;
+            if (nkeep == LAYERS_KEEP_MAX)
+                complete = false;
+            else if (!(keep[nkeep] = strdup(name)))
+                complete = false;
+            else
+                nkeep++;
+        }
+        fd_names_free(lnames, nl);
+    }
+    fd_names_free(tnames, nt);
+    if (complete) {
+        int n = jail_host_layers_collect(d->jh, (const char *const *)keep, nkeep);
+        if (n > 0)
+            log_info("collected %d layer(s) no template uses", n);
+    }
+done:
+    for (size_t i = 0; keep && i < nkeep; i++)
+        free(keep[i]);
+    free(keep);
+}
+
 int
 daemon_setup_jail_host(struct daemon *d)
 {
@@ -266,6 +388,7 @@ daemon_setup_jail_host(struct daemon *d)
         log_warn("reclaiming sandboxes of an earlier run failed: %s", err.msg);
     else if (r > 0)
         log_notice("reclaimed %d sandbox(es) left by an earlier run", r);
+    tidy_layers(d);
     (void)jail_host_missing(d->jh, &d->missing);
     if (d->cfg.isolation != JAIL_NONE && !jail_host_oom_protect(d->jh))
         log_info("cannot lower oom_score_adj (no CAP_SYS_RESOURCE): sandbox inits are shielded "

@@ -36,15 +36,17 @@
 #define RESERVE_MS     1000  /* how often the parent looks at the state file system */
 
 /* split.h */
-const struct split_dir split_net_dirs[SPLIT_NET_DIRS] = {
-        {"tmp", true}, {SHIMS_SPLIT_DIR, true}, {"snapshots", false}};
+const struct split_dir split_net_dirs[SPLIT_NET_DIRS] = {{"tmp", true, false},
+                                                         {SHIMS_SPLIT_DIR, true, false},
+                                                         {"snapshots", false, false},
+                                                         {TEMPLATE_LAYERS_DIR, true, true}};
 
 /* The parent's state: one network process at a time. */
 static struct {
     struct daemon *d;
     struct priv_parent *pp;
     struct fileops_parent fp;
-    int image_fd, idmap_fd;
+    int image_fd, idmap_fd, idmap_ro_fd;
     int listen_fd; /* the HTTP listener, handed to every network process */
     char **argv;   /* the network process's */
     pid_t pid;
@@ -53,7 +55,11 @@ static struct {
     struct loop_timer *restart, *reserve;
     uint64_t started_ms, backoff_ms;
     int status; /* main()'s, once the network process has ended for good */
-} P = {.image_fd = -EBADF, .idmap_fd = -EBADF, .listen_fd = -EBADF, .pidfd = -EBADF};
+} P = {.image_fd = -EBADF,
+       .idmap_fd = -EBADF,
+       .idmap_ro_fd = -EBADF,
+       .listen_fd = -EBADF,
+       .pidfd = -EBADF};
 
 int
 split_path(char *out, size_t n, const char *dir, const char *name)
@@ -75,37 +81,46 @@ split_net_uid(const struct config *c)
 /* --- the network process's storage --- */
 
 static uid_t chown_to;
+static bool chown_templates; /* templates/: <name>/layer-<ms>/fs is no tree to hand over */
 
 static int
 chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-    (void)flag, (void)ftw;
+    (void)flag;
+    if (chown_templates && ftw->level == 3 && S_ISDIR(st->st_mode) &&
+        !strcmp(path + ftw->base, "fs"))
+        return FTW_SKIP_SUBTREE; /* a layer (tidy_layers() could not move it) */
     if (st->st_uid == chown_to && st->st_gid == (gid_t)chown_to)
-        return 0;
+        return FTW_CONTINUE;
     /* A second name of a file may be a link to one outside (made before
      * fs.protected_hardlinks, or by root): never hand such a file over. */
     if (S_ISREG(st->st_mode) && st->st_nlink > 1) {
         log_warn("not handing '%s' to uid %u: it has %lu names", path, (unsigned)chown_to,
                  (unsigned long)st->st_nlink);
-        return 0;
+        return FTW_CONTINUE;
     }
-    return lchown(path, chown_to, (gid_t)chown_to) < 0 ? -errno : 0;
+    return lchown(path, chown_to, (gid_t)chown_to) < 0 ? FTW_STOP : FTW_CONTINUE;
 }
 
 /* Makes the directory path (and with tree, all below it) the network
  * uid's; made if missing. */
 static int
-give_path(const char *path, bool tree, uid_t uid)
+give_path(const char *path, bool tree, bool templates, uid_t uid)
 {
     struct stat st;
     if (mkdir(path, 0700) < 0 && errno != EEXIST)
         return log_err_errno(-errno, "cannot create '%s'", path);
     /* The top is handed over last: owned by uid, the tree was before (a
      * store of many blobs is not walked at every start). */
-    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid && st.st_gid == (gid_t)uid)
+    if (!templates && lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == uid &&
+        st.st_gid == (gid_t)uid)
         return 0;
     chown_to = uid;
-    int r = tree ? nftw(path, chown_one, 16, FTW_PHYS | FTW_MOUNT) : 0;
+    chown_templates = templates;
+    errno = 0;
+    int r = tree ? nftw(path, chown_one, 16, FTW_PHYS | FTW_MOUNT | FTW_ACTIONRETVAL) : 0;
+    if (r == FTW_STOP)
+        r = errno ? -errno : -EIO;
     if (r == 0 && lchown(path, uid, (gid_t)uid) < 0)
         r = -errno;
     if (r != 0)
@@ -115,12 +130,12 @@ give_path(const char *path, bool tree, uid_t uid)
 
 /* give_path() of <state>/name. */
 static int
-give_dir(struct daemon *d, const char *name, bool tree, uid_t uid)
+give_dir(struct daemon *d, const struct split_dir *sd, uid_t uid)
 {
     char path[PATH_MAX];
-    if (split_path(path, sizeof(path), d->cfg.state_dir, name) < 0)
+    if (split_path(path, sizeof(path), d->cfg.state_dir, sd->name) < 0)
         return log_err_errno(-ENAMETOOLONG, "state directory path is too long");
-    return give_path(path, tree, uid);
+    return give_path(path, sd->tree, sd->templates, uid);
 }
 
 /* Whether uid can walk down to dir (the state directory, a store): every
@@ -164,16 +179,17 @@ prepare_storage(struct daemon *d, uid_t uid)
         fchmodat(d->statefd, SHIMS_DIR, 0755, 0) < 0)
         return log_err_errno(-errno, "cannot prepare '%s/toolbin'", d->cfg.state_dir);
     for (size_t i = 0; i < SPLIT_NET_DIRS; i++) {
-        r = give_dir(d, split_net_dirs[i].name, split_net_dirs[i].tree, uid);
+        r = give_dir(d, &split_net_dirs[i], uid);
         if (r < 0)
             return r;
     }
     /* The SQLite store: <state>/store or the directory ABX_STORE names. */
+    static const struct split_dir store = {"store", true, false};
     if (!d->cfg.store[0])
-        r = give_dir(d, "store", true, uid);
+        r = give_dir(d, &store, uid);
     else if (strncmp(d->cfg.store, "postgres", 8) != 0 &&
              (r = check_reachable(d->cfg.store, uid)) == 0)
-        r = give_path(d->cfg.store, true, uid);
+        r = give_path(d->cfg.store, true, false, uid);
     if (r < 0)
         return r;
     if (fchownat(d->statefd, "api-key", uid, (gid_t)uid, AT_SYMLINK_NOFOLLOW) < 0 &&
@@ -375,7 +391,7 @@ split_parent_run(struct daemon *d, int argc, char **argv)
 {
     struct err err = {0};
     uid_t uid = split_net_uid(&d->cfg);
-    char layers[PATH_MAX], snaps[PATH_MAX];
+    char snaps[PATH_MAX], tpls[PATH_MAX];
     int r;
 
     P.d = d;
@@ -390,11 +406,12 @@ split_parent_run(struct daemon *d, int argc, char **argv)
     P.listen_fd = listen_tcp(d->cfg.listen_host, d->cfg.listen_port, &port, &err);
     if (P.listen_fd < 0)
         return log_err("%s", err.msg), 1;
-    (void)split_path(layers, sizeof(layers), d->cfg.state_dir, TEMPLATE_LAYERS_DIR);
     (void)split_path(snaps, sizeof(snaps), d->cfg.state_dir, "snapshots");
     P.image_fd = fileops_helper_image();
+    (void)split_path(tpls, sizeof(tpls), d->cfg.state_dir, TEMPLATE_LAYERS_DIR);
     P.idmap_fd = open(snaps, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (P.image_fd < 0 || P.idmap_fd < 0)
+    P.idmap_ro_fd = open(tpls, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (P.image_fd < 0 || P.idmap_fd < 0 || P.idmap_ro_fd < 0)
         return log_err_errno(P.image_fd < 0 ? P.image_fd : -errno,
                              "cannot prepare the file helpers"),
                1;
@@ -404,8 +421,8 @@ split_parent_run(struct daemon *d, int argc, char **argv)
             .loop = d->loop,
             .peer_uid = uid,
             .max_sandboxes = d->cfg.uid_slots,
-            .layers_dir = layers,
             .idmap_root_fd = P.idmap_fd,
+            .idmap_ro_root_fd = P.idmap_ro_fd,
             .start_helper = fileops_parent_helper,
             .helper_ud = &P.fp,
             .orphan_grace_ms = PRIV_ORPHAN_GRACE_MS,
@@ -438,6 +455,7 @@ split_parent_run(struct daemon *d, int argc, char **argv)
     jail_host_flush(d->jh);
     safe_close(P.image_fd);
     safe_close(P.idmap_fd);
+    safe_close(P.idmap_ro_fd);
     safe_close(P.listen_fd);
     free(P.argv);
     /* What the steps before made, as daemon_teardown() frees it. */

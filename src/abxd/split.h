@@ -40,11 +40,14 @@ uid_t split_net_uid(const struct config *c);
  * storage, besides store/ when the store is SQLite there): tree = the
  * parent hands the whole tree over at start (a run without privilege
  * separation left it root's); not for snapshots/, whose trees hold the
- * sandboxes' ids. */
-#define SPLIT_NET_DIRS 3
+ * sandboxes' ids. templates/ holds the built templates' descriptions,
+ * each linking to its layer, which is the jail host's and stays so:
+ * walked at every start (small), a layer made in place skipped. */
+#define SPLIT_NET_DIRS 4
 struct split_dir {
     const char *name;
     bool tree;
+    bool templates;
 };
 extern const struct split_dir split_net_dirs[SPLIT_NET_DIRS];
 

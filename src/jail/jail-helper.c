@@ -50,14 +50,15 @@ jail_spawn_helper(int exec_fd, const int *fds, unsigned nfds, int *ret_pidfd, pi
 }
 
 int
-jail_idmap_tree(int userns_fd, int dirfd, struct err *err)
+jail_idmap_tree(int userns_fd, int dirfd, bool ro, struct err *err)
 {
     int t = (int)syscall(SYS_open_tree, dirfd, "",
                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
     if (t < 0)
         return err_setx(err, errno, "cannot clone a directory tree");
     struct mount_attr a = {
-            .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                        MOUNT_ATTR_NOEXEC | (ro ? MOUNT_ATTR_RDONLY : 0),
             .userns_fd = (uint64_t)userns_fd,
     };
     if (syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {

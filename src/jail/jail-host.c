@@ -162,6 +162,8 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
     if (!h)
         return -ENOMEM;
     h->sandboxes_fd = -EBADF;
+    h->layers_fd = -EBADF;
+    h->loop = c->loop;
     h->init_fd = -EBADF;
     h->null_fd = -EBADF;
     buf_init(&h->bpf, 1024 * 1024);
@@ -293,6 +295,25 @@ jail_host_new(const struct jail_host_config *c, struct jail_host **ret, struct e
         r = rootfs_prepare_sudo(h->state_dir, h->sudo, sizeof(h->sudo), err);
         if (r < 0)
             goto fail;
+        /* Built layers: host root's, searchable, so that nobody but this
+         * process changes what a layer name resolves to. */
+        if ((size_t)snprintf(h->layers_dir, sizeof(h->layers_dir), "%s/" JAIL_LAYERS_DIR,
+                             h->state_dir) >= sizeof(h->layers_dir)) {
+            r = err_setx(err, ENAMETOOLONG, "state directory path too long");
+            goto fail;
+        }
+        if (mkdir(h->layers_dir, 0755) < 0 && errno != EEXIST) {
+            r = err_setx(err, errno, "cannot create '%s'", h->layers_dir);
+            goto fail;
+        }
+        h->layers_fd = open(h->layers_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat lst;
+        if (h->layers_fd < 0 || fstat(h->layers_fd, &lst) < 0 || lst.st_uid != 0 ||
+            fchmod(h->layers_fd, 0755) < 0) {
+            r = err_setx(err, h->layers_fd < 0 ? errno : EPERM,
+                         "'%s' must be a directory of host root's", h->layers_dir);
+            goto fail;
+        }
     }
 done:
     buf_done(&miss);
@@ -307,6 +328,8 @@ fail:
 void
 jail_host_flush(struct jail_host *h)
 {
+    workq_free(h->layer_wq);
+    h->layer_wq = NULL;
     workq_free(h->wq);
     h->wq = NULL;
 }
@@ -318,6 +341,7 @@ jail_host_free(struct jail_host *h)
         return NULL;
     jail_host_flush(h);
     safe_close(h->sandboxes_fd);
+    safe_close(h->layers_fd);
     disk_free(h->disk);
     safe_close(h->init_fd);
     safe_close(h->null_fd);
@@ -368,12 +392,14 @@ int
 jail_host_area_create(struct jail_host *h, const char *name, uint64_t limit_bytes, char *ret_path,
                       size_t n, struct err *err)
 {
-    if (!h->disk)
-        return err_set(err, EOPNOTSUPP, "no disk bound on this host");
-    if (!strchr(name, '-'))
+    if (!strchr(name, '-') || !jail_layer_name_ok(name))
         return err_set(err, EINVAL, "'%.64s' could be a sandbox's name", name);
     if ((size_t)snprintf(ret_path, n, "%s/%s", h->sandboxes_dir, name) >= n)
         return err_set(err, ENAMETOOLONG, "path of '%.64s' too long", name);
+    if (!h->disk) /* unbounded: a plain directory (reclaim removes it) */
+        return mkdirat(h->sandboxes_fd, name, 0700) < 0
+                       ? err_set(err, errno, "cannot create area '%s'", name)
+                       : 0;
     return disk_area_create(h->disk, name, limit_bytes ? limit_bytes : h->disk_bytes, err);
 }
 
@@ -386,8 +412,12 @@ jail_host_area_usage(struct jail_host *h, const char *name, uint64_t *ret_bytes)
 void
 jail_host_area_destroy(struct jail_host *h, const char *name)
 {
+    if (!jail_layer_name_ok(name) || !strchr(name, '-'))
+        return;
     if (h->disk)
         (void)disk_area_destroy(h->disk, name, NULL);
+    else
+        (void)rm_rf_at(h->sandboxes_fd, name);
 }
 
 uint32_t

@@ -26,10 +26,14 @@ struct jail_host {
     struct buf bpf;
     int init_fd;
     int null_fd;
-    struct workq *wq;    /* deletes workspaces off the loop thread */
-    struct disk *disk;   /* where sandboxes' directories are bounded; NULL = none */
-    uint64_t disk_bytes; /* their default bound */
-    bool oom_protect;    /* we may set oom_score_adj to -1000 */
+    struct workq *wq; /* deletes workspaces off the loop thread */
+    struct loop *loop;
+    char layers_dir[PATH_MAX]; /* state_dir/layers (ns mode) */
+    int layers_fd;             /* -EBADF outside the ns mode */
+    struct workq *layer_wq;    /* installs layers (layers.c); made on first use */
+    struct disk *disk;         /* where sandboxes' directories are bounded; NULL = none */
+    uint64_t disk_bytes;       /* their default bound */
+    bool oom_protect;          /* we may set oom_score_adj to -1000 */
     uint64_t root_bytes, tmp_bytes, shm_bytes;
     size_t nbinds;
     struct {

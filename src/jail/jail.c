@@ -545,11 +545,23 @@ copy_fs(struct jail *j, const struct jail_fs *fs, struct err *err)
     _Static_assert(JAIL_MAX_LAYERS <= PROTO_MAX_LAYERS, "layers fit in the config");
     if (fs->nlayers > JAIL_MAX_LAYERS)
         return err_set(err, E2BIG, "%zu layers, at most %d", fs->nlayers, JAIL_MAX_LAYERS);
-    if ((fs->nlayers || fs->upper) && j->host->mode != JAIL_NS)
+    if ((fs->nlayers || fs->upper_area) && j->host->mode != JAIL_NS)
         return err_set(err, EOPNOTSUPP, "layers need the ns isolation mode");
     j->disk_bytes = fs->disk_bytes;
-    if (fs->upper && !(j->upper = strdup(fs->upper)))
-        return -ENOMEM;
+    if (fs->upper_area) {
+        char up[PATH_MAX + JAIL_LAYER_NAME_MAX + 8];
+        if (!jail_layer_name_ok(fs->upper_area) || !strchr(fs->upper_area, '-'))
+            return err_set(err, EINVAL, "'%.64s' is no area's name", fs->upper_area);
+        (void)snprintf(up, sizeof(up), "%s/fs", fs->upper_area);
+        if (mkdirat(j->host->sandboxes_fd, up, 0755) < 0 && errno != EEXIST)
+            return err_set(err, errno, "cannot make the writable layer in area '%s'",
+                           fs->upper_area);
+        if ((size_t)snprintf(up, sizeof(up), "%s/%s/fs", j->host->sandboxes_dir, fs->upper_area) >=
+            sizeof(up))
+            return err_set(err, ENAMETOOLONG, "the area's path is too long");
+        if (!(j->upper = strdup(up)))
+            return -ENOMEM;
+    }
     if (fs->nlayers && !(j->layers = calloc(fs->nlayers, sizeof(*j->layers))))
         return -ENOMEM;
     for (; j->nlayers < fs->nlayers; j->nlayers++)

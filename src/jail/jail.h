@@ -96,12 +96,38 @@ const char *jail_host_disk(const struct jail_host *h);
  * (a template build's writable layer, which outlives its sandbox):
  * state_dir/sandboxes/<name>, mode 0700, bounded by limit_bytes (0 = the
  * host's default). name is [a-z0-9-] with a '-' (sandbox ids have none).
- * Its path goes to ret_path. -EOPNOTSUPP without a disk. Removed by
+ * Its path goes to ret_path. Without a disk it is a plain directory there,
+ * unbounded (jail_host_area_usage() is -EOPNOTSUPP). Removed by
  * jail_host_area_destroy() or the next start's reclaim. */
 int jail_host_area_create(struct jail_host *h, const char *name, uint64_t limit_bytes,
                           char *ret_path, size_t n, struct err *err);
 int jail_host_area_usage(struct jail_host *h, const char *name, uint64_t *ret_bytes);
 void jail_host_area_destroy(struct jail_host *h, const char *name);
+
+/* --- Layers: what built templates stack (ns mode; layers.c) ---
+ *
+ * One directory each, state_dir/layers/<name>, with usr/, etc/ and opt/
+ * whose files carry the ids a sandbox sees (jail_fs's layers). The
+ * directory and every layer are host root's and nobody else's to change,
+ * so a layer's name always resolves to what was installed under it. */
+#define JAIL_LAYERS_DIR     "layers"
+#define JAIL_LAYER_NAME_MAX 63 /* layer and area names: [a-z0-9-]{1,63} */
+bool jail_layer_name_ok(const char *s);
+/* NULL outside the ns mode. */
+const char *jail_host_layers_dir(const struct jail_host *h);
+typedef void (*jail_layer_done_fn)(int r, const struct err *err, void *userdata);
+/* Makes the writable layer of area (its fs/, which a sandbox whose root
+ * was host uid first wrote, and which no sandbox uses any more) into
+ * layer name: overlay's work directories removed, usr/ etc/ opt/ made, the
+ * owners shifted (idshift.h), then moved into place, or copied when the
+ * area is on another file system; a layer appears whole or not at all.
+ * On a worker thread; done comes on the loop with 0, or -errno and why
+ * (-EEXIST: the name is taken). */
+int jail_host_layer_install(struct jail_host *h, const char *area, const char *name, uid_t first,
+                            jail_layer_done_fn done, void *userdata, struct err *err);
+/* Removes every layer (and every leftover of an install) not named in
+ * keep; returns how many. For the start, before any sandbox stacks one. */
+int jail_host_layers_collect(struct jail_host *h, const char *const *keep, size_t nkeep);
 
 struct jail;
 
@@ -142,8 +168,9 @@ struct jail_callbacks {
 struct jail_fs {
     const char *const *layers; /* top first; copied */
     size_t nlayers;            /* at most JAIL_MAX_LAYERS */
-    const char *upper;         /* host directory for the writable layer (a
-                                * build keeps it), NULL = a private tmpfs */
+    const char *upper_area;    /* an area (jail_host_area_create()) whose fs/,
+                                * made if missing, is the writable layer (a
+                                * build keeps it); NULL = a private tmpfs */
     uint64_t disk_bytes;       /* size of the writable root and of that tmpfs; 0 = default */
 };
 
@@ -229,6 +256,7 @@ uint64_t jail_root_caps(void);
 /* The directory dirfd as a detached, idmapped, nosuid/nodev/noexec mount
  * in which ids 0..65535 on disk appear as the ids the user namespace
  * userns_fd maps them to: the way a sandbox's helper sees abxd's own
- * storage (snapshots) as files of that sandbox. Returns an O_RDONLY
- * directory fd; the mount goes when the last fd through it closes. */
-int jail_idmap_tree(int userns_fd, int dirfd, struct err *err);
+ * storage (snapshots) as files of that sandbox; ro: read-only too.
+ * Returns an O_RDONLY directory fd; the mount goes when the last fd
+ * through it closes. */
+int jail_idmap_tree(int userns_fd, int dirfd, bool ro, struct err *err);

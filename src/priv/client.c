@@ -51,6 +51,14 @@ struct event {
     char text[PRIV_TEXT_MAX + 1];
     struct priv_ready ready;
     char home_user[PRIV_PATH_MAX + 1], home_root[PRIV_PATH_MAX + 1];
+    char layer[PRIV_NAME_MAX + 1]; /* EV_LAYER */
+};
+
+/* A LAYER_INSTALL waiting for its EV_LAYER. */
+struct layer_op {
+    char layer[PRIV_NAME_MAX + 1]; /* "" = a free slot */
+    priv_layer_fn fn;
+    void *ud;
 };
 
 struct priv_client {
@@ -65,6 +73,7 @@ struct priv_client {
     uint32_t seq;
     struct priv_host_facts host;
     struct priv_jail *jails;
+    struct layer_op layer_ops[PRIV_LAYER_OPS_MAX];
     struct event *evq[PRIV_EVQ_MAX];
     unsigned evh, evn;
     char tx[PRIV_MSG_MAX];
@@ -106,6 +115,8 @@ unlink_jail(struct priv_jail *j)
         }
 }
 
+static void layer_end(struct priv_client *c, const char *layer, int r, const char *text);
+
 /* The connection is lost: every jail hears its end, once. */
 static void
 die(struct priv_client *c)
@@ -138,11 +149,32 @@ die(struct priv_client *c)
         }
         j = next;
     }
+    layer_end(c, NULL, -ECONNRESET, "lost the parent while it installed a layer");
+}
+
+/* Ends the LAYER_INSTALL of layer (NULL: every one) with r. */
+static void
+layer_end(struct priv_client *c, const char *layer, int r, const char *text)
+{
+    for (unsigned i = 0; i < PRIV_LAYER_OPS_MAX; i++) {
+        struct layer_op op = c->layer_ops[i];
+        if (!op.layer[0] || (layer && strcmp(op.layer, layer) != 0))
+            continue;
+        struct err err = {0};
+        c->layer_ops[i].layer[0] = '\0'; /* free before the call, which may install again */
+        if (r < 0)
+            (void)err_set(&err, -r, "%s", text && text[0] ? text : strerror(-r));
+        op.fn(r, r < 0 ? &err : NULL, op.ud);
+    }
 }
 
 static void
 deliver(struct priv_client *c, const struct event *e)
 {
+    if (e->type == PRIV_EV_LAYER) {
+        layer_end(c, e->layer, e->errnum ? -e->errnum : 0, e->text);
+        return;
+    }
     struct priv_jail *j = find(c, e->id);
     if (!j)
         return; /* a jail freed meanwhile */
@@ -199,13 +231,15 @@ copy_event(struct event *e, const struct priv_msg *m)
 {
     memset(e, 0, sizeof(*e));
     e->type = m->type;
-    (void)snprintf(e->id, sizeof(e->id), "%s", m->id);
+    (void)snprintf(e->id, sizeof(e->id), "%s", m->id ? m->id : "");
     e->token = m->u64;
     e->pid = m->pid;
     e->status = m->status;
     e->errnum = m->errnum;
     (void)snprintf(e->text, sizeof(e->text), "%s", m->text ? m->text : "");
     e->ready = m->ready;
+    if (m->layer)
+        (void)snprintf(e->layer, sizeof(e->layer), "%s", m->layer);
     if (m->type == PRIV_EV_READY && !m->errnum) {
         (void)snprintf(e->home_user, sizeof(e->home_user), "%s", m->ready.home_user);
         (void)snprintf(e->home_root, sizeof(e->home_root), "%s", m->ready.home_root);
@@ -1036,4 +1070,30 @@ priv_area_destroy(struct priv_client *c, const char *name, struct err *err)
 {
     struct priv_msg m = {.type = PRIV_AREA_DESTROY, .name = name};
     return call(c, &m, NULL, 0, NULL, err);
+}
+
+int
+priv_layer_install(struct priv_client *c, const char *area, const char *layer, priv_layer_fn fn,
+                   void *userdata, struct err *err)
+{
+    struct layer_op *op = NULL;
+    for (unsigned i = 0; i < PRIV_LAYER_OPS_MAX; i++) {
+        if (c->layer_ops[i].layer[0] && !strcmp(c->layer_ops[i].layer, layer))
+            return err_set(err, EEXIST, "layer '%.64s' is being installed", layer);
+        if (!op && !c->layer_ops[i].layer[0])
+            op = &c->layer_ops[i];
+    }
+    if (!op)
+        return err_set(err, EAGAIN, "%d layers are being installed", PRIV_LAYER_OPS_MAX);
+    if (!priv_name_ok(layer))
+        return err_set(err, EINVAL, "'%.64s' is no layer name", layer);
+    struct priv_msg m = {.type = PRIV_LAYER_INSTALL, .name = area, .layer = layer};
+    int r = call(c, &m, NULL, 0, NULL, err);
+    if (r < 0)
+        return r;
+    /* Its EV_LAYER comes after the R_OK, so never before this. */
+    (void)snprintf(op->layer, sizeof(op->layer), "%s", layer);
+    op->fn = fn;
+    op->ud = userdata;
+    return 0;
 }

@@ -205,3 +205,11 @@ int priv_area_create(struct priv_client *c, const char *name, uint64_t limit_byt
                      struct err *err);
 int priv_area_usage(struct priv_client *c, const char *name, uint64_t *ret_bytes);
 int priv_area_destroy(struct priv_client *c, const char *name, struct err *err);
+/* LAYER_INSTALL: area's writable layer becomes layer (parent.h "Layers").
+ * fn comes once, on the loop and never from inside this call: the
+ * outcome, or -ECONNRESET when the connection is lost first. At most
+ * PRIV_LAYER_OPS_MAX under way (-EAGAIN). On the loop's thread. */
+#define PRIV_LAYER_OPS_MAX 4
+typedef void (*priv_layer_fn)(int r, const struct err *err, void *userdata);
+int priv_layer_install(struct priv_client *c, const char *area, const char *layer, priv_layer_fn fn,
+                       void *userdata, struct err *err);

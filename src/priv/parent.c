@@ -91,13 +91,25 @@ struct sandbox {
 struct area {
     struct conn *owner;
     bool used;
+    bool installing; /* its writable layer is becoming a layer (LAYER_INSTALL) */
+    bool has_first;  /* a sandbox wrote into it: first is its root's host uid */
+    uid_t first;
     char name[PRIV_NAME_MAX + 1];
     char path[PATH_MAX];
 };
 
+/* A LAYER_INSTALL on the layer worker; its EV_LAYER goes to conn if that
+ * is still there when it is done (conn_end() clears it). */
+struct layer_job {
+    struct priv_parent *p; /* NULL once the parent is gone */
+    struct conn *conn;
+    int area; /* index in p->areas */
+    char layer[PRIV_NAME_MAX + 1];
+};
+
 struct priv_parent {
     struct priv_parent_config cfg;
-    char layers_dir[PATH_MAX];
+    struct layer_job *jobs[PRIV_LAYER_JOBS_MAX];
     struct conn *conns[PRIV_CONNS_MAX];
     struct sandbox **sbs; /* cfg.max_sandboxes slots */
     unsigned nsbs;
@@ -390,6 +402,10 @@ on_ready(struct jail *j, int r, const struct err *err, void *ud)
     }
     sb->state = sb->state == SB_DYING ? SB_DYING : SB_READY;
     sb->view_fd = pin_view(sb);
+    if (sb->upper_area >= 0) {
+        sb->p->areas[sb->upper_area].first = jail_root_uid(j);
+        sb->p->areas[sb->upper_area].has_first = true;
+    }
     ready_facts(j, &m.ready);
     send_msg(sb->owner, &m, NULL, 0);
 }
@@ -527,8 +543,9 @@ static void
 do_create(struct conn *c, const struct priv_msg *m)
 {
     struct priv_parent *p = c->p;
-    char paths[JAIL_MAX_LAYERS][PATH_MAX], upper[PATH_MAX + 4];
+    char paths[JAIL_MAX_LAYERS][PATH_MAX];
     const char *layers[JAIL_MAX_LAYERS];
+    const char *ldir = jail_host_layers_dir(p->cfg.host);
     struct err err = {0};
     int ai = -1;
 
@@ -541,13 +558,15 @@ do_create(struct conn *c, const struct priv_msg *m)
                   p->cfg.max_sandboxes);
         return;
     }
-    if (m->nlayers && !p->layers_dir[0]) {
+    if (m->nlayers && !ldir) {
         reply_err(c, m->seq, -EOPNOTSUPP, NULL, "this host has no layers");
         return;
     }
+    /* A name is one entry of the layers directory, which only this process
+     * changes: what it resolves to now is what init will mount. */
     for (uint32_t i = 0; i < m->nlayers; i++) {
         struct stat st;
-        int w = snprintf(paths[i], sizeof(paths[i]), "%s/%s", p->layers_dir, m->layers[i]);
+        int w = snprintf(paths[i], sizeof(paths[i]), "%s/%s", ldir, m->layers[i]);
         if (w < 0 || (size_t)w >= sizeof(paths[i]) || lstat(paths[i], &st) < 0 ||
             !S_ISDIR(st.st_mode)) {
             reply_err(c, m->seq, -ENOENT, NULL, "no layer '%s'", m->layers[i]);
@@ -561,17 +580,11 @@ do_create(struct conn *c, const struct priv_msg *m)
             reply_err(c, m->seq, -ENOENT, NULL, "no area '%s'", m->upper);
             return;
         }
-        if (a->used) {
+        if (a->used || a->installing) {
             reply_err(c, m->seq, -EBUSY, NULL, "area '%s' is in use", m->upper);
             return;
         }
         ai = (int)(a - p->areas);
-        (void)snprintf(upper, sizeof(upper), "%s/fs", a->path);
-        if (mkdir(upper, 0755) < 0 && errno != EEXIST) {
-            reply_err(c, m->seq, -errno, NULL, "cannot make the writable layer in area '%s'",
-                      m->upper);
-            return;
-        }
     }
     struct sandbox *sb = calloc(1, sizeof(*sb));
     if (!sb) {
@@ -587,7 +600,7 @@ do_create(struct conn *c, const struct priv_msg *m)
     (void)snprintf(sb->id, sizeof(sb->id), "%s", m->id);
     struct jail_fs fs = {.layers = layers,
                          .nlayers = m->nlayers,
-                         .upper = m->upper ? upper : NULL,
+                         .upper_area = m->upper,
                          .disk_bytes = m->fs_disk_bytes};
     bool with_fs = m->nlayers || m->upper || m->fs_disk_bytes;
     int r = jail_create(p->cfg.host, p->cfg.loop, m->id, &m->limits, with_fs ? &fs : NULL, &jail_cb,
@@ -960,11 +973,13 @@ do_idmap(struct conn *c, const struct priv_msg *m, int dirfd)
 
     if (!sb)
         return;
-    if (c->p->cfg.idmap_root_fd < 0) {
+    int ro_root = c->p->cfg.idmap_ro_root_fd;
+    bool ro = ro_root >= 0 && below_root(dirfd, ro_root) && !same_dir(dirfd, ro_root);
+    if (c->p->cfg.idmap_root_fd < 0 && !ro) {
         reply_err(c, m->seq, -EPERM, NULL, "this parent maps no directories");
         return;
     }
-    if (!below_root(dirfd, c->p->cfg.idmap_root_fd)) {
+    if (!ro && !below_root(dirfd, c->p->cfg.idmap_root_fd)) {
         reply_err(c, m->seq, -EPERM, NULL, "that directory is not one this parent may map");
         return;
     }
@@ -973,7 +988,7 @@ do_idmap(struct conn *c, const struct priv_msg *m, int dirfd)
      * owned by 0, which the mapping shows as that root - an owner the
      * mapping does not cover shows as nobody and is opened by no one. */
     struct stat st;
-    if (fstat(dirfd, &st) == 0 && st.st_uid == c->p->cfg.peer_uid &&
+    if (!ro && fstat(dirfd, &st) == 0 && st.st_uid == c->p->cfg.peer_uid &&
         !same_dir(dirfd, c->p->cfg.idmap_root_fd) && fchownat(dirfd, "", 0, 0, AT_EMPTY_PATH) < 0) {
         reply_err(c, m->seq, -errno, NULL, "cannot give a directory to sandbox '%s''s root", m->id);
         return;
@@ -983,7 +998,7 @@ do_idmap(struct conn *c, const struct priv_msg *m, int dirfd)
         reply_err(c, m->seq, userns, NULL, "cannot open the user namespace of sandbox '%s'", m->id);
         return;
     }
-    int fd = jail_idmap_tree(userns, dirfd, &err);
+    int fd = jail_idmap_tree(userns, dirfd, ro, &err);
     if (fd < 0) {
         reply_err(c, m->seq, fd, &err, "cannot map a directory for sandbox '%s'", m->id);
         return;
@@ -1035,12 +1050,89 @@ do_area(struct conn *c, const struct priv_msg *m)
             send_msg(c, &u, NULL, 0);
         return;
     }
-    if (a->used) {
+    if (a->used || a->installing) {
         reply_err(c, m->seq, -EBUSY, NULL, "area '%s' is a sandbox's writable layer", m->name);
         return;
     }
     jail_host_area_destroy(p->cfg.host, m->name);
     memset(a, 0, sizeof(*a));
+    reply(c, m->seq, PRIV_R_OK);
+}
+
+/* --- layers --- */
+
+static void
+layer_done(int r, const struct err *err, void *ud)
+{
+    struct layer_job *job = ud;
+    struct priv_parent *p = job->p;
+    if (p) {
+        p->areas[job->area].installing = false;
+        for (unsigned i = 0; i < PRIV_LAYER_JOBS_MAX; i++)
+            if (p->jobs[i] == job)
+                p->jobs[i] = NULL;
+    }
+    if (p && job->conn) {
+        char text[PRIV_TEXT_MAX + 1] = "";
+        if (r < 0)
+            (void)snprintf(text, sizeof(text), "%s",
+                           err_isset(err) ? err->msg : "the layer could not be installed");
+        for (char *s = text; *s; s++)
+            if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+                *s = '?';
+        struct priv_msg m = {.type = PRIV_EV_LAYER,
+                             .layer = job->layer,
+                             .errnum = r < 0 ? (-r <= PRIV_ERRNO_MAX ? -r : EIO) : 0,
+                             .text = text};
+        send_msg(job->conn, &m, NULL, 0);
+    }
+    free(job);
+}
+
+/* The area's writable layer becomes a layer, from the facts this process
+ * keeps (whose uid range wrote it), never the peer's. */
+static void
+do_layer_install(struct conn *c, const struct priv_msg *m)
+{
+    struct priv_parent *p = c->p;
+    struct area *a = area_of(c, m->name);
+    struct err err = {0};
+    unsigned slot = PRIV_LAYER_JOBS_MAX;
+
+    if (!a) {
+        reply_err(c, m->seq, -ENOENT, NULL, "no area '%s'", m->name);
+        return;
+    }
+    if (a->used || a->installing || !a->has_first) {
+        reply_err(c, m->seq, -EBUSY, NULL,
+                  a->has_first ? "area '%s' is in use" : "no sandbox wrote into area '%s'",
+                  m->name);
+        return;
+    }
+    for (unsigned i = 0; i < PRIV_LAYER_JOBS_MAX && slot == PRIV_LAYER_JOBS_MAX; i++)
+        if (!p->jobs[i])
+            slot = i;
+    if (slot == PRIV_LAYER_JOBS_MAX) {
+        reply_err(c, m->seq, -EAGAIN, NULL, "%d layers are being installed already",
+                  PRIV_LAYER_JOBS_MAX);
+        return;
+    }
+    struct layer_job *job = calloc(1, sizeof(*job));
+    if (!job) {
+        reply_err(c, m->seq, -ENOMEM, NULL, "out of memory");
+        return;
+    }
+    *job = (struct layer_job){.p = p, .conn = c, .area = (int)(a - p->areas)};
+    (void)snprintf(job->layer, sizeof(job->layer), "%s", m->layer);
+    int r = jail_host_layer_install(p->cfg.host, a->name, m->layer, a->first, layer_done, job,
+                                    &err);
+    if (r < 0) {
+        free(job);
+        reply_err(c, m->seq, r, &err, "cannot install layer '%s'", m->layer);
+        return;
+    }
+    a->installing = true;
+    p->jobs[slot] = job;
     reply(c, m->seq, PRIV_R_OK);
 }
 
@@ -1277,6 +1369,9 @@ handle(struct conn *c, struct priv_msg *m, int *fds)
     case PRIV_IDMAP:
         do_idmap(c, m, fds[0]);
         break;
+    case PRIV_LAYER_INSTALL:
+        do_layer_install(c, m);
+        break;
     case PRIV_TREE_EMPTY:
         do_tree_empty(c, m, fds[0]);
         break;
@@ -1327,6 +1422,9 @@ conn_end(struct conn *c)
     for (unsigned i = 0; i < PRIV_AREAS_MAX; i++)
         if (p->areas[i].owner == c)
             p->areas[i].owner = NULL;
+    for (unsigned i = 0; i < PRIV_LAYER_JOBS_MAX; i++)
+        if (p->jobs[i] && p->jobs[i]->conn == c)
+            p->jobs[i]->conn = NULL;
     for (unsigned i = 0; i < PRIV_CONNS_MAX; i++)
         if (p->conns[i] == c)
             p->conns[i] = NULL;
@@ -1431,13 +1529,6 @@ priv_parent_new(const struct priv_parent_config *c, struct priv_parent **ret, st
     if (!p)
         return -ENOMEM;
     p->cfg = *c;
-    if (c->layers_dir &&
-        (c->layers_dir[0] != '/' ||
-         strscpy(p->layers_dir, c->layers_dir, sizeof(p->layers_dir) - PRIV_NAME_MAX - 2) < 0)) {
-        free(p);
-        return err_set(err, EINVAL, "the layers directory must be an absolute path");
-    }
-    p->cfg.layers_dir = NULL;
     p->sbs = calloc(c->max_sandboxes, sizeof(*p->sbs));
     if (!p->sbs || loop_timer_new(c->loop, on_grace, p, &p->grace) < 0) {
         free(p->sbs);
@@ -1473,8 +1564,11 @@ priv_parent_free(struct priv_parent *p)
         free(sb);
         p->sbs[i] = NULL;
     }
+    for (unsigned i = 0; i < PRIV_LAYER_JOBS_MAX; i++)
+        if (p->jobs[i])
+            p->jobs[i]->p = NULL; /* its worker finishes; the next start collects */
     for (unsigned i = 0; i < PRIV_AREAS_MAX; i++)
-        if (p->areas[i].name[0])
+        if (p->areas[i].name[0] && !p->areas[i].installing)
             jail_host_area_destroy(p->cfg.host, p->areas[i].name);
     /* Deferred frees of connections and jails run on the loop; run them. */
     (void)loop_run_once(p->cfg.loop, 0);

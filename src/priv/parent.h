@@ -50,6 +50,17 @@
  * "args" with -EINVAL (not a memfd), -EPERM (not sealed), -E2BIG; it is
  * read with pread and decoded as SPAWN's body (-EINVAL if it does not).
  *
+ * Layers. CREATE's layer names are entries of the jail host's layers
+ * directory (jail_host_layers_dir()), which is host root's: a name
+ * resolves to what this process installed under it, never through a
+ * path the peer could change. An area's writable layer becomes a layer
+ * with LAYER_INSTALL {area, layer}: the area must be the connection's,
+ * written by a sandbox that is gone (-EBUSY while one uses it or before
+ * any did), the ids shifted from that sandbox's range as this process
+ * recorded it; at most PRIV_LAYER_JOBS_MAX at once (-EAGAIN). R_OK says
+ * it started; EV_LAYER {layer, errnum, text} says how it ended, to the
+ * connection if it is still there. The area stays (AREA_DESTROY it).
+ *
  * On the caller's loop, not thread-safe. Functions return 0 or -errno.
  */
 #pragma once
@@ -66,6 +77,7 @@
 #define PRIV_SENDQ_MAX        256 /* answers queued for a peer that does not read */
 #define PRIV_HELPERS_MAX      4   /* file helpers per sandbox (2 identities x FILEOPS_HELPERS) */
 #define PRIV_AREAS_MAX        64
+#define PRIV_LAYER_JOBS_MAX   4          /* LAYER_INSTALLs under way at once */
 #define PRIV_IDMAP_DEPTH      64         /* levels an IDMAP directory may lie below idmap_root */
 #define PRIV_TREE_ENTRIES_MAX (1u << 20) /* entries TREE_EMPTY removes at the top of a tree */
 /* What the composition root gives orphan_grace_ms: long enough for the
@@ -89,9 +101,6 @@ struct priv_parent_config {
     struct loop *loop;
     uid_t peer_uid;         /* the uid a connection's peer must have */
     uint32_t max_sandboxes; /* the uid pool's slots */
-    /* Layer names resolve to layers_dir/<name> (a directory, no symlink);
-     * NULL: CREATE with layers is refused. */
-    const char *layers_dir;
     /* IDMAP is done only for a directory at or below this one (borrowed,
      * kept open by the caller; the unprivileged side's own storage); -1:
      * refused. A directory of the peer's own that it maps is given to
@@ -99,6 +108,11 @@ struct priv_parent_config {
      * TREE_EMPTY removes what is inside a directory strictly below it (a
      * tree the sandboxes' ids own), on a thread of its own. */
     int idmap_root_fd;
+    /* IDMAP also maps a directory strictly below this one (borrowed; -1:
+     * none), read-only and as it is: nothing is given to uid 0, so the
+     * sandbox's root reads its files as others may (the peer's template
+     * directories, for a build's copy steps). */
+    int idmap_ro_root_fd;
     priv_helper_fn start_helper; /* NULL: OPEN_HELPER is refused */
     void *helper_ud;
     uint64_t orphan_grace_ms; /* an orphan nobody adopts is killed after it; 0 = never */

@@ -275,6 +275,7 @@ priv_type_name(enum priv_type t)
             [PRIV_KILL_HELPER] = "KILL_HELPER",
             [PRIV_SPAWN_LARGE] = "SPAWN_LARGE",
             [PRIV_TREE_EMPTY] = "TREE_EMPTY",
+            [PRIV_LAYER_INSTALL] = "LAYER_INSTALL",
     };
     if (priv_is_request((int)t))
         return req[t];
@@ -305,6 +306,8 @@ priv_type_name(enum priv_type t)
         return "EV_EXITED";
     case PRIV_EV_GONE:
         return "EV_GONE";
+    case PRIV_EV_LAYER:
+        return "EV_LAYER";
     default:
         return "unknown";
     }
@@ -315,8 +318,8 @@ has_id(enum priv_type t)
 {
     return (priv_is_request((int)t) && t != PRIV_HELLO && t != PRIV_AREA_CREATE &&
             t != PRIV_AREA_USAGE && t != PRIV_AREA_DESTROY && t != PRIV_LIST &&
-            t != PRIV_TREE_EMPTY) ||
-           priv_is_event((int)t);
+            t != PRIV_TREE_EMPTY && t != PRIV_LAYER_INSTALL) ||
+           (priv_is_event((int)t) && t != PRIV_EV_LAYER);
 }
 
 static bool
@@ -388,6 +391,11 @@ check(const struct priv_msg *m)
     case PRIV_AREA_USAGE:
     case PRIV_AREA_DESTROY:
         return priv_name_ok(m->name);
+    case PRIV_LAYER_INSTALL:
+        return priv_name_ok(m->name) && priv_name_ok(m->layer);
+    case PRIV_EV_LAYER:
+        return priv_name_ok(m->layer) && m->errnum >= 0 && m->errnum <= PRIV_ERRNO_MAX &&
+               text_ok(m->text, PRIV_TEXT_MAX);
     case PRIV_HELLO:
         return true;
     case PRIV_R_ERR:
@@ -537,6 +545,15 @@ priv_encode(void *buf, size_t cap, const struct priv_msg *m)
     case PRIV_AREA_USAGE:
     case PRIV_AREA_DESTROY:
         put_str(&w, m->name);
+        break;
+    case PRIV_LAYER_INSTALL:
+        put_str(&w, m->name);
+        put_str(&w, m->layer);
+        break;
+    case PRIV_EV_LAYER:
+        put_str(&w, m->layer);
+        put_u32(&w, (uint32_t)m->errnum);
+        put_str(&w, m->text);
         break;
     case PRIV_R_ERR:
         put_u32(&w, (uint32_t)m->errnum);
@@ -734,6 +751,17 @@ decode(const void *buf, size_t n, unsigned nfds, bool requests, struct priv_msg 
     case PRIV_AREA_DESTROY:
         m->name = get_str(&r, PRIV_NAME_MAX);
         break;
+    case PRIV_LAYER_INSTALL:
+        m->name = get_str(&r, PRIV_NAME_MAX);
+        m->layer = get_str(&r, PRIV_NAME_MAX);
+        break;
+    case PRIV_EV_LAYER: {
+        m->layer = get_str(&r, PRIV_NAME_MAX);
+        uint32_t e = get_u32(&r);
+        m->errnum = e > PRIV_ERRNO_MAX ? -1 : (int)e;
+        m->text = get_str(&r, PRIV_TEXT_MAX);
+        break;
+    }
     case PRIV_R_ERR:
         m->errnum = (int)get_u32(&r);
         m->text = get_str(&r, PRIV_TEXT_MAX);

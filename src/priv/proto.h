@@ -53,8 +53,10 @@
 #include "jail/cgroup.h"
 #include "jail/jail.h"
 
+/* PRIV_VERSION 2: SPAWN answered by EV_SPAWNED alone; 3: TREE_EMPTY; 4:
+ * LAYER_INSTALL and EV_LAYER. */
 #define PRIV_MAGIC     0x70786261u /* "abxp" in memory */
-#define PRIV_VERSION   3           /* 2: SPAWN answered by EV_SPAWNED alone; 3: TREE_EMPTY */
+#define PRIV_VERSION   4
 #define PRIV_BODY_MAX  (16 * 1024)
 #define PRIV_HDR_SIZE  16
 #define PRIV_MSG_MAX   (PRIV_HDR_SIZE + PRIV_BODY_MAX)
@@ -88,30 +90,33 @@ _Static_assert(sizeof(struct priv_hdr) == PRIV_HDR_SIZE, "the header is 16 bytes
 
 enum priv_type {
     /* requests (unprivileged side -> parent) */
-    PRIV_HELLO = 1,         /* u32 version                       -> R_HELLO */
-    PRIV_CREATE = 2,        /* id, limits, fs                    -> R_OK, later EV_READY */
-    PRIV_SPAWN = 3,         /* id, u64 token, u32 root, cwd, argv/env; 3 fds -> EV_SPAWNED only */
-    PRIV_SIGNAL = 4,        /* id, i32 pid, u32 sig, u32 group   -> R_OK */
-    PRIV_SET_LIMITS = 5,    /* id, limits                        -> R_OK */
-    PRIV_FREEZE = 6,        /* id, u32 frozen                    -> R_OK */
-    PRIV_STATS = 7,         /* id                                -> R_STATS */
-    PRIV_KILL = 8,          /* id                                -> R_OK, later EV_GONE */
-    PRIV_OPEN_HELPER = 9,   /* id, u32 root                      -> R_HELPER (socket, pidfd) */
-    PRIV_OPEN_PTY = 10,     /* id, u32 root, u32 rows, u32 cols  -> R_PTY (master, tty) */
-    PRIV_NETNS_SOCKET = 11, /* id, u32 family, u32 type         -> R_FD (the socket) */
-    PRIV_IDMAP = 12,        /* id; 1 fd (a directory)            -> R_FD (the mount) */
-    PRIV_AREA_CREATE = 13,  /* name, u64 limit_bytes             -> R_OK */
-    PRIV_AREA_USAGE = 14,   /* name                              -> R_USAGE */
-    PRIV_AREA_DESTROY = 15, /* name                             -> R_OK */
-    PRIV_SET_RECORD = 16,   /* id, bytes record (<= PRIV_RECORD_MAX) -> R_OK */
-    PRIV_LIST = 17,         /* u32 cursor (0 first)              -> R_LIST (the orphans) */
-    PRIV_ADOPT = 18,        /* id                                -> R_LIST (its one entry) */
-    PRIV_KILL_HELPER = 19,  /* id, u32 helper (R_HELPER's)       -> R_OK */
-    PRIV_SPAWN_LARGE = 20,  /* id, u64 token, u32 root, cwd; 4 fds: stdio, the
-                             * sealed memfd holding the argv/env block (see
-                             * priv_encode_args())      -> EV_SPAWNED only */
-    PRIV_TREE_EMPTY = 21,   /* 1 fd (a directory strictly below the idmap root) -> R_OK;
-                             * what is inside it is removed, in the background */
+    PRIV_HELLO = 1,          /* u32 version                       -> R_HELLO */
+    PRIV_CREATE = 2,         /* id, limits, fs                    -> R_OK, later EV_READY */
+    PRIV_SPAWN = 3,          /* id, u64 token, u32 root, cwd, argv/env; 3 fds -> EV_SPAWNED only */
+    PRIV_SIGNAL = 4,         /* id, i32 pid, u32 sig, u32 group   -> R_OK */
+    PRIV_SET_LIMITS = 5,     /* id, limits                        -> R_OK */
+    PRIV_FREEZE = 6,         /* id, u32 frozen                    -> R_OK */
+    PRIV_STATS = 7,          /* id                                -> R_STATS */
+    PRIV_KILL = 8,           /* id                                -> R_OK, later EV_GONE */
+    PRIV_OPEN_HELPER = 9,    /* id, u32 root                      -> R_HELPER (socket, pidfd) */
+    PRIV_OPEN_PTY = 10,      /* id, u32 root, u32 rows, u32 cols  -> R_PTY (master, tty) */
+    PRIV_NETNS_SOCKET = 11,  /* id, u32 family, u32 type         -> R_FD (the socket) */
+    PRIV_IDMAP = 12,         /* id; 1 fd (a directory)            -> R_FD (the mount) */
+    PRIV_AREA_CREATE = 13,   /* name, u64 limit_bytes             -> R_OK */
+    PRIV_AREA_USAGE = 14,    /* name                              -> R_USAGE */
+    PRIV_AREA_DESTROY = 15,  /* name                             -> R_OK */
+    PRIV_SET_RECORD = 16,    /* id, bytes record (<= PRIV_RECORD_MAX) -> R_OK */
+    PRIV_LIST = 17,          /* u32 cursor (0 first)              -> R_LIST (the orphans) */
+    PRIV_ADOPT = 18,         /* id                                -> R_LIST (its one entry) */
+    PRIV_KILL_HELPER = 19,   /* id, u32 helper (R_HELPER's)       -> R_OK */
+    PRIV_SPAWN_LARGE = 20,   /* id, u64 token, u32 root, cwd; 4 fds: stdio, the
+                              * sealed memfd holding the argv/env block (see
+                              * priv_encode_args())      -> EV_SPAWNED only */
+    PRIV_TREE_EMPTY = 21,    /* 1 fd (a directory strictly below the idmap root) -> R_OK;
+                              * what is inside it is removed, in the background */
+    PRIV_LAYER_INSTALL = 22, /* name (an area), layer -> R_OK, later EV_LAYER: the
+                              * area's writable layer becomes layer (jail.h's
+                              * jail_host_layer_install()) */
     _PRIV_REQUEST_MAX,
 
     /* replies (parent -> unprivileged side, the request's seq) */
@@ -135,6 +140,7 @@ enum priv_type {
                             * "sandbox", "stdio", "args", "cwd" or "init") */
     PRIV_EV_EXITED = 202,  /* id, i32 pid, i32 status */
     PRIV_EV_GONE = 203,    /* id; the id is free again */
+    PRIV_EV_LAYER = 204,   /* layer, u32 errnum, text (no id): a LAYER_INSTALL's outcome */
     _PRIV_EVENT_MAX,
 };
 
@@ -175,7 +181,8 @@ struct priv_msg {
     enum priv_type type;
     uint32_t seq;
     const char *id;            /* per-sandbox requests and every event */
-    const char *name;          /* AREA_* */
+    const char *name;          /* AREA_*, LAYER_INSTALL: an area */
+    const char *layer;         /* LAYER_INSTALL, EV_LAYER */
     uint64_t u64;              /* SPAWN, EV_SPAWNED: token; AREA_CREATE: limit; R_USAGE: bytes */
     uint32_t flag;             /* SPAWN, OPEN_*: root; FREEZE: frozen; SIGNAL: group (0/1) */
     int32_t pid;               /* SIGNAL, EV_SPAWNED, EV_EXITED */
@@ -183,8 +190,10 @@ struct priv_msg {
     uint32_t a, b;             /* SIGNAL: sig; OPEN_PTY: rows, cols; NETNS_SOCKET: family, type;
                                 * HELLO: version (a); KILL_HELPER, R_HELPER: helper (a);
                                 * LIST: cursor (a); R_LIST: next (a) */
-    int errnum;                /* R_ERR, EV_READY, EV_SPAWNED: positive errno, 0 = success */
-    const char *text;          /* R_ERR, EV_READY: message; EV_SPAWNED: the failing step */
+    int errnum;                /* R_ERR, EV_READY, EV_SPAWNED, EV_LAYER: positive errno,
+                                * 0 = success */
+    const char *text;          /* R_ERR, EV_READY, EV_LAYER: message; EV_SPAWNED: the failing
+                                * step */
     struct jail_limits limits; /* CREATE, SET_LIMITS */
     /* CREATE: the file system by name */
     const char *layers[JAIL_MAX_LAYERS]; /* top first */

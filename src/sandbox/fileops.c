@@ -1221,7 +1221,7 @@ helper_view_of(struct fileops *f, int dirfd, struct err *err)
     if (u < 0)
         return u == -ESRCH ? err_set(err, ESRCH, "%s is gone", f->label)
                            : err_setx(err, errno, "cannot duplicate a namespace");
-    int r = jail_idmap_tree(u, dirfd, err);
+    int r = jail_idmap_tree(u, dirfd, false, err);
     safe_close(u);
     return r;
 }

@@ -170,10 +170,23 @@ here_state_dir(const struct jailer *pub)
 }
 
 static int
-here_area_create(struct jailer *pub, const char *name, uint64_t limit_bytes, char *ret_path,
-                 size_t n, struct err *err)
+here_area_create(struct jailer *pub, const char *name, uint64_t limit_bytes, struct err *err)
 {
-    return jail_host_area_create(HERE(pub)->jh, name, limit_bytes, ret_path, n, err);
+    char path[PATH_MAX];
+    return jail_host_area_create(HERE(pub)->jh, name, limit_bytes, path, sizeof(path), err);
+}
+
+static const char *
+here_layers_dir(const struct jailer *pub)
+{
+    return jail_host_layers_dir(CHERE(pub)->jh);
+}
+
+static int
+here_layer_install(struct jailer *pub, const char *area, const char *name, uid_t first,
+                   sandbox_layer_fn done, void *ud, struct err *err)
+{
+    return jail_host_layer_install(HERE(pub)->jh, area, name, first, done, ud, err);
 }
 
 static int
@@ -197,7 +210,7 @@ here_create(struct jailer *pub, const char *id, const struct jail_limits *limits
     if (fs)
         jfs = (struct jail_fs){.layers = fs->layers,
                                .nlayers = fs->nlayers,
-                               .upper = fs->upper,
+                               .upper_area = fs->upper_area,
                                .disk_bytes = fs->disk_bytes};
     struct here_jail *hj = calloc(1, sizeof(*hj));
     if (!hj)
@@ -466,6 +479,8 @@ static const struct jailer_ops here_ops = {
         .mode = here_mode,
         .state_dir = here_state_dir,
         .area_create = here_area_create,
+        .layers_dir = here_layers_dir,
+        .layer_install = here_layer_install,
         .area_usage = here_area_usage,
         .area_destroy = here_area_destroy,
         .create = here_create,

@@ -13,8 +13,10 @@ struct jailer_ops {
     void (*free)(struct jailer *jr);
     enum jail_mode (*mode)(const struct jailer *jr);
     const char *(*state_dir)(const struct jailer *jr);
-    int (*area_create)(struct jailer *jr, const char *name, uint64_t limit_bytes, char *ret_path,
-                       size_t n, struct err *err);
+    int (*area_create)(struct jailer *jr, const char *name, uint64_t limit_bytes, struct err *err);
+    const char *(*layers_dir)(const struct jailer *jr);
+    int (*layer_install)(struct jailer *jr, const char *area, const char *name, uid_t first,
+                         sandbox_layer_fn done, void *ud, struct err *err);
     int (*area_usage)(struct jailer *jr, const char *name, uint64_t *ret_bytes);
     void (*area_destroy)(struct jailer *jr, const char *name);
     int (*create)(struct jailer *jr, const char *id, const struct jail_limits *limits,

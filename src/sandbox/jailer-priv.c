@@ -7,9 +7,10 @@
  * process never gets: the sandbox's view or workspace as a descriptor (the
  * file helpers the parent starts have them: file work goes through
  * fileops handles whose start/idmap/stop hooks are priv/client.h's), host
- * paths (layers and areas are names: a file system of host paths - the
- * template layers and build areas of template/ - is refused until those
- * are named too), a process it could signal itself.
+ * paths (layers and areas go to the parent as names: a layer is a
+ * directory of the parent's layers directory, which this process may
+ * read but not change, and a host path given here must resolve into it),
+ * a process it could signal itself.
  */
 #include <errno.h>
 #include <limits.h>
@@ -30,6 +31,7 @@ struct remote {
     struct jailer pub;
     struct priv_client *c;
     char state_dir[PATH_MAX];
+    char layers_dir[PATH_MAX + sizeof(JAIL_LAYERS_DIR) + 1];
 };
 
 struct remote_jail {
@@ -108,7 +110,9 @@ jailer_priv_new(struct loop *loop, struct priv_client *c, const char *state_dir,
     h->pub = (struct jailer){.ops = &remote_ops, .loop = loop};
     h->c = c;
     if ((size_t)snprintf(h->state_dir, sizeof(h->state_dir), "%s", state_dir) >=
-        sizeof(h->state_dir)) {
+                sizeof(h->state_dir) ||
+        (size_t)snprintf(h->layers_dir, sizeof(h->layers_dir), "%s/" JAIL_LAYERS_DIR, state_dir) >=
+                sizeof(h->layers_dir)) {
         free(h);
         return -ENAMETOOLONG;
     }
@@ -135,13 +139,42 @@ remote_state_dir(const struct jailer *pub)
 }
 
 static int
-remote_area_create(struct jailer *pub, const char *name, uint64_t limit_bytes, char *ret_path,
-                   size_t n, struct err *err)
+remote_area_create(struct jailer *pub, const char *name, uint64_t limit_bytes, struct err *err)
 {
-    (void)pub, (void)name, (void)limit_bytes, (void)ret_path, (void)n;
-    /* The caller (a template build) would write into it by host path. */
-    return err_set(err, EOPNOTSUPP,
-                   "building templates is not served with privilege separation yet");
+    return priv_area_create(REM(pub)->c, name, limit_bytes, err);
+}
+
+static const char *
+remote_layers_dir(const struct jailer *pub)
+{
+    return CREM(pub)->layers_dir;
+}
+
+static int
+remote_layer_install(struct jailer *pub, const char *area, const char *name, uid_t first,
+                     sandbox_layer_fn done, void *ud, struct err *err)
+{
+    (void)first; /* the parent knows which sandbox wrote the area */
+    return priv_layer_install(REM(pub)->c, area, name, done, ud, err);
+}
+
+/* The parent's name of the layer at path: the entry of the layers
+ * directory it resolves to, the only place the parent looks. */
+static int
+layer_name(const struct remote *h, const char *path, char ret[PRIV_NAME_MAX + 1], struct err *err)
+{
+    char real[PATH_MAX];
+    size_t n = strlen(h->layers_dir);
+    if (!realpath(path, real))
+        return err_set(err, errno, "layer '%s' is missing", path);
+    if (strncmp(real, h->layers_dir, n) != 0 || real[n] != '/' ||
+        strlen(real + n + 1) > PRIV_NAME_MAX || !priv_name_ok(real + n + 1))
+        return err_set(err, EINVAL,
+                       "layer '%s' is not in '%s' (a template built before privilege "
+                       "separation: restart abxd once, or build it again)",
+                       path, h->layers_dir);
+    (void)snprintf(ret, PRIV_NAME_MAX + 1, "%s", real + n + 1);
+    return 0;
 }
 
 static int
@@ -161,11 +194,22 @@ remote_create(struct jailer *pub, const char *id, const struct jail_limits *limi
               const struct sandbox_fs *fs, struct jailer_jail **ret, struct err *err)
 {
     struct remote *h = REM(pub);
-    if (fs && (fs->nlayers || fs->upper))
-        return err_set(err, EOPNOTSUPP,
-                       "sandboxes from template layers are not served with privilege "
-                       "separation yet");
+    char names[JAIL_MAX_LAYERS][PRIV_NAME_MAX + 1];
+    const char *layers[JAIL_MAX_LAYERS];
     struct priv_fs pfs = {.disk_bytes = fs ? fs->disk_bytes : 0};
+    if (fs && fs->nlayers > JAIL_MAX_LAYERS)
+        return err_set(err, E2BIG, "%zu layers, at most %d", fs->nlayers, JAIL_MAX_LAYERS);
+    for (size_t i = 0; fs && i < fs->nlayers; i++) {
+        int r = layer_name(h, fs->layers[i], names[i], err);
+        if (r < 0)
+            return r;
+        layers[i] = names[i];
+    }
+    if (fs) {
+        pfs.layers = layers;
+        pfs.nlayers = fs->nlayers;
+        pfs.upper = fs->upper_area;
+    }
     struct remote_jail *rj = calloc(1, sizeof(*rj));
     if (!rj)
         return -ENOMEM;
@@ -390,6 +434,8 @@ static const struct jailer_ops remote_ops = {
         .mode = remote_mode,
         .state_dir = remote_state_dir,
         .area_create = remote_area_create,
+        .layers_dir = remote_layers_dir,
+        .layer_install = remote_layer_install,
         .area_usage = remote_area_usage,
         .area_destroy = remote_area_destroy,
         .create = remote_create,

@@ -29,10 +29,22 @@ jailer_state_dir(const struct jailer *jr)
 }
 
 int
-jailer_area_create(struct jailer *jr, const char *name, uint64_t limit_bytes, char *ret_path,
-                   size_t n, struct err *err)
+jailer_area_create(struct jailer *jr, const char *name, uint64_t limit_bytes, struct err *err)
 {
-    return jr->ops->area_create(jr, name, limit_bytes, ret_path, n, err);
+    return jr->ops->area_create(jr, name, limit_bytes, err);
+}
+
+const char *
+jailer_layers_dir(const struct jailer *jr)
+{
+    return jr->ops->layers_dir(jr);
+}
+
+int
+jailer_layer_install(struct jailer *jr, const char *area, const char *name, uid_t first,
+                     sandbox_layer_fn done, void *userdata, struct err *err)
+{
+    return jr->ops->layer_install(jr, area, name, first, done, userdata, err);
 }
 
 int

@@ -51,13 +51,17 @@ struct jailer *jailer_free(struct jailer *jr); /* its jails first; NULL is ok */
 
 enum jail_mode jailer_mode(const struct jailer *jr);
 const char *jailer_state_dir(const struct jailer *jr);
-int jailer_area_create(struct jailer *jr, const char *name, uint64_t limit_bytes, char *ret_path,
-                       size_t n, struct err *err);
+int jailer_area_create(struct jailer *jr, const char *name, uint64_t limit_bytes, struct err *err);
+/* sandbox_host_layers_dir() and sandbox_host_layer_install(). */
+const char *jailer_layers_dir(const struct jailer *jr);
+int jailer_layer_install(struct jailer *jr, const char *area, const char *name, uid_t first,
+                         sandbox_layer_fn done, void *userdata, struct err *err);
 int jailer_area_usage(struct jailer *jr, const char *name, uint64_t *ret_bytes);
 void jailer_area_destroy(struct jailer *jr, const char *name);
 
-/* fs: NULL for the default file system; its paths are host paths (layers
- * of the state directory's templates, an area's "fs"). */
+/* fs: NULL for the default file system; its layers are host paths that
+ * resolve to directories of jailer_layers_dir(), its upper an area's
+ * name. */
 int jailer_create(struct jailer *jr, const char *id, const struct jail_limits *limits,
                   const struct sandbox_fs *fs, const struct jailer_callbacks *cb, void *userdata,
                   struct jailer_jail **ret, struct err *err);

@@ -34,7 +34,10 @@ struct sandbox_host_ops {
     bool (*has_layers)(const struct sandbox_host *h);
     const char *(*state_dir)(const struct sandbox_host *h);
     int (*area_create)(struct sandbox_host *h, const char *name, uint64_t limit_bytes,
-                       char *ret_path, size_t n, struct err *err);
+                       struct err *err);
+    const char *(*layers_dir)(const struct sandbox_host *h);
+    int (*layer_install)(struct sandbox_host *h, const char *area, const char *name, uid_t first,
+                         sandbox_layer_fn done, void *ud, struct err *err);
     int (*area_usage)(struct sandbox_host *h, const char *name, uint64_t *ret_bytes);
     void (*area_destroy)(struct sandbox_host *h, const char *name);
     int (*orphans)(struct sandbox_host *h, sandbox_orphan_fn fn, void *ud, struct err *err);

@@ -387,9 +387,22 @@ local_host_state_dir(const struct sandbox_host *pub)
 
 static int
 local_host_area_create(struct sandbox_host *pub, const char *name, uint64_t limit_bytes,
-                       char *ret_path, size_t n, struct err *err)
+                       struct err *err)
 {
-    return jailer_area_create(LHOST(pub)->jr, name, limit_bytes, ret_path, n, err);
+    return jailer_area_create(LHOST(pub)->jr, name, limit_bytes, err);
+}
+
+static const char *
+local_host_layers_dir(const struct sandbox_host *pub)
+{
+    return jailer_layers_dir(CLHOST(pub)->jr);
+}
+
+static int
+local_host_layer_install(struct sandbox_host *pub, const char *area, const char *name, uid_t first,
+                         sandbox_layer_fn done, void *ud, struct err *err)
+{
+    return jailer_layer_install(LHOST(pub)->jr, area, name, first, done, ud, err);
 }
 
 static int
@@ -1227,6 +1240,8 @@ static const struct sandbox_host_ops local_host_ops = {
         .has_layers = local_host_has_layers,
         .state_dir = local_host_state_dir,
         .area_create = local_host_area_create,
+        .layers_dir = local_host_layers_dir,
+        .layer_install = local_host_layer_install,
         .area_usage = local_host_area_usage,
         .area_destroy = local_host_area_destroy,
         .orphans = local_host_orphans,

@@ -119,11 +119,26 @@ sandbox_host_state_dir(const struct sandbox_host *h)
 
 int
 sandbox_host_area_create(struct sandbox_host *h, const char *name, uint64_t limit_bytes,
-                         char *ret_path, size_t n, struct err *err)
+                         struct err *err)
 {
     if (!h->ops->area_create)
-        return err_set(err, EOPNOTSUPP, "the %s sandbox host has no bounded areas", h->ops->name);
-    return h->ops->area_create(h, name, limit_bytes, ret_path, n, err);
+        return err_set(err, EOPNOTSUPP, "the %s sandbox host has no areas", h->ops->name);
+    return h->ops->area_create(h, name, limit_bytes, err);
+}
+
+const char *
+sandbox_host_layers_dir(const struct sandbox_host *h)
+{
+    return h->ops->layers_dir ? h->ops->layers_dir(h) : NULL;
+}
+
+int
+sandbox_host_layer_install(struct sandbox_host *h, const char *area, const char *name, uid_t first,
+                           sandbox_layer_fn done, void *userdata, struct err *err)
+{
+    if (!h->ops->layer_install)
+        return err_set(err, EOPNOTSUPP, "the %s sandbox host has no layers", h->ops->name);
+    return h->ops->layer_install(h, area, name, first, done, userdata, err);
 }
 
 int

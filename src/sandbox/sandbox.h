@@ -80,8 +80,9 @@ struct sandbox_limits {
 struct sandbox_fs {
     const char *const *layers; /* top first; copied */
     size_t nlayers;            /* at most SANDBOX_MAX_LAYERS */
-    const char *upper;         /* host directory for the writable layer (a
-                                * build keeps it), NULL = private */
+    const char *upper_area;    /* an area (sandbox_host_area_create()) whose
+                                * fs/ is the writable layer (a build keeps
+                                * it); NULL = private */
     uint64_t disk_bytes;       /* size of the writable root; 0 = default */
 };
 
@@ -122,15 +123,27 @@ uint32_t sandbox_fd_limit(const struct sandbox_host *h);
 bool sandbox_host_has_layers(const struct sandbox_host *h);
 /* The directory the host keeps its state in (absolute), NULL if none. */
 const char *sandbox_host_state_dir(const struct sandbox_host *h);
-/* A scratch directory named name ([a-z0-9-] with a '-'), bounded by
- * limit_bytes (0 = the host's default), its path to ret_path: for work
- * beside the sandboxes, such as a template build's writable layer.
- * -EOPNOTSUPP where the host bounds no disk. Removed by
- * sandbox_host_area_destroy() or when the host next starts. */
+/* A scratch area named name ([a-z0-9-] with a '-'), bounded by
+ * limit_bytes (0 = the host's default) where the host bounds disk: for
+ * work beside the sandboxes, such as a template build's writable layer
+ * (sandbox_fs.upper_area). Known by its name only. -EOPNOTSUPP where the
+ * host has none. Removed by sandbox_host_area_destroy() or when the host
+ * next starts. Its usage is -EOPNOTSUPP where nothing bounds it. */
 int sandbox_host_area_create(struct sandbox_host *h, const char *name, uint64_t limit_bytes,
-                             char *ret_path, size_t n, struct err *err);
+                             struct err *err);
 int sandbox_host_area_usage(struct sandbox_host *h, const char *name, uint64_t *ret_bytes);
 void sandbox_host_area_destroy(struct sandbox_host *h, const char *name);
+/* Where the layers sandbox_fs.layers may name live, one directory each
+ * (absolute; NULL: this host has none). A layer there is made from an
+ * area: sandbox_host_layer_install() turns the area's writable layer,
+ * written by a sandbox now gone whose root was host uid first, into
+ * layer name ([a-z0-9-]{1,63}), ids shifted to what every sandbox sees
+ * (jail.h's jail_host_layer_install()). done comes once, on the loop,
+ * never from inside the call. The area stays (destroy it). */
+const char *sandbox_host_layers_dir(const struct sandbox_host *h);
+typedef void (*sandbox_layer_fn)(int r, const struct err *err, void *userdata);
+int sandbox_host_layer_install(struct sandbox_host *h, const char *area, const char *name,
+                               uid_t first, sandbox_layer_fn done, void *userdata, struct err *err);
 
 struct sandbox_spec {
     struct sandbox_limits limits;

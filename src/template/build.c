@@ -9,17 +9,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sandbox/proc.h"
@@ -40,7 +36,6 @@
 #define BUILD_STEP_TIMEOUT_MS (60 * 60 * 1000) /* one step */
 #define BUILD_LINE_MAX        4096             /* a longer output line is split */
 #define BUILD_ENV_MAX         (TEMPLATE_ENV_MAX * 4 + TEMPLATE_STEPS_MAX)
-#define BUILD_CP_ERR_MAX      400 /* bytes of cp's complaints kept for the error */
 
 struct template_build {
     struct template_build_host host;
@@ -68,12 +63,8 @@ struct template_build {
     struct proc_reader *rd;
     struct buf line; /* a partial output line */
     bool failed, succeeded, installed;
-    bool prepared; /* fs/ is as every sandbox can use it (prepare_fs()) */
-    char area[32]; /* build-<id> on the sandboxes' disk holds fs/; "" = none */
-    char area_path[PATH_MAX];
-    pid_t cp_pid; /* the copy of fs/ out of the area, while it runs */
-    int cp_pidfd, cp_errfd;
-    struct loop_io *cp_io;
+    bool layer_made; /* the host installed the layer (its name is id) */
+    char area[32];   /* build-<id> beside the sandboxes holds the writable layer */
 };
 
 /* snprintf for paths: -ENAMETOOLONG rather than a cut path. */
@@ -92,13 +83,6 @@ pathf(char *out, size_t n, const char *fmt, ...)
 static void
 build_free(struct template_build *b)
 {
-    if (b->cp_pid > 0) {
-        (void)kill(b->cp_pid, SIGKILL);
-        (void)waitpid(b->cp_pid, NULL, 0);
-    }
-    loop_io_free(b->cp_io);
-    safe_close(b->cp_pidfd);
-    safe_close(b->cp_errfd);
     if (b->area[0])
         sandbox_host_area_destroy(b->host.sh, b->area);
     proc_reader_free(b->rd);
@@ -341,7 +325,7 @@ copy_step(struct template_build *b, const struct template_step *st, struct err *
 }
 
 static void succeed(struct template_build *b);
-static void copy_out(struct template_build *b);
+static void make_layer(struct template_build *b);
 
 static void
 next_step(struct template_build *b)
@@ -397,45 +381,23 @@ next_step(struct template_build *b)
 
 /* --- install --- */
 
-/* The writable layer at fs as every sandbox can use it: overlay's work
- * directories gone, usr/ etc/ opt/ there, ids shifted (layer.h). */
-static int
-prepare_fs(struct template_build *b, const char *fs)
-{
-    struct err err = {0};
-    char p[PATH_MAX + 64];
-    _cleanup_close_ int fsfd = open(fs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fsfd < 0)
-        return err_set(&b->err, errno, "cannot open '%s'", fs);
-    static const char *const tops[] = {"usr", "etc", "opt"};
-    for (size_t i = 0; i < ELEMENTSOF(tops); i++) {
-        (void)pathf(p, sizeof(p), ".work-%s", tops[i]);
-        (void)rm_rf_at(fsfd, p);
-        if (mkdirat(fsfd, tops[i], 0755) < 0 && errno != EEXIST)
-            return err_set(&b->err, errno, "cannot create '%s/%s'", fs, tops[i]);
-    }
-    int r = layer_shift_ids(fsfd, b->first, &err);
-    if (r < 0)
-        return err_set(&b->err, -r, "%s", err.msg);
-    return 0;
-}
-
+/* The layer's directory: its description beside a link to the layer the
+ * host installed (layer.h), moved to templates/<name>/layer-<ms>. */
 static int
 install(struct template_build *b, char *ret_layer, size_t n)
 {
-    char fs[PATH_MAX + 8], ndir[PATH_MAX + 64], layer[PATH_MAX + 96];
+    char ndir[PATH_MAX + 64], layer[PATH_MAX + 96], target[PATH_MAX + 32];
     _cleanup_(buf_donep) struct buf lw = {0};
-    int r;
 
-    (void)pathf(fs, sizeof(fs), "%s/fs", b->dir);
-    if (!b->prepared && (r = prepare_fs(b, fs)) < 0)
-        return r;
     buf_init(&lw, BUF_UNLIMITED);
     for (size_t i = 0; i < b->n_lowers; i++)
         (void)buf_printf(&lw, "%s\n", b->lowers[i]);
     _cleanup_close_ int dfd = open(b->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const char *ldir = sandbox_host_layers_dir(b->host.sh);
+    if (!ldir || pathf(target, sizeof(target), "%s/%s", ldir, b->id) < 0)
+        return err_set(&b->err, EOPNOTSUPP, "this host keeps no layers");
     if (dfd < 0 || write_file_at(dfd, "lowers", lw.data ? lw.data : "", 0644) < 0 ||
-        write_file_at(dfd, "digest", b->digest, 0644) < 0)
+        write_file_at(dfd, "digest", b->digest, 0644) < 0 || symlinkat(target, dfd, "fs") < 0)
         return err_set(&b->err, EIO, "cannot write the layer's description");
     (void)pathf(ndir, sizeof(ndir), "%s/%s", b->tdir, b->t->name);
     if (mkdir(ndir, 0700) < 0 && errno != EEXIST)
@@ -509,62 +471,33 @@ succeed(struct template_build *b)
     end_stream(b);
 }
 
-/* --- the layer out of the bounded area --- */
+/* --- the layer out of the area --- */
 
 static void
-copy_done(struct loop_io *io, uint32_t revents, void *ud)
+layer_made(int r, const struct err *err, void *ud)
 {
     struct template_build *b = ud;
-    siginfo_t si;
-    char msg[BUILD_CP_ERR_MAX + 1];
-    (void)io;
-    (void)revents;
-
-    memset(&si, 0, sizeof(si));
-    if (waitid((idtype_t)P_PIDFD, (id_t)b->cp_pidfd, &si, WEXITED | WNOHANG) < 0 || !si.si_pid)
-        return; /* spurious */
-    b->cp_pid = 0;
-    loop_io_free(b->cp_io);
-    b->cp_io = NULL;
-    b->cp_pidfd = safe_close(b->cp_pidfd);
-    ssize_t k = pread(b->cp_errfd, msg, BUILD_CP_ERR_MAX, 0);
-    msg[k > 0 ? k : 0] = '\0';
-    for (char *c = msg; *c; c++)
-        if (*c == '\n')
-            *c = ' ';
-    b->cp_errfd = safe_close(b->cp_errfd);
     sandbox_host_area_destroy(b->host.sh, b->area);
     b->area[0] = '\0';
-    if (si.si_code == CLD_EXITED && si.si_status == 0) {
+    if (r == 0) {
+        b->layer_made = true;
         succeed(b);
     } else {
         b->succeeded = false;
-        fail(b, "cannot copy the layer out of its bounded area: %s", msg[0] ? msg : "cp failed");
+        fail(b, "cannot install the layer: %s", err && err->msg[0] ? err->msg : strerror(-r));
     }
     template_build_unref(b);
 }
 
-/* Starts `cp -a AREA/fs DIR/fs` once fs/ in the area is prepared, if the
- * state file system keeps its floor with the layer on it. */
+/* Asks the host to make the area's writable layer the template's layer,
+ * if the state file system keeps its floor with the layer on it. */
 static void
-copy_out(struct template_build *b)
+make_layer(struct template_build *b)
 {
-    char src[PATH_MAX + 8], dst[PATH_MAX + 8];
     struct statvfs sv;
+    struct err err = {0};
     uint64_t used = 0;
 
-    (void)pathf(src, sizeof(src), "%s/fs", b->area_path);
-    (void)pathf(dst, sizeof(dst), "%s/fs", b->dir);
-    if (prepare_fs(b, src) < 0) {
-        b->succeeded = false;
-        fail(b, "cannot install the template: %s", b->err.msg);
-        return;
-    }
-    b->prepared = true;
-    /* The quota counts what the file system committed: commit it. */
-    _cleanup_close_ int afd = open(b->area_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (afd >= 0)
-        (void)syncfs(afd);
     (void)sandbox_host_area_usage(b->host.sh, b->area, &used);
     if (statvfs(b->tdir, &sv) == 0 &&
         (uint64_t)sv.f_bavail * sv.f_frsize < used + b->host.disk_floor_bytes) {
@@ -576,38 +509,13 @@ copy_out(struct template_build *b)
              (unsigned long long)(b->host.disk_floor_bytes >> 20));
         return;
     }
-    static const char *const envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
-    const char *cp = access("/usr/bin/cp", X_OK) == 0 ? "/usr/bin/cp" : "/bin/cp";
-    const char *argv[] = {cp, "-a", "--reflink=never", "--no-target-directory", src, dst, NULL};
-    posix_spawn_file_actions_t fa;
-    int r = 0;
-    b->cp_errfd = memfd_create("abx-cp-err", MFD_CLOEXEC);
-    if (b->cp_errfd < 0 || posix_spawn_file_actions_init(&fa) != 0) {
+    b->refs++; /* layer_made's */
+    int r = sandbox_host_layer_install(b->host.sh, b->area, b->id, b->first, layer_made, b, &err);
+    if (r < 0) {
+        b->refs--;
         b->succeeded = false;
-        fail(b, "cannot copy the layer: %s", strerror(errno));
-        return;
+        fail(b, "cannot install the layer: %s", err.msg[0] ? err.msg : strerror(-r));
     }
-    r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (r == 0)
-        r = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (r == 0)
-        r = posix_spawn_file_actions_adddup2(&fa, b->cp_errfd, 2);
-    if (r == 0)
-        r = posix_spawn(&b->cp_pid, cp, &fa, NULL, (char *const *)(uintptr_t)argv,
-                        (char *const *)(uintptr_t)envp);
-    (void)posix_spawn_file_actions_destroy(&fa);
-    if (r == 0) {
-        b->cp_pidfd = (int)syscall(SYS_pidfd_open, b->cp_pid, 0);
-        r = b->cp_pidfd < 0 ? errno : 0;
-    }
-    if (r == 0)
-        r = -loop_io_add(b->host.loop, b->cp_pidfd, EPOLLIN, copy_done, b, &b->cp_io);
-    if (r != 0) {
-        b->succeeded = false;
-        fail(b, "cannot copy the layer: %s", strerror(r));
-        return;
-    }
-    b->refs++; /* copy_done's */
 }
 
 /* --- the build sandbox --- */
@@ -619,10 +527,8 @@ sb_gone(struct sandbox *sb, void *ud)
     (void)sb;
     proc_reader_free(b->rd);
     b->rd = NULL;
-    if (b->succeeded && !b->failed && b->area[0])
-        copy_out(b);
-    else if (b->succeeded && !b->failed)
-        succeed(b);
+    if (b->succeeded && !b->failed)
+        make_layer(b);
     else if (!b->failed)
         fail(b, "the build sandbox ended on its own");
     sandbox_free(b->sb);
@@ -756,24 +662,18 @@ start_sandbox(struct template_build *b, struct err *err)
         if ((r = set_env(b, k, eq + 1)) < 0)
             return r;
     }
-    char fs[PATH_MAX + 8];
     (void)pathf(b->area, sizeof(b->area), "build-%s", b->id);
-    r = sandbox_host_area_create(a->sh, b->area, disk << 20, b->area_path, sizeof(b->area_path),
-                                 err);
-    if (r == -EOPNOTSUPP) {
-        b->area[0] = '\0'; /* no disk bound: on the state file system */
-        err_clear(err);
-    } else if (r < 0) {
+    r = sandbox_host_area_create(a->sh, b->area, disk << 20, err);
+    if (r < 0) {
         b->area[0] = '\0';
         return r;
     }
-    (void)pathf(fs, sizeof(fs), "%s/fs", b->area[0] ? b->area_path : b->dir);
-    if (mkdir(fs, 0755) < 0)
-        return err_setx(err, errno, "cannot create '%s'", fs);
     if (disk && a->default_disk_bytes)
         lim.disk_bytes = disk << 20; /* its home too */
-    struct sandbox_fs jfs = {
-            .layers = b->lowers, .nlayers = b->n_lowers, .upper = fs, .disk_bytes = disk << 20};
+    struct sandbox_fs jfs = {.layers = b->lowers,
+                             .nlayers = b->n_lowers,
+                             .upper_area = b->area,
+                             .disk_bytes = disk << 20};
     struct sandbox_spec spec = {.limits = lim, .fs = &jfs};
     b->refs++;
     r = sandbox_create(a->sh, b->id, &spec, sb_ready, b, &b->sb, err);
@@ -856,7 +756,6 @@ template_build_new(const struct template_build_host *host, const char *display,
         return -ENOMEM;
     b->host = *host;
     b->tfd = -EBADF;
-    b->cp_pidfd = b->cp_errfd = -EBADF;
     b->refs = 1; /* the caller's */
     buf_init(&b->line, BUILD_LINE_MAX + 1);
     (void)snprintf(b->display, sizeof(b->display), "%s", display && *display ? display : ".");

@@ -33,12 +33,6 @@
  * owners, times and other mode bits. */
 int layer_digest(int dirfd, char ret[LAYER_DIGEST_LEN + 1], struct err *err);
 
-/* Shifts the owners of the tree below dirfd from the host range
- * first..first+65535 to 0..65535; ids outside the range become 0 when they
- * are 0 (files abxd wrote, overlay whiteouts) and 65534 otherwise. Set-id
- * bits are removed. Symlinks are never followed. */
-int layer_shift_ids(int dirfd, uid_t first, struct err *err);
-
 /* The layers a stored template stacks (its own fs/ first, then the lowers
  * file's lines) as malloc'ed paths into *ret (NULL-terminated, at most max);
  * returns the count. layer_dir is <state>/templates/<name>/layer-<ms>. */

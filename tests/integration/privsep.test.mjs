@@ -5,7 +5,13 @@
 // was told is stored goes missing.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import {
+  lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync,
+  symlinkSync, writeFileSync,
+} from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startAbxd, createSandbox, killSandbox, exec, sh, api, until, isRoot } from './lib.mjs';
 
 const skip = !isRoot && 'needs root (namespaces, cgroups)';
@@ -164,4 +170,94 @@ test('SIGTERM drains through the network process; the parent exits with it', { s
   assert.match(d.log, /passing it to the network process/);
   assert.match(d.log, /SIGTERM: draining/);
   assert.throws(() => readFileSync(`/proc/${net}/status`), 'the network process is gone');
+});
+
+// POST /v1/templates with the tar of a directory holding yaml: its NDJSON.
+async function build(d, yaml) {
+  const dir = mkdtempSync(join(tmpdir(), 'abx-ps-tpl-'));
+  writeFileSync(join(dir, 'sandbox-template.yaml'), yaml);
+  const tar = spawnSync('tar', ['-C', dir, '-cf', '-', '.']).stdout;
+  rmSync(dir, { recursive: true, force: true });
+  const r = await api(d, 'POST', '/v1/templates', tar, { headers: { 'content-type': 'application/x-tar' } });
+  assert.equal(r.status, 200, r.text);
+  const lines = r.text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  return lines[lines.length - 1];
+}
+
+test('templates build and stack through the parent: layers are root\'s, named, collected; ones made in place before move', { skip }, async () => {
+  const state = mkdtempSync(join(tmpdir(), 'abx-it-'));
+  // a layer as abxd made them before its layers directory: fs/ in place
+  const old = join(state, 'templates', 'old', 'layer-1700000000000');
+  for (const p of ['usr/local/share', 'etc', 'opt']) mkdirSync(join(old, 'fs', p), { recursive: true });
+  writeFileSync(join(old, 'fs/usr/local/share/old.txt'), 'from-old\n');
+  mkdirSync(join(old, 'template'));
+  writeFileSync(join(old, 'template/sandbox-template.yaml'), 'name: old\ndescription: built in place\n');
+  writeFileSync(join(old, 'lowers'), '');
+  writeFileSync(join(old, 'digest'), '0'.repeat(64));
+  symlinkSync('layer-1700000000000', join(state, 'templates/old/current'));
+  let d = await startAbxd({ stateDir: state, env: { ABX_PRIVSEP: '1' } });
+  try {
+    const layers = join(realpathSync(state), 'layers');
+    assert.ok(lstatSync(join(old, 'fs')).isSymbolicLink(), 'moved');
+    assert.ok(readlinkSync(join(old, 'fs')).startsWith(layers + '/'));
+    assert.equal(statSync(join(old, 'fs')).uid, 0);
+    assert.equal(statSync(layers).mode & 0o777, 0o755);
+    const a = await createSandbox(d, { template: 'old' });
+    assert.equal((await sh(d, a.id, 'cat /usr/local/share/old.txt')).out, 'from-old\n');
+
+    // a build: the network process writes the description, the parent the layer
+    const yaml = (v) => `name: fresh\nsteps:\n  - run: mkdir -p /opt/fresh && echo ${v} > /opt/fresh/f && chmod u+s /opt/fresh/f\n`;
+    assert.equal((await build(d, yaml('one'))).done, true);
+    const l1 = realpathSync(join(state, 'templates/fresh/current/fs'));
+    assert.ok(l1.startsWith(layers + '/'), l1);
+    const f = statSync(join(l1, 'opt/fresh/f'));
+    assert.equal(f.uid, 0, 'the sandbox\'s root is root in the layer');
+    assert.equal(f.mode & 0o4000, 0, 'no set-id bit survives');
+    const net = netPid(d.proc.pid);
+    const nuid = Number(status(net).Uid.split(/\s+/)[0]);
+    assert.equal(statSync(join(state, 'templates/fresh')).uid, nuid);
+    assert.equal(statSync(l1).uid, 0);
+    const b = await createSandbox(d, { template: 'fresh' });
+    assert.equal((await sh(d, b.id, 'cat /opt/fresh/f')).out, 'one\n');
+    // the sandbox's writes stay its own
+    assert.equal((await sh(d, b.id, 'echo mine > /opt/fresh/f && cat /opt/fresh/f', { user: 'root' })).out, 'mine\n');
+    assert.equal(readFileSync(join(l1, 'opt/fresh/f'), 'utf8'), 'one\n');
+
+    // a network process killed and started again builds and stacks the same
+    process.kill(net, 'SIGKILL');
+    const next = await until(() => {
+      const p = netPid(d.proc.pid);
+      return p && p !== net ? p : 0;
+    });
+    assert.ok(next > 0);
+    await until(async () => {
+      try {
+        return (await api(d, 'GET', '/readyz')).status === 200;
+      } catch {
+        return false;
+      }
+    });
+    assert.equal((await build(d, yaml('two'))).done, true);
+    const l2 = realpathSync(join(state, 'templates/fresh/current/fs'));
+    assert.notEqual(l2, l1);
+    const c = await createSandbox(d, { template: 'fresh' });
+    assert.equal((await sh(d, c.id, 'cat /opt/fresh/f')).out, 'two\n');
+    assert.equal((await sh(d, b.id, 'cat /usr/local/share/x 2>/dev/null; cat /etc/hostname >/dev/null && echo alive')).out, 'alive\n');
+
+    // a start collects the layer no template names any more: the network
+    // process drops the replaced layer's description as it loads the
+    // templates, the parent the layer itself at the next start
+    for (let i = 0; i < 2; i++) {
+      await d.stop({ keepState: true });
+      d = await startAbxd({ stateDir: state, env: { ABX_PRIVSEP: '1' } });
+    }
+    const left = readdirSync(layers);
+    assert.ok(left.includes(l2.slice(layers.length + 1)), left.join(' '));
+    assert.ok(!left.includes(l1.slice(layers.length + 1)), left.join(' '));
+    const e = await createSandbox(d, { template: 'old' });
+    assert.equal((await sh(d, e.id, 'cat /usr/local/share/old.txt')).out, 'from-old\n');
+  } finally {
+    await d.stop();
+    rmSync(state, { recursive: true, force: true });
+  }
 });

@@ -5,7 +5,7 @@
 // restarts, and `abx template build` end to end.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, mkdirSync, writeFileSync, rmSync, existsSync, readdirSync } from 'node:fs';
+import { chmodSync, mkdtempSync, mkdirSync, writeFileSync, rmSync, existsSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -246,6 +246,7 @@ describe('template build: restart and CLI', { skip }, () => {
   let d, dir, state;
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'abx-tb-'));
+    chmodSync(dir, 0o711); // a split abxd's network process walks down to state/
     state = join(dir, 'state');
     d = await startAbxd({ stateDir: state });
   });

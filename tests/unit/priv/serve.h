@@ -85,7 +85,8 @@ serve_parent(const char *dir, const char *sock_path, int ready_fd, int ctl_fd,
                                     .loop = loop,
                                     .peer_uid = 0,
                                     .max_sandboxes = o->uid_slots,
-                                    .idmap_root_fd = idfd};
+                                    .idmap_root_fd = idfd,
+                                    .idmap_ro_root_fd = -1};
     if (o->configure)
         o->configure(h, &pc);
     if (priv_parent_new(&pc, &parent, &err) < 0)

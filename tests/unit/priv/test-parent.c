@@ -321,6 +321,109 @@ expect_end(int fd)
 
 /* --- the test --- */
 
+/* --- layers: an area's writable layer becomes a layer sandboxes stack --- */
+
+struct layer_wait {
+    int n, r;
+    char msg[256];
+};
+
+static void
+on_layer(int r, const struct err *err, void *ud)
+{
+    struct layer_wait *w = ud;
+    w->n++;
+    w->r = r;
+    (void)snprintf(w->msg, sizeof(w->msg), "%s", err ? err->msg : "");
+}
+
+/* Runs argv as the sandbox's root in j; its exit status. */
+static int
+run_in(struct priv_jail *j, struct watch *w, const char *const *argv)
+{
+    struct err err = {0};
+    int p[2];
+    static const char *const env[] = {"PATH=/usr/bin:/bin", NULL};
+    assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+    struct jail_spawn sp = {
+            .root = true, .cwd = "/", .argv = argv, .env = env, .fds = {p[0], p[1], p[1]}};
+    int spawned = w->spawned, exited = w->exited;
+    assert_int_equal(priv_jail_spawn(j, 700 + (uint64_t)spawned, &sp, &err), 0);
+    run_until(&w->spawned, spawned + 1);
+    assert_int_equal(w->spawned_r, 0);
+    run_until(&w->exited, exited + 1);
+    safe_close(p[0]);
+    safe_close(p[1]);
+    return w->status;
+}
+
+static void
+test_layers(void)
+{
+    struct err err = {0};
+    struct layer_wait lw = {0};
+    struct watch bw = {0}, uw = {0};
+    struct priv_jail *bj = NULL, *uj = NULL;
+    char path[600];
+    struct stat st;
+
+    /* no such area; an area no sandbox wrote into */
+    assert_int_equal(priv_layer_install(good, "build-none", "lt1", on_layer, &lw, &err), -ENOENT);
+    assert_int_equal(priv_area_create(good, "build-lt", 0, &err), 0);
+    assert_int_equal(priv_layer_install(good, "build-lt", "lt1", on_layer, &lw, &err), -EBUSY);
+    assert_int_equal(priv_layer_install(good, "build-lt", "../x", on_layer, &lw, &err), -EINVAL);
+    /* a build sandbox writes into it: busy while it lives */
+    const char *const layers_none[] = {NULL};
+    struct priv_fs fs = {.layers = layers_none, .upper = "build-lt"};
+    struct jail_limits lim = {.memory_bytes = 256 << 20, .pids = 64};
+    assert_int_equal(priv_jail_create(good, "plb", &lim, &fs, &wcb, &bw, &bj, &err), 0);
+    run_until(&bw.ready, 1);
+    assert_int_equal(bw.ready_r, 0);
+    static const char *const write_argv[] = {
+            "/bin/sh", "-c",
+            "mkdir -p /usr/local/lt && echo built > /usr/local/lt/f && chmod 4755 /usr/local/lt/f",
+            NULL};
+    int status = run_in(bj, &bw, write_argv);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(priv_layer_install(good, "build-lt", "lt1", on_layer, &lw, &err), -EBUSY);
+    assert_int_equal(priv_area_destroy(good, "build-lt", &err), -EBUSY);
+    priv_jail_kill(bj);
+    run_until(&bw.gone, 1);
+    priv_jail_free(bj);
+    /* installed: the sandbox's root's files are root's, set-id bits gone */
+    assert_int_equal(priv_layer_install(good, "build-lt", "lt1", on_layer, &lw, &err), 0);
+    assert_int_equal(priv_layer_install(good, "build-lt", "lt1", on_layer, &lw, &err), -EEXIST);
+    run_until(&lw.n, 1);
+    assert_int_equal(lw.r, 0);
+    (void)snprintf(path, sizeof(path), "%s/state/" JAIL_LAYERS_DIR "/lt1/usr/local/lt/f", dir);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_int_equal(st.st_uid, 0);
+    assert_int_equal(st.st_mode & 07777, 0755);
+    (void)snprintf(path, sizeof(path), "%s/state/" JAIL_LAYERS_DIR "/lt1/etc", dir);
+    assert_int_equal(lstat(path, &st), 0);
+    /* the same name again: refused by the worker, the layer unchanged */
+    assert_int_equal(priv_layer_install(good, "build-lt", "lt1", on_layer, &lw, &err), 0);
+    run_until(&lw.n, 2);
+    assert_true(lw.r == -EEXIST || lw.r == -ENOENT);
+    assert_int_equal(priv_area_destroy(good, "build-lt", &err), 0);
+    /* a sandbox stacks it; a layer that is not there is refused */
+    const char *const stack[] = {"lt1"};
+    struct priv_fs ufs = {.layers = stack, .nlayers = 1};
+    const char *const missing[] = {"lt-none"};
+    struct priv_fs mfs = {.layers = missing, .nlayers = 1};
+    assert_int_equal(priv_jail_create(good, "plm", &lim, &mfs, &wcb, &uw, &uj, &err), -ENOENT);
+    assert_int_equal(priv_jail_create(good, "plu", &lim, &ufs, &wcb, &uw, &uj, &err), 0);
+    run_until(&uw.ready, 1);
+    assert_int_equal(uw.ready_r, 0);
+    static const char *const read_argv[] = {"/bin/sh", "-c",
+                                            "test \"$(cat /usr/local/lt/f)\" = built", NULL};
+    status = run_in(uj, &uw, read_argv);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    priv_jail_kill(uj);
+    run_until(&uw.gone, 1);
+    priv_jail_free(uj);
+}
+
 static void
 test_parent(void **state)
 {
@@ -432,6 +535,8 @@ test_parent(void **state)
     uint64_t used;
     assert_int_equal(priv_area_usage(good, "build-x", &used), -ENOENT);
     check_alive();
+    test_layers();
+    check_alive();
 
     /* --- the hostile peer --- */
     int fds3[PRIV_FDS_MAX];
@@ -506,6 +611,26 @@ test_parent(void **state)
     expect_spawned(h, 54, ESRCH, ENOENT, 104); /* dying, or gone already */
     safe_close(pin[0]);
     safe_close(pin[1]);
+    check_alive();
+    /* layers: another connection's area, one never made; a sandbox's
+     * file system from an area it does not own */
+    assert_int_equal(priv_area_create(good, "build-good", 0, &err), 0);
+    m = (struct priv_msg){
+            .type = PRIV_LAYER_INSTALL, .seq = 9, .name = "build-good", .layer = "evil"};
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT);
+    m.name = "build-never";
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT);
+    m = (struct priv_msg){.type = PRIV_CREATE, .seq = 9, .id = "pb2", .upper = "build-good"};
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT);
+    const char *const other[] = {"lt1-none"};
+    m = (struct priv_msg){.type = PRIV_CREATE, .seq = 9, .id = "pb2", .nlayers = 1};
+    m.layers[0] = other[0];
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT);
+    assert_int_equal(priv_area_destroy(good, "build-good", &err), 0);
     check_alive();
     /* host paths as layer names: ended */
     {

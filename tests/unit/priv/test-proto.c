@@ -165,6 +165,11 @@ test_requests(void **state)
     round_trip(&in);
     in = (struct priv_msg){.type = PRIV_AREA_DESTROY, .seq = 15, .name = "build-a"};
     round_trip(&in);
+    in = (struct priv_msg){
+            .type = PRIV_LAYER_INSTALL, .seq = 16, .name = "build-a", .layer = "b0123"};
+    round_trip(&in);
+    assert_string_equal(out.name, "build-a");
+    assert_string_equal(out.layer, "b0123");
 }
 
 static void
@@ -225,6 +230,14 @@ test_answers(void **state)
     assert_int_equal(out.status, 256);
     in = (struct priv_msg){.type = PRIV_EV_GONE, .id = "sb1"};
     round_trip(&in);
+    in = (struct priv_msg){.type = PRIV_EV_LAYER,
+                           .layer = "b0123",
+                           .errnum = EEXIST,
+                           .text = "layer 'b0123' exists"};
+    round_trip(&in);
+    assert_string_equal(out.layer, "b0123");
+    assert_int_equal(out.errnum, EEXIST);
+    assert_null(out.id); /* no sandbox's */
 }
 
 /* The encoder refuses what the decoder would. */
@@ -255,6 +268,16 @@ test_encoder_refuses(void **state)
     in = (struct priv_msg){.type = PRIV_STATS, .seq = 0, .id = "a"}; /* seq 0 */
     assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
     in = (struct priv_msg){.type = PRIV_EV_GONE, .seq = 3, .id = "a"}; /* events have none */
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    /* layer and area names: one entry of a directory, never a path */
+    in = (struct priv_msg){
+            .type = PRIV_LAYER_INSTALL, .seq = 1, .name = "build-a", .layer = "../etc"};
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    in = (struct priv_msg){.type = PRIV_LAYER_INSTALL, .seq = 1, .name = "a/b", .layer = "l"};
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    in = (struct priv_msg){.type = PRIV_LAYER_INSTALL, .seq = 1, .name = "build-a"};
+    assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
+    in = (struct priv_msg){.type = PRIV_EV_LAYER, .layer = "l", .errnum = 5000, .text = ""};
     assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
     in = (struct priv_msg){.type = PRIV_SIGNAL, .seq = 1, .id = "a", .pid = 0, .a = 9};
     assert_int_equal(priv_encode(buf, sizeof(buf), &in), -EINVAL);
