@@ -118,6 +118,11 @@ install(struct layer_job *j)
         char w[16];
         (void)snprintf(w, sizeof(w), ".work-%s", tops[i]);
         (void)rm_rf_at(fsfd, w);
+        /* A top is mounted by its path, which must not lead elsewhere:
+         * a link (or a file) the build put there instead goes. */
+        if (fstatat(fsfd, tops[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+            unlinkat(fsfd, tops[i], 0) < 0)
+            return err_set(err, errno, "cannot remove '%s' in the layer", tops[i]);
         if (mkdirat(fsfd, tops[i], 0755) < 0 && errno != EEXIST)
             return err_set(err, errno, "cannot create '%s' in the layer", tops[i]);
     }

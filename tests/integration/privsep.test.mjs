@@ -188,8 +188,12 @@ test('templates build and stack through the parent: layers are root\'s, named, c
   const state = mkdtempSync(join(tmpdir(), 'abx-it-'));
   // a layer as abxd made them before its layers directory: fs/ in place
   const old = join(state, 'templates', 'old', 'layer-1700000000000');
-  for (const p of ['usr/local/share', 'etc', 'opt']) mkdirSync(join(old, 'fs', p), { recursive: true });
+  for (const p of ['usr/local/share', 'etc']) mkdirSync(join(old, 'fs', p), { recursive: true });
   writeFileSync(join(old, 'fs/usr/local/share/old.txt'), 'from-old\n');
+  // a top that is a link: never followed to the host when mounted
+  const secret = mkdtempSync(join(tmpdir(), 'abx-ps-host-'));
+  writeFileSync(join(secret, 'marker'), 'host\n');
+  symlinkSync(secret, join(old, 'fs/opt'));
   mkdirSync(join(old, 'template'));
   writeFileSync(join(old, 'template/sandbox-template.yaml'), 'name: old\ndescription: built in place\n');
   writeFileSync(join(old, 'lowers'), '');
@@ -204,6 +208,7 @@ test('templates build and stack through the parent: layers are root\'s, named, c
     assert.equal(statSync(layers).mode & 0o777, 0o755);
     const a = await createSandbox(d, { template: 'old' });
     assert.equal((await sh(d, a.id, 'cat /usr/local/share/old.txt')).out, 'from-old\n');
+    assert.equal((await sh(d, a.id, 'test -e /opt/marker && echo leaked || echo kept', { user: 'root' })).out, 'kept\n');
 
     // a build: the network process writes the description, the parent the layer
     const yaml = (v) => `name: fresh\nsteps:\n  - run: mkdir -p /opt/fresh && echo ${v} > /opt/fresh/f && chmod u+s /opt/fresh/f\n`;
@@ -259,5 +264,6 @@ test('templates build and stack through the parent: layers are root\'s, named, c
   } finally {
     await d.stop();
     rmSync(state, { recursive: true, force: true });
+    rmSync(secret, { recursive: true, force: true });
   }
 });

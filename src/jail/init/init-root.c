@@ -218,11 +218,13 @@ make_idmap(const struct proto_config *c)
 
 /* Mounts host directory src at dst read-only, its ids shifted into the
  * sandbox's range (an idmapped mount; a layer's files are stored with ids
- * 0..65535, the host's /usr with the host's). */
+ * 0..65535, the host's /usr with the host's). src's last component is
+ * never followed: a layer's usr/ that is a link would lead to the host. */
 static void
 idmapped_bind(const char *src, const char *dst)
 {
-    int t = (int)syscall(SYS_open_tree, AT_FDCWD, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    int t = (int)syscall(SYS_open_tree, AT_FDCWD, src,
+                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
     if (t < 0)
         init_fail("layer open_tree", errno);
     struct mount_attr a = {
@@ -256,8 +258,8 @@ layered_mount(const struct proto_config *c, const char *S, const char *R, const 
         n = snprintf(src, sizeof(src), "%s/%s", c->layers[i], name);
         if (n < 0 || (size_t)n >= sizeof(src))
             init_fail("layer path", ENAMETOOLONG);
-        if (stat(src, &st) < 0 || !S_ISDIR(st.st_mode))
-            continue;
+        if (lstat(src, &st) < 0 || !S_ISDIR(st.st_mode))
+            continue; /* none, or no directory: a link is never followed */
         (void)snprintf(rel, sizeof(rel), "l%u-%s", i, name);
         mkdir_in(S, rel, 0755);
         idmapped_bind(src, at(S, rel));

@@ -390,6 +390,13 @@ test_layers(void)
     priv_jail_kill(bj);
     run_until(&bw.gone, 1);
     priv_jail_free(bj);
+    /* a top that leads elsewhere (as if the build had made opt/ a link to
+     * the host's root) is replaced by a directory */
+    char opt[600], optx[610];
+    (void)snprintf(opt, sizeof(opt), "%s/state/sandboxes/build-lt/fs/opt", dir);
+    (void)snprintf(optx, sizeof(optx), "%s.x", opt);
+    (void)rename(opt, optx);
+    assert_int_equal(symlink("/", opt), 0);
     /* installed: the sandbox's root's files are root's, set-id bits gone */
     assert_int_equal(priv_layer_install(good, "build-lt", "lt1", on_layer, &lw, &err), 0);
     assert_int_equal(priv_layer_install(good, "build-lt", "lt1", on_layer, &lw, &err), -EEXIST);
@@ -401,6 +408,9 @@ test_layers(void)
     assert_int_equal(st.st_mode & 07777, 0755);
     (void)snprintf(path, sizeof(path), "%s/state/" JAIL_LAYERS_DIR "/lt1/etc", dir);
     assert_int_equal(lstat(path, &st), 0);
+    (void)snprintf(path, sizeof(path), "%s/state/" JAIL_LAYERS_DIR "/lt1/opt", dir);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
     /* the same name again: refused by the worker, the layer unchanged */
     assert_int_equal(priv_layer_install(good, "build-lt", "lt1", on_layer, &lw, &err), 0);
     run_until(&lw.n, 2);
