@@ -451,8 +451,11 @@ split_parent_run(struct daemon *d, int argc, char **argv)
     loop_io_free(P.sig_io);
     loop_timer_free(P.restart);
     loop_timer_free(P.reserve);
-    P.pp = priv_parent_free(P.pp);
+    /* Teardown work still queued (a sandbox's directory being removed,
+     * a layer being installed) finishes and is told first: the parent
+     * frees its jails next, and from then on teardown is synchronous. */
     jail_host_flush(d->jh);
+    P.pp = priv_parent_free(P.pp);
     safe_close(P.image_fd);
     safe_close(P.idmap_fd);
     safe_close(P.idmap_ro_fd);
