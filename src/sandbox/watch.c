@@ -170,9 +170,16 @@ add_tree(struct watch *w, int fd, size_t len, unsigned level, bool report)
     if (level >= VFS_MAX_DEPTH)
         return -ELOOP;
 
-    int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (dup < 0)
-        return -errno;
+    /* Listed through a descriptor opened after the watch was added: what
+     * was made before the watch shows here, what comes after as events.
+     * (btrfs lists only the entries a directory had when it was opened:
+     * fd is from before.) */
+    int dup = -EBADF;
+    r = fileops_vopen_below(w->fo, fd, ".", &dup, NULL);
+    if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EACCES)
+        return 0; /* gone or swapped meanwhile: its parent reports that */
+    if (r < 0)
+        return r;
     DIR *d = fdopendir(dup);
     if (!d) {
         safe_close(dup);
