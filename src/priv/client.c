@@ -165,6 +165,8 @@ layer_end(struct priv_client *c, const char *layer, int r, const char *text)
         if (r < 0)
             (void)err_set(&err, -r, "%s", text && text[0] ? text : strerror(-r));
         op.fn(r, r < 0 ? &err : NULL, op.ud);
+        if (layer)
+            return; /* one install per name; fn may have started the next */
     }
 }
 
