@@ -24,11 +24,6 @@
 #define SPLIT_PRIV_FD   3            /* its end of the parent's socket */
 #define SPLIT_LISTEN_FD 4            /* the HTTP socket the parent listens on */
 
-/* Whether the network process's uid can reach the state directory and
- * every file and directory c names (their ancestors searchable by
- * others): 0, or -EACCES with why. For --privsep auto. */
-int split_reachable(const struct config *c, char *why, size_t n);
-
 /* The parent: everything after daemon_setup_jail_host(); argv: abxd's
  * own, for the network process. Returns main()'s exit status. */
 int split_parent_run(struct daemon *d, int argc, char **argv);
