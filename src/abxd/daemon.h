@@ -71,6 +71,10 @@ int daemon_setup_config(struct daemon *d, int argc, char **argv);
 int daemon_setup_process(struct daemon *d);
 /* State directory locked, disk reserve, API key. */
 int daemon_setup_state(struct daemon *d);
+/* The descriptor that holds the state directory's lock (-1 before
+ * daemon_setup_state()): the lock is free only once every process that
+ * holds a copy of it has ended. */
+int daemon_state_lock_fd(void);
 /* The event loop and its sweep and shutdown timers. */
 int daemon_setup_loop(struct daemon *d);
 /* The event loop alone (the privileged parent's). */

@@ -139,6 +139,8 @@ daemon_check_reserve(struct daemon *d, bool at_start)
     }
 }
 
+static int state_lock_fd = -1;
+
 static int
 lock_state(struct config *c, int *ret_statefd)
 {
@@ -163,9 +165,17 @@ lock_state(struct config *c, int *ret_statefd)
             close(lk);
         return log_err_errno(r, "state directory '%s' is in use by another abxd", c->state_dir);
     }
-    /* lk stays open (and locked) for the life of the process. */
+    /* lk stays open (and locked) for the life of the process, and of
+     * the network process it starts (split.c). */
+    state_lock_fd = lk;
     *ret_statefd = fd;
     return 0;
+}
+
+int
+daemon_state_lock_fd(void)
+{
+    return state_lock_fd;
 }
 
 void

@@ -3,6 +3,7 @@
  * its connection to the privileged parent.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +38,9 @@ split_net_confine(struct daemon *d)
     size_t nrw = 0, nro = 0, np = 0;
     struct stat st;
 
+    /* The state lock, held for as long as this process lives, never
+     * handed on (split.c's exec_net()). */
+    (void)fcntl(SPLIT_LOCK_FD, F_SETFD, FD_CLOEXEC);
     /* As the parent resolved it (lock_state()): every path below is built
      * from it. */
     if (realpath(c->state_dir, paths[0]) && strlen(paths[0]) < sizeof(c->state_dir))

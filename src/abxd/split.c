@@ -3,6 +3,7 @@
  */
 #include "abxd/split.h"
 
+#include <cap-ng.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -199,6 +200,54 @@ prepare_storage(struct daemon *d, uid_t uid)
     return 0;
 }
 
+/* --- the parent's own rights --- */
+
+/* What the parent does and the capability each needs; nothing else is
+ * kept, in its sets or in the bounding set its children inherit (a
+ * sandbox gets a full set in its own user namespace whatever this is,
+ * and trims it there). */
+static const int parent_caps[] = {
+        CAP_SYS_ADMIN,       /* namespaces, mounts, idmapped mounts, the btrfs disk */
+        CAP_SETUID,          /* uid maps; the network process's and helpers' ids */
+        CAP_SETGID,          /* gid maps, the same */
+        CAP_SETFCAP,         /* a uid map that names host root's ids */
+        CAP_SETPCAP,         /* dropping capabilities when becoming another uid */
+        CAP_SYS_CHROOT,      /* a sandbox's root */
+        CAP_SYS_PTRACE,      /* the namespaces and descriptors of sandbox processes */
+        CAP_SYS_RESOURCE,    /* init's oom_score_adj, limits of sandboxes */
+        CAP_KILL,            /* signals to sandbox processes (other uids) */
+        CAP_CHOWN,           /* handing storage over, terminals, layers' ids */
+        CAP_FOWNER,          /* modes of trees other uids own */
+        CAP_FSETID,          /* copying a layer out of an area */
+        CAP_DAC_OVERRIDE,    /* sandboxes' directories, cgroup files */
+        CAP_DAC_READ_SEARCH, /* removing and copying trees other uids own */
+        CAP_MKNOD,           /* a sandbox's /dev */
+        CAP_NET_ADMIN,       /* a sandbox's network namespace */
+};
+
+/* Drops every capability parent_caps does not name, from the effective,
+ * permitted, inheritable and bounding sets. After the listener is made. */
+static int
+trim_caps(void)
+{
+    bool have[ELEMENTSOF(parent_caps)];
+    /* Of those, only what this process has (a container may withhold some). */
+    if (capng_get_caps_process() < 0)
+        return log_err("cannot read the parent's capabilities"), -EPERM;
+    for (size_t i = 0; i < ELEMENTSOF(parent_caps); i++)
+        have[i] = capng_have_capability(CAPNG_PERMITTED, (unsigned)parent_caps[i]) &&
+                  capng_have_capability(CAPNG_BOUNDING_SET, (unsigned)parent_caps[i]);
+    capng_clear(CAPNG_SELECT_BOTH);
+    for (size_t i = 0; i < ELEMENTSOF(parent_caps); i++)
+        if (have[i] &&
+            capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED | CAPNG_BOUNDING_SET,
+                         (unsigned)parent_caps[i]) < 0)
+            return log_err("cannot keep capability %d", parent_caps[i]), -EINVAL;
+    if (capng_apply(CAPNG_SELECT_BOTH) < 0)
+        return log_err("cannot trim the parent's capabilities"), -EPERM;
+    return 0;
+}
+
 /* --- the network process, started and watched --- */
 
 static void on_net_exit(struct loop_io *io, uint32_t ev, void *ud);
@@ -239,11 +288,16 @@ sanitizer_env(void)
 static _noreturn_ void
 exec_net(int sock)
 {
-    /* The listener first: it may sit on 3, where the socket goes. */
-    int lfd = fcntl(P.listen_fd, F_DUPFD_CLOEXEC, SPLIT_LISTEN_FD + 1);
-    if (lfd < 0 || place_fd(sock, SPLIT_PRIV_FD) < 0 || place_fd(lfd, SPLIT_LISTEN_FD) < 0)
+    /* The listener and the lock first: they may sit on 3..5. The network
+     * process holds the state lock with the parent, so that no other abxd
+     * takes the state directory (and its store's GC) while it still
+     * writes: a parent killed with -9 leaves it alive for a moment. */
+    int lfd = fcntl(P.listen_fd, F_DUPFD_CLOEXEC, SPLIT_LOCK_FD + 1);
+    int kfd = fcntl(daemon_state_lock_fd(), F_DUPFD_CLOEXEC, SPLIT_LOCK_FD + 1);
+    if (lfd < 0 || kfd < 0 || place_fd(sock, SPLIT_PRIV_FD) < 0 ||
+        place_fd(lfd, SPLIT_LISTEN_FD) < 0 || place_fd(kfd, SPLIT_LOCK_FD) < 0)
         _exit(127);
-    (void)close_range(SPLIT_LISTEN_FD + 1, ~0u, 0);
+    (void)close_range(SPLIT_LOCK_FD + 1, ~0u, 0);
     sigset_t all;
     sigemptyset(&all);
     (void)sigprocmask(SIG_SETMASK, &all, NULL);
@@ -406,6 +460,8 @@ split_parent_run(struct daemon *d, int argc, char **argv)
     P.listen_fd = listen_tcp(d->cfg.listen_host, d->cfg.listen_port, &port, &err);
     if (P.listen_fd < 0)
         return log_err("%s", err.msg), 1;
+    if (trim_caps() < 0)
+        return 1;
     (void)split_path(snaps, sizeof(snaps), d->cfg.state_dir, "snapshots");
     P.image_fd = fileops_helper_image();
     (void)split_path(tpls, sizeof(tpls), d->cfg.state_dir, TEMPLATE_LAYERS_DIR);

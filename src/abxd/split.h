@@ -23,6 +23,7 @@
 #define SPLIT_ROLE_ARG  "--role=net" /* argv[1] of the network process */
 #define SPLIT_PRIV_FD   3            /* its end of the parent's socket */
 #define SPLIT_LISTEN_FD 4            /* the HTTP socket the parent listens on */
+#define SPLIT_LOCK_FD   5            /* the state lock, held, never used */
 
 /* The parent: everything after daemon_setup_jail_host(); argv: abxd's
  * own, for the network process. Returns main()'s exit status. */

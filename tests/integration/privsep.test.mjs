@@ -62,6 +62,15 @@ test('the process that serves HTTP has no privilege; the parent keeps root', { s
     // not dumpable: /proc/<pid>/ is root's then
     const p = status(d.proc.pid);
     assert.equal(p.Uid.split(/\s+/)[0], '0', 'the parent is root');
+    // with only the capabilities the jail operations need, bounding set included
+    const bit = (mask, n) => (BigInt('0x' + mask) >> BigInt(n)) & 1n;
+    for (const [name, n] of [['SYS_ADMIN', 21], ['SETUID', 7], ['KILL', 5], ['NET_ADMIN', 12]])
+      assert.equal(bit(p.CapEff, n), 1n, name);
+    for (const [name, n] of [['SYS_MODULE', 16], ['SYS_RAWIO', 17], ['SYS_BOOT', 22], ['SYS_TIME', 25],
+      ['MAC_ADMIN', 33], ['SYSLOG', 34], ['BPF', 39], ['PERFMON', 38], ['NET_BIND_SERVICE', 10]]) {
+      assert.equal(bit(p.CapEff, n), 0n, `no ${name}`);
+      assert.equal(bit(p.CapBnd, n), 0n, `no ${name} in the bounding set`);
+    }
     // The HTTP socket is the network process's; the parent holds it only
     // to hand to the next one, and reads nothing from it.
     assert.match(d.log, /network process confined \(Landlock ABI \d+\)/);
