@@ -37,6 +37,7 @@ struct waiter {
     ws_settled_fn settled;
     ws_result_fn result;
     void *ud;
+    bool covered; /* a flush: a mirror that began after it was asked runs */
 };
 
 struct wsx {
@@ -51,7 +52,11 @@ struct wsx {
     unsigned jobs;    /* worker jobs in flight that point at us */
     unsigned streams; /* output streams attached */
     bool mirroring, mirror_again, close_after, discard;
-    bool dirty;                              /* touched since the last mirror began */
+    bool dirty; /* touched since the last mirror began */
+    /* The sandbox died while warm: what it wrote since its last mirror is
+     * gone. Flush and close say so until the next wake. */
+    bool lost;
+    struct err lost_err;
     uint64_t last_mirror_ms, last_active_ms; /* monotonic */
     int wake_r;
     struct err wake_err;
@@ -215,7 +220,8 @@ check_drained(struct workspaces *w)
 static void
 maybe_free(struct wsx *x)
 {
-    if (x->state != WS_COLD || x->jobs || x->streams || x->mirroring || !list_empty(&x->waiters))
+    if (x->state != WS_COLD || x->jobs || x->streams || x->mirroring || x->lost ||
+        !list_empty(&x->waiters))
         return;
     (void)hashmap_remove(x->w->map, x->id);
     list_remove(&x->link);
@@ -265,6 +271,39 @@ notify(struct wsx *x, enum wait_kind kind, int r, const struct err *err,
         else
             wt->result(wt->ud, r, err, rep);
         free(wt);
+    }
+}
+
+/* Answers and removes the flush waiters a finished mirror covered
+ * (covered), or those no mirror began for (!covered). */
+static void
+notify_flush(struct wsx *x, bool covered, int r, const struct err *err,
+             const struct sync_report *rep)
+{
+    struct list batch;
+    list_init(&batch);
+    list_foreach_safe (l, tmp, &x->waiters) {
+        struct waiter *wt = list_entry(l, struct waiter, link);
+        if (wt->kind != WAIT_FLUSH || wt->covered != covered)
+            continue;
+        list_remove(&wt->link);
+        list_add_tail(&batch, &wt->link);
+    }
+    while (!list_empty(&batch)) {
+        struct waiter *wt = list_entry(batch.next, struct waiter, link);
+        list_remove(&wt->link);
+        wt->result(wt->ud, r, err, rep);
+        free(wt);
+    }
+}
+
+static void
+cover_flushes(struct wsx *x)
+{
+    list_foreach (l, &x->waiters) {
+        struct waiter *wt = list_entry(l, struct waiter, link);
+        if (wt->kind == WAIT_FLUSH)
+            wt->covered = true;
     }
 }
 
@@ -362,12 +401,24 @@ mirror_done(void *ud)
                   (unsigned long long)j->rep.deleted, j->rep.duration_us / 1000.0);
     free(j);
 
+    /* This mirror answers the flushes asked for before it began; a flush
+     * asked for since needs the next one, which a lost sandbox never
+     * runs: what that flush was to save is gone. */
+    notify_flush(x, true, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
     if (x->mirror_again && x->state != WS_COLD) {
         x->mirror_again = false;
         mirror_start(x);
         return;
     }
-    notify(x, WAIT_FLUSH, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
+    x->mirror_again = false;
+    if (x->state == WS_COLD) {
+        if (x->lost)
+            notify_flush(x, false, -ENOTRECOVERABLE, &x->lost_err, NULL);
+        else
+            notify_flush(x, false, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
+        /* on_gone left a close to the mirror it was waiting for */
+        notify(x, WAIT_CLOSE, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
+    }
     if (x->state == WS_SLEEPING) {
         if (x->last_mirror_r < 0 && !x->w->draining) {
             /* Killing now would lose what the mirror could not save. */
@@ -406,6 +457,7 @@ mirror_start(struct wsx *x)
     x->jobs++;
     x->mirroring = true;
     x->dirty = false;
+    cover_flushes(x);
 }
 
 /* --- sandbox life --- */
@@ -419,8 +471,14 @@ on_gone(struct sandbox *sb, void *ud)
 
     if (was == WS_WARM || was == WS_SLEEPING)
         w->warm--;
-    if (was == WS_WARM)
+    if (was == WS_WARM && !x->discard) {
         log_warn("workspace=%s lost its sandbox; it is cold until the next exec", x->id);
+        x->lost = true;
+        (void)err_set(&x->lost_err, ENOTRECOVERABLE,
+                      "workspace '%s' lost its sandbox before its changes were saved; it "
+                      "holds what its last mirror saw",
+                      x->id);
+    }
     x->state = WS_COLD;
     x->sb = NULL;
     sandbox_free(sb);
@@ -438,11 +496,23 @@ on_gone(struct sandbox *sb, void *ud)
         }
         notify(x, WAIT_READY, x->wake_r, &x->wake_err, NULL);
         notify(x, WAIT_FLUSH, x->wake_r, &x->wake_err, NULL);
-    } else {
-        notify(x, WAIT_FLUSH, 0, NULL, &x->last_report);
+    } else if (x->lost) {
+        /* A flush is answered by a mirror that began after it was asked:
+         * one running now answers its own (mirror_done); no other will. */
+        notify_flush(x, false, -ENOTRECOVERABLE, &x->lost_err, NULL);
+        if (!x->mirroring)
+            notify_flush(x, true, -ENOTRECOVERABLE, &x->lost_err, NULL);
+    } else if (!x->mirroring) {
+        /* Put to sleep (or discarded) after its last mirror. */
+        notify(x, WAIT_FLUSH, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
     }
-    notify(x, WAIT_CLOSE, was == WS_SLEEPING ? 0 : -ESRCH, was == WS_SLEEPING ? NULL : &x->wake_err,
-           &x->last_report);
+    if (x->lost)
+        notify(x, WAIT_CLOSE, -ENOTRECOVERABLE, &x->lost_err, NULL);
+    else if (was == WS_WAKING)
+        notify(x, WAIT_CLOSE, -ESRCH, &x->wake_err, NULL);
+    else if (!x->mirroring) /* else mirror_done answers */
+        notify(x, WAIT_CLOSE, x->discard ? 0 : x->last_mirror_r, &x->last_mirror_err,
+               &x->last_report);
     notify(x, WAIT_SETTLE, 0, NULL, NULL);
     /* An exec that arrived while we were going to sleep wakes us again. */
     if (was == WS_SLEEPING && has_waiters(x, WAIT_READY) && !w->draining)
@@ -609,6 +679,7 @@ start_wake(struct wsx *x)
 {
     struct err err = {0};
     x->state = WS_WAKING;
+    x->lost = false; /* what it reports from now on is this sandbox's */
     x->wake_r = 0;
     err_clear(&x->wake_err);
     struct meta_job *j = calloc(1, sizeof(*j));
@@ -710,13 +781,42 @@ workspaces_stream_attached(struct workspaces *w, const char *id, bool attached)
         maybe_free(x);
 }
 
+int
+workspaces_lost(struct workspaces *w, const char *id, struct err *err)
+{
+    struct wsx *x = find(w, id);
+    if (!x || x->state != WS_COLD || !x->lost)
+        return 0;
+    if (err)
+        *err = x->lost_err;
+    return -ENOTRECOVERABLE;
+}
+
+/* A cold workspace: nothing live to mirror, unless it got cold by losing
+ * its sandbox. */
+static bool
+answer_cold(struct wsx *x, ws_result_fn cb, void *ud)
+{
+    struct sync_report none = {0};
+    if (x && x->state != WS_COLD)
+        return false;
+    if (x && x->lost)
+        cb(ud, -ENOTRECOVERABLE, &x->lost_err, NULL);
+    else
+        cb(ud, 0, NULL, &none);
+    return true;
+}
+
 void
 workspaces_flush(struct workspaces *w, const char *id, ws_result_fn cb, void *ud)
 {
     struct wsx *x = find(w, id);
-    if (!x || x->state == WS_COLD) {
-        struct sync_report none = {0};
-        cb(ud, 0, NULL, &none);
+    if (answer_cold(x, cb, ud))
+        return;
+    if (x->state == WS_SLEEPING && !x->mirroring) {
+        /* Its last mirror is done and it is being killed: that mirror
+         * saved what there is. */
+        cb(ud, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
         return;
     }
     if (WAIT_FOR_RESULT(x, WAIT_FLUSH, cb, ud) < 0) {
@@ -733,9 +833,10 @@ workspaces_close(struct workspaces *w, const char *id, ws_result_fn cb, void *ud
 {
     struct wsx *x = find(w, id);
     if (!x || x->state == WS_COLD) {
-        struct sync_report none = {0};
         if (cb)
-            cb(ud, 0, NULL, &none);
+            (void)answer_cold(x, cb, ud);
+        if (x)
+            maybe_free(x);
         return;
     }
     if (cb && WAIT_FOR_RESULT(x, WAIT_CLOSE, cb, ud) < 0) {
@@ -762,8 +863,10 @@ void
 workspaces_discard(struct workspaces *w, const char *id, ws_result_fn cb, void *ud)
 {
     struct wsx *x = find(w, id);
-    if (x)
+    if (x) {
         x->discard = true;
+        x->lost = false; /* being deleted: there is nothing left to lose */
+    }
     if (x && x->state == WS_WARM) {
         x->state = WS_SLEEPING;
         if (cb && WAIT_FOR_RESULT(x, WAIT_CLOSE, cb, ud) < 0) {

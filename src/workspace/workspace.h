@@ -82,9 +82,14 @@ typedef void (*ws_settled_fn)(void *ud, struct sandbox *sb_or_null);
 void workspaces_settle(struct workspaces *w, const char *id, ws_settled_fn cb, void *ud);
 
 /* Mirrors now (flush) or mirrors and puts to sleep (close); cb when done.
- * Both succeed at once on a cold workspace. */
+ * A flush succeeds only through a mirror that began after it was asked
+ * for. Both succeed at once on a cold workspace, except one whose sandbox
+ * died while warm: until its next wake they fail with -ENOTRECOVERABLE, since what
+ * that sandbox wrote after its last mirror is lost. */
 typedef void (*ws_result_fn)(void *ud, int r, const struct err *err, const struct sync_report *rep);
 void workspaces_flush(struct workspaces *w, const char *id, ws_result_fn cb, void *ud);
+/* -ENOTRECOVERABLE (and why in err) if the workspace is cold by losing its sandbox. */
+int workspaces_lost(struct workspaces *w, const char *id, struct err *err);
 void workspaces_close(struct workspaces *w, const char *id, ws_result_fn cb, void *ud);
 /* Kills the sandbox without mirroring (the workspace is being deleted). */
 void workspaces_discard(struct workspaces *w, const char *id, ws_result_fn cb, void *ud);

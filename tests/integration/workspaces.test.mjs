@@ -345,11 +345,21 @@ describe(`workspaces (${backend.kind})`, { skip }, () => {
     process.kill(inits[0], 'SIGKILL');
     for (let i = 0; i < 200 && (await state(d, ws)) !== 'cold'; i++) await sleep(20);
     assert.equal(await state(d, ws), 'cold');
+    // l.txt is gone: a flush or close must not say it was saved.
+    for (const op of ['flush', 'close']) {
+      const f = await api(d, 'POST', `/v1/workspaces/${ws}/${op}`, '');
+      assert.equal(f.status, 409, `${op} after the loss: ${f.text}`);
+      assert.equal(f.json.error, 'changes_lost');
+      assert.match(f.json.message, /lost its sandbox before its changes were saved/);
+    }
     // Cold reads see the last mirror; exec restores it.
     assert.equal((await api(d, 'GET', `/v1/workspaces/${ws}/files/s.txt`)).text, 'saved\n');
     const x = await wsExec(d, ws, 'cat s.txt; test -e l.txt && echo L || echo no-l');
     assert.equal(x.out, 'saved\nno-l\n');
-    await api(d, 'POST', `/v1/workspaces/${ws}/close`, '');
+    // Woken again, its flushes answer for the new sandbox.
+    assert.equal((await api(d, 'POST', `/v1/workspaces/${ws}/flush`, '')).status, 200);
+    assert.equal((await api(d, 'POST', `/v1/workspaces/${ws}/close`, '')).status, 200);
+    assert.equal((await api(d, 'POST', `/v1/workspaces/${ws}/flush`, '')).status, 200);
   });
 
   test('a restore that finds a corrupt or missing blob fails loudly and stays cold', async () => {

@@ -42,6 +42,8 @@ static const struct mapping table[] = {
         {EPIPE, 409, "conflict"},
         {ETXTBSY, 409, "conflict"},
         {EMLINK, 409, "conflict"},
+        /* A workspace's sandbox died before a mirror saved its changes. */
+        {ENOTRECOVERABLE, 409, "changes_lost"},
         {ESTALE, 412, "precondition_failed"},
         {EFBIG, 413, "too_large"},
         {E2BIG, 413, "too_large"},

@@ -892,6 +892,12 @@ run_exists(struct store *s, struct wjob *j)
 static void
 flush_or_close(struct api *a, struct http_req *req, const char *ws, bool close)
 {
+    struct err lost = {0};
+    int r = workspaces_lost(a->ws, ws, &lost);
+    if (r < 0) {
+        api_error(req, r, &lost);
+        return;
+    }
     if (workspaces_state(a->ws, ws) == WS_COLD) {
         struct wjob *j = wjob_new(a, req, ws);
         if (!j)

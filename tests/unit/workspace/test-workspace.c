@@ -8,8 +8,9 @@
  * it; while warm, workspaces_peek() hands out that sandbox, so file
  * operations go to it, not to the store; close mirrors what changed in the
  * sandbox into the store, kills the sandbox and leaves the workspace cold;
- * the next wake restores into a new sandbox; a sandbox that dies is
- * simply cold again; a wake whose sandbox cannot be created fails.
+ * the next wake restores into a new sandbox; a sandbox that dies leaves
+ * the workspace cold, and its flush and close fail until the next wake
+ * (what it wrote since its last mirror is lost); a wake whose sandbox cannot be created fails.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -167,6 +168,36 @@ dead_sandbox_is_cold(void **state)
     assert_int_equal(workspaces_state(ws, "w2"), WS_COLD);
     assert_int_equal(workspaces_warm_count(ws), 0);
     assert_int_equal(sandbox_memory_live(host), 0);
+
+    /* what it wrote since its last mirror is gone: flush and close say
+     * so, not "saved", until the next wake */
+    struct err err = {0};
+    assert_int_equal(workspaces_lost(ws, "w2", &err), -ENOTRECOVERABLE);
+    assert_non_null(strstr(err.msg, "lost its sandbox"));
+    struct result res = {0};
+    workspaces_flush(ws, "w2", on_result, &res);
+    run_until(&res.done);
+    assert_int_equal(res.r, -ENOTRECOVERABLE);
+    res.done = 0;
+    workspaces_close(ws, "w2", on_result, &res);
+    run_until(&res.done);
+    assert_int_equal(res.r, -ENOTRECOVERABLE);
+    (void)wake("w2");
+    assert_int_equal(workspaces_lost(ws, "w2", NULL), 0);
+    res.done = 0;
+    workspaces_flush(ws, "w2", on_result, &res);
+    run_until(&res.done);
+    assert_int_equal(res.r, 0);
+    res.done = 0;
+    workspaces_close(ws, "w2", on_result, &res);
+    run_until(&res.done);
+    assert_int_equal(res.r, 0);
+    /* a clean close is no loss */
+    assert_int_equal(workspaces_lost(ws, "w2", NULL), 0);
+    res.done = 0;
+    workspaces_flush(ws, "w2", on_result, &res);
+    run_until(&res.done);
+    assert_int_equal(res.r, 0);
 }
 
 static void
