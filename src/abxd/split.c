@@ -48,9 +48,9 @@ static struct {
     struct priv_parent *pp;
     struct fileops_parent fp;
     int image_fd, idmap_fd, idmap_ro_fd;
-    int listen_fd; /* the HTTP listener, handed to every network process */
-    char **argv;   /* the network process's */
-    pid_t pid;
+    int listen_fd;         /* the HTTP listener, handed to every network process */
+    char **argv;           /* the network process's */
+    pid_t pid, parent_pid; /* the network process's; ours, for its check */
     int pidfd;
     struct loop_io *pid_io, *sig_io;
     struct loop_timer *restart, *reserve;
@@ -302,6 +302,8 @@ exec_net(int sock)
     sigemptyset(&all);
     (void)sigprocmask(SIG_SETMASK, &all, NULL);
     (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != P.parent_pid)
+        _exit(127); /* the parent ended before the signal was armed */
     sanitizer_env();
     execv("/proc/self/exe", P.argv);
     _exit(127);
@@ -314,6 +316,7 @@ start_net(void)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return log_err_errno(-errno, "cannot make the network process's socket");
+    P.parent_pid = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int r = -errno;

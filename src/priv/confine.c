@@ -657,6 +657,7 @@ confine_self(const struct confine_config *c, struct err *err)
                        (unsigned)c->uid, (unsigned)c->gid);
     if (count(c->rw_paths) > CONFINE_PATHS_MAX || count(c->ro_paths) > CONFINE_PATHS_MAX)
         return err_set(err, E2BIG, "confine: more than %d paths in a list", CONFINE_PATHS_MAX);
+    pid_t parent = getppid();
     r = confine_report(&s, err);
     if (r < 0)
         return r;
@@ -677,6 +678,10 @@ confine_self(const struct confine_config *c, struct err *err)
     if (r == 0 && c->parent_death_signal &&
         prctl(PR_SET_PDEATHSIG, c->parent_death_signal, 0, 0, 0) < 0)
         r = err_setx(err, errno, "confine: cannot set the parent-death signal");
+    /* The identity change cleared the signal until the line above: a
+     * parent that ended meanwhile never sends it. */
+    if (r == 0 && c->parent_death_signal && getppid() != parent)
+        r = err_set(err, ESRCH, "confine: the parent ended while this process was confined");
     if (r == 0 && (r = lockdown_self(&step)) < 0)
         (void)err_setx(err, -r, "confine: %s", step);
     if (r == 0)
