@@ -60,6 +60,9 @@ LIBABX=$BUILD/src/client/libabx.a
 [ -f "$LIBABX" ] || die "$LIBABX is missing: run 'make' first"
 
 WORK=$(mktemp -d "${BENCH_TMPDIR:-/var/tmp}/abx-bench.XXXXXX")
+# abxd splits in two by default: its network process's uid must reach the
+# state directory inside $WORK.
+chmod 0711 "$WORK"
 STATE=$WORK/state
 RESULTS=$WORK/results
 COMMANDS=$WORK/commands
@@ -616,8 +619,9 @@ stop_abxd
 
 # --- 12. privilege separation: the same calls through the split abxd ---
 
-# One abxd in one process and one split in two (ABX_PRIVSEP=1: the
-# network process asks the privileged parent for every jail operation),
+# One abxd in one process (ABX_PRIVSEP=0) and one split in two
+# (ABX_PRIVSEP=1, the default: the network process asks the privileged
+# parent for every jail operation),
 # one after the other, the same calls: exec of /bin/true, create -> first
 # exec -> delete from a pool of 2 and cold, a 64 MiB upload and download
 # (the bytes go to the file helper on a descriptor the parent passed).
@@ -639,11 +643,9 @@ split_round() { # split_round TAG: exec, lifecycle, transfer on the abxd started
     wait_pool 2
     measure "$ABXB" lifecycle -n "$N_LIFE" -w "$LIFE_WARMUP" --name "life_$tag" || true
 }
-start_abxd 2
+ABX_PRIVSEP=0 start_abxd 2
 split_round one
 stop_abxd
-# The network process's uid must reach the state directory inside $WORK.
-chmod 0711 "$WORK"
 ABX_PRIVSEP=1 start_abxd 2
 split_round split
 stop_abxd
@@ -957,7 +959,7 @@ done)
 
 Baseline, a SOCK_SEQPACKET round trip carrying one descriptor between two processes (p50 / p99 µs): as scheduled $(get priv.raw.p50_us) / $(get priv.raw.p99_us), both on one CPU $(get priv.raw_one_cpu.p50_us) / $(get priv.raw_one_cpu.p99_us), on two CPUs $(get priv.raw_two_cpus.p50_us) / $(get priv.raw_two_cpus.p99_us).
 
-**12. Privilege separation** (one abxd in one process, then one split in two with \`ABX_PRIVSEP=1\`, the same calls one after the other; p50 / p99 ms; transfers in MiB/s; cold creates against part 2's \`ABX_POOL=0\` row of this run)
+**12. Privilege separation** (one abxd in one process with \`ABX_PRIVSEP=0\`, then one split in two with \`ABX_PRIVSEP=1\`, the default since 2026-12-02 and so what every other part measures, the same calls one after the other; p50 / p99 ms; transfers in MiB/s; cold creates against part 2's \`ABX_POOL=0\` row of this run)
 
 | what | one process | split | split / one (p50) |
 | --- | --- | --- | --- |

@@ -10,17 +10,19 @@
 #                                tmpfs TMPDIR
 #
 # Stages:
-#   build-gcc unit-gcc fuzz-gcc integration-gcc e2b-gcc split-gcc
+#   build-gcc unit-gcc fuzz-gcc integration-gcc e2b-gcc
 #       the gcc build (warnings are errors), its unit tests, its corpus
-#       replay (tests/fuzz/replay.c), the integration and E2B SDK suites,
-#       and the files of both that privilege separation serves yet run
-#       with abxd split (ABX_TEST_PRIVSEP=1, SPLIT_FILES below)
+#       replay (tests/fuzz/replay.c), the integration and E2B SDK suites
+#       (abxd as it starts by default: split in two, docs/security.md)
 #   build-asan unit-asan fuzz-asan integration-asan e2b-asan
-#       the same on the clang build with ASan+UBSan and libFuzzer targets
+#       the same on the clang build with ASan+UBSan and libFuzzer targets,
+#       abxd in one process (ABX_TEST_PRIVSEP=0): all of its code then
+#       runs under the leak check, which the split's network process goes
+#       without; privsep.test.mjs still splits it
 #   layering   DESIGN.md's dependency rules on the includes, and no circle
 #              of calls between files (in the gcc build's libraries)
 #   format     clang-format on every C file
-# Groups: gcc = build-gcc unit-gcc integration-gcc e2b-gcc split-gcc;
+# Groups: gcc = build-gcc unit-gcc integration-gcc e2b-gcc;
 #         asan = build-asan unit-asan fuzz-asan integration-asan e2b-asan.
 #
 # A throwaway PostgreSQL server is started for any stage that runs unit or
@@ -93,10 +95,6 @@ node_run() {
     printf '%s: %s passed, %s failed (log: %s)\n' "$label" "${p:-0}" "$f" "$log"
 }
 
-# What split-gcc runs split: the files privilege separation serves whole
-# (not yet: uid/none isolation, which it refuses).
-SPLIT_FILES=(tests/integration/{wire,smoke,tools,workspaces,limits,sudo,privsep,fulldisk,store-faults,template-build,templates,cli-templates}.test.mjs
-    tests/e2b/{commands,files,files-hostile,pty,watch,snapshots,platform}.test.mjs)
 
 # The PostgreSQL server, started at most once and stopped on exit. A start
 # in the background (pg_start_async) overlaps the build; pg_wait collects it.
@@ -245,11 +243,6 @@ stage() {
         # load-bound ones (limits, workspaces-faults) failed.
         node_suite build/src e2b-gcc tests/e2b 4
         ;;
-    split-gcc)
-        pg_wait
-        note "privilege separation: integration and E2B files with abxd split (gcc)"
-        ABX_TEST_PRIVSEP=1 node_run build/src split-gcc 2 "${SPLIT_FILES[@]}"
-        ;;
     build-asan) build_asan ;;
     unit-asan)
         pg_wait
@@ -265,14 +258,14 @@ stage() {
     integration-asan)
         pg_wait
         asan_env
-        note "integration tests (ASan+UBSan abxd)"
-        node_suite build-asan/src integration-asan
+        note "integration tests (ASan+UBSan abxd, one process)"
+        ABX_TEST_PRIVSEP=${ABX_TEST_PRIVSEP:-0} node_suite build-asan/src integration-asan
         ;;
     e2b-asan)
         pg_wait
         asan_env
-        note "E2B SDK compatibility tests (ASan+UBSan abxd)"
-        node_suite build-asan/src e2b-asan tests/e2b
+        note "E2B SDK compatibility tests (ASan+UBSan abxd, one process)"
+        ABX_TEST_PRIVSEP=${ABX_TEST_PRIVSEP:-0} node_suite build-asan/src e2b-asan tests/e2b
         ;;
     layering) layering ;;
     format) format ;;
@@ -288,16 +281,16 @@ stages=()
 [ $# -eq 0 ] && set -- all
 for a in "$@"; do
     case $a in
-    all) stages+=(build-gcc unit-gcc fuzz-gcc integration-gcc e2b-gcc split-gcc
+    all) stages+=(build-gcc unit-gcc fuzz-gcc integration-gcc e2b-gcc
         build-asan unit-asan fuzz-asan integration-asan e2b-asan layering format) ;;
-    gcc) stages+=(build-gcc unit-gcc integration-gcc e2b-gcc split-gcc) ;;
+    gcc) stages+=(build-gcc unit-gcc integration-gcc e2b-gcc) ;;
     asan) stages+=(build-asan unit-asan fuzz-asan integration-asan e2b-asan) ;;
     check)
         unit_tmpfs
         UNIT_JOBS=${MESON_TESTTHREADS:-$((2 * $(nproc)))}
         stages+=(build-gcc unit-gcc fuzz-gcc layering)
         ;;
-    build-gcc | unit-gcc | fuzz-gcc | integration-gcc | e2b-gcc | split-gcc | build-asan | \
+    build-gcc | unit-gcc | fuzz-gcc | integration-gcc | e2b-gcc | build-asan | \
         unit-asan | fuzz-asan | integration-asan | e2b-asan | layering | format) stages+=("$a") ;;
     *)
         echo "test.sh: unknown stage '$a' (see the top of $0)" >&2
@@ -308,7 +301,7 @@ done
 
 # PostgreSQL starts while the first build runs when a later stage needs it.
 case " ${stages[*]} " in
-*" unit-"* | *" integration-"* | *" e2b-"* | *" split-"*) pg_start_async ;;
+*" unit-"* | *" integration-"* | *" e2b-"*) pg_start_async ;;
 esac
 
 for st in "${stages[@]}"; do

@@ -33,6 +33,7 @@ enum opt_type {
     OPT_LISTEN, /* ADDR:PORT into listen_host and listen_port */
     OPT_MODE,   /* ns|uid|none into an enum jail_mode */
     OPT_CGROUP, /* auto|v1|v2 into char[size] */
+    OPT_AUTO01, /* auto|0|1 into a uint32_t: CONFIG_AUTO, 0 or 1 */
     OPT_DOMAIN, /* a DNS name, lowercased, into char[size]; an empty flag clears it */
     OPT_U32,    /* an integer in min..max */
     OPT_U64,    /* an integer in min..max */
@@ -81,9 +82,9 @@ static const struct config_option options[] = {
          .help = "first host uid of the sandboxes' uid ranges"},
         {NULL, "ABX_UID_SLOTS", OPT_U32, F(uid_slots), 1, 60000, 4096, .arg = "N",
          .help = "uid ranges in the pool (sandboxes at once)"},
-        {"privsep", "ABX_PRIVSEP", OPT_U32, F(privsep), 0, 1, 0, .arg = "0|1",
+        {"privsep", "ABX_PRIVSEP", OPT_AUTO01, F(privsep), .def_str = "auto", .arg = "auto|0|1",
          .help = "1: parse requests in an unprivileged process apart from the privileged "
-                 "parent (docs/security.md)"},
+                 "parent (docs/security.md); auto: so when abxd is root and isolation is ns"},
         {NULL, "ABX_PRIVSEP_UID", OPT_U32, F(privsep_uid), 0, 0xFFFFFFFEu, 0,
          .usage_def = "ABX_UID_BASE - 1", .arg = "N",
          .help = "the uid and gid of the unprivileged process with ABX_PRIVSEP=1"},
@@ -327,6 +328,11 @@ set_option(struct config *c, const struct config_option *o, const char *s, const
         if (strcmp(s, "auto") && strcmp(s, "v1") && strcmp(s, "v2"))
             return err_set(err, EINVAL, "%s must be auto, v1 or v2, not '%.32s'", what, s);
         return set_string(field, o->size, s, what, err);
+    case OPT_AUTO01:
+        if (strcmp(s, "auto") && strcmp(s, "0") && strcmp(s, "1"))
+            return err_set(err, EINVAL, "%s must be auto, 0 or 1, not '%.32s'", what, s);
+        *(uint32_t *)field = !strcmp(s, "auto") ? CONFIG_AUTO : (uint32_t)(s[0] - '0');
+        return 0;
     case OPT_DOMAIN:
         if (!*s) { /* only a flag gets here empty: --domain '' */
             c->domain[0] = '\0';
@@ -385,6 +391,9 @@ set_defaults(struct config *c)
             break;
         case OPT_MODE:
             *(enum jail_mode *)field = jail_mode_from_name(o->def_str);
+            break;
+        case OPT_AUTO01:
+            *(uint32_t *)field = CONFIG_AUTO;
             break;
         case OPT_U32:
         case OPT_CORES:

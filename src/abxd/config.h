@@ -9,6 +9,8 @@
 #include "jail/jail.h"
 #include "util/err.h"
 
+#define CONFIG_AUTO 2u /* an auto|0|1 option left to abxd (privsep) */
+
 struct config {
     char listen_host[64];
     uint16_t listen_port;
@@ -49,7 +51,8 @@ struct config {
     uint32_t http_body_min_rate; /* bytes/s */
     /* Privilege separation (docs/security.md): 1 = a privileged parent
      * and an unprivileged network process of uid privsep_uid (0 =
-     * uid_base - 1) */
+     * uid_base - 1); CONFIG_AUTO until main() decides (1 when root with
+     * the ns isolation mode) */
     uint32_t privsep;
     uint32_t privsep_uid;
     bool show_help, show_version;

@@ -33,6 +33,7 @@ enum daemon_role { ROLE_ONE, ROLE_PARENT, ROLE_NET };
 
 struct daemon {
     enum daemon_role role;
+    bool privsep_auto_off; /* --privsep auto found it cannot split, and said why */
     struct config cfg;
     struct loop *loop;
     struct jail_host *jh;

@@ -404,8 +404,11 @@ daemon_setup_jail_host(struct daemon *d)
         log_info("cannot lower oom_score_adj (no CAP_SYS_RESOURCE): sandbox inits are shielded "
                  "from the OOM killer only by their processes' higher score");
     if (d->cfg.isolation != JAIL_NS)
-        log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns'",
+        log_warn("isolation mode '%s' was asked for: sandboxes are weaker than the default 'ns', "
+                 "and abxd parses requests as root (privilege separation needs 'ns')",
                  jail_mode_name(d->cfg.isolation));
+    else if (!d->cfg.privsep && !d->privsep_auto_off && geteuid() == 0)
+        log_warn("--privsep 0 was asked for: abxd parses requests as root (docs/security.md)");
     if (jail_host_disk(d->jh))
         log_info("disk: %s; a sandbox may write %llu MiB unless it asks for another bound",
                  jail_host_disk(d->jh), (unsigned long long)(d->cfg.disk_bytes >> 20));

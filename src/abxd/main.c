@@ -10,10 +10,12 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abxd/daemon.h"
 #include "abxd/split.h"
 #include "api/api.h"
+#include "util/log.h"
 
 /* The network process's steps: no lock, no jail host of its own. */
 static int
@@ -50,6 +52,19 @@ main(int argc, char **argv)
         return r < 0 ? 2 : 0;
     if (d.role == ROLE_NET)
         return run_net(&d);
+    /* Split by default where it can be: as root, with namespaces, its
+     * network uid reaching what it must read. */
+    if (d.cfg.privsep == CONFIG_AUTO) {
+        char why[PATH_MAX * 2 + 128];
+        d.cfg.privsep = d.cfg.isolation == JAIL_NS && geteuid() == 0;
+        if (d.cfg.privsep && split_reachable(&d.cfg, why, sizeof(why)) < 0) {
+            log_warn("privilege separation is off: %s; abxd parses requests as root (chmod o+x "
+                     "it, or --privsep 0 to say so)",
+                     why);
+            d.cfg.privsep = 0;
+            d.privsep_auto_off = true;
+        }
+    }
     if (d.cfg.privsep)
         d.role = ROLE_PARENT;
     if (d.role == ROLE_PARENT) {

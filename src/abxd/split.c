@@ -139,26 +139,65 @@ give_dir(struct daemon *d, const struct split_dir *sd, uid_t uid)
     return give_path(path, sd->tree, sd->templates, uid);
 }
 
-/* Whether uid can walk down to dir (the state directory, a store): every
- * directory above it must let others search it (the network uid is in no
- * group). */
+/* Whether uid can walk down to path: every directory above it must let
+ * others search it (the network uid is in no group). -EACCES with the one
+ * that does not in blocker; a directory not there yet is made by root
+ * later, searchable. A relative path is taken from the working directory. */
 static int
-check_reachable(const char *dir, uid_t uid)
+reach_blocker(const char *path, uid_t uid, char blocker[PATH_MAX])
 {
     char p[PATH_MAX];
     struct stat st;
-    if ((size_t)snprintf(p, sizeof(p), "%s", dir) >= sizeof(p))
+    int w = path[0] == '/' ? snprintf(p, sizeof(p), "%s", path)
+                           : (getcwd(p, sizeof(p))
+                                      ? snprintf(p + strlen(p), sizeof(p) - strlen(p), "/%s", path)
+                                      : -1);
+    if (w < 0 || (size_t)w >= sizeof(p))
         return -ENAMETOOLONG;
     for (char *slash = strrchr(p, '/'); slash; slash = strrchr(p, '/')) {
         *slash = '\0';
         const char *at = p[0] ? p : "/";
-        if (stat(at, &st) < 0)
-            return log_err_errno(-errno, "cannot look at '%s'", at);
-        if (st.st_uid != uid && !(st.st_mode & S_IXOTH))
-            return log_err("the network process (uid %u) cannot reach '%s': '%s' is not "
-                           "searchable by others (chmod o+x it, or choose another directory)",
-                           (unsigned)uid, dir, at),
-                   -EACCES;
+        if (stat(at, &st) < 0) {
+            if (errno == ENOENT)
+                continue;
+            (void)snprintf(blocker, PATH_MAX, "%s", at);
+            return -errno;
+        }
+        if (st.st_uid != uid && !(st.st_mode & S_IXOTH)) {
+            (void)snprintf(blocker, PATH_MAX, "%s", at);
+            return -EACCES;
+        }
+    }
+    return 0;
+}
+
+static int
+check_reachable(const char *dir, uid_t uid)
+{
+    char at[PATH_MAX];
+    int r = reach_blocker(dir, uid, at);
+    if (r == -EACCES)
+        return log_err("the network process (uid %u) cannot reach '%s': '%s' is not "
+                       "searchable by others (chmod o+x it, or choose another directory)",
+                       (unsigned)uid, dir, at),
+               r;
+    return r < 0 ? log_err_errno(r, "cannot look at '%s'", at) : 0;
+}
+
+int
+split_reachable(const struct config *c, char *why, size_t n)
+{
+    const char *paths[] = {c->state_dir, c->tools_dir, c->templates_dir, c->keys_file,
+                           strncmp(c->store, "postgres", 8) ? c->store : ""};
+    char at[PATH_MAX];
+    for (size_t i = 0; i < ELEMENTSOF(paths); i++) {
+        if (!paths[i][0] || reach_blocker(paths[i], split_net_uid(c), at) == 0)
+            continue;
+        (void)snprintf(why, n,
+                       "its network process (uid %u) cannot reach '%s' ('%s' is not "
+                       "searchable by others)",
+                       (unsigned)split_net_uid(c), paths[i], at);
+        return -EACCES;
     }
     return 0;
 }

@@ -25,6 +25,11 @@
 #define SPLIT_LISTEN_FD 4            /* the HTTP socket the parent listens on */
 #define SPLIT_LOCK_FD   5            /* the state lock, held, never used */
 
+/* Whether the network process's uid can reach the state directory and
+ * every file and directory c names (their ancestors searchable by
+ * others): 0, or -EACCES with why. For --privsep auto. */
+int split_reachable(const struct config *c, char *why, size_t n);
+
 /* The parent: everything after daemon_setup_jail_host(); argv: abxd's
  * own, for the network process. Returns main()'s exit status. */
 int split_parent_run(struct daemon *d, int argc, char **argv);

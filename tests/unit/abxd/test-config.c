@@ -23,6 +23,7 @@ static const char *const vars[] = {
         "ABX_STATE_DIR",
         "ABX_API_KEY",
         "ABX_ISOLATION",
+        "ABX_PRIVSEP",
         "ABX_CGROUP",
         "ABX_UID_LOCK",
         "ABX_UID_BASE",
@@ -115,6 +116,7 @@ test_defaults(void **state)
     assert_string_equal(c.state_dir, "/var/lib/abx");
     assert_string_equal(c.api_key, "");
     assert_int_equal(c.isolation, JAIL_NS);
+    assert_int_equal(c.privsep, CONFIG_AUTO); /* main() decides */
     assert_string_equal(c.cgroup, "auto");
     assert_string_equal(c.uid_lock, "/run/abx/uid-pool.lock");
     assert_int_equal(c.uid_base, 0x40000000u);
@@ -182,6 +184,12 @@ test_values(void **state)
     assert_string_equal(c.state_dir, "/s");
     assert_true(c.reserve_bytes == 0);
     assert_true(c.show_help && c.show_version);
+    assert_int_equal(load(ENV("ABX_PRIVSEP=1"), FLAGS("--privsep", "0"), NULL), 0);
+    assert_int_equal(c.privsep, 0);
+    assert_int_equal(load(ENV("ABX_PRIVSEP=1"), NULL, NULL), 0);
+    assert_int_equal(c.privsep, 1);
+    assert_int_equal(load(NULL, FLAGS("--privsep", "auto"), NULL), 0);
+    assert_int_equal(c.privsep, CONFIG_AUTO);
 }
 
 static void
@@ -205,6 +213,8 @@ test_refused(void **state)
     refused(ENV("ABX_HTTP_MAX_CONNS=100", "ABX_SYNC_MAX_FILE_MB=x"), NULL,
             "ABX_HTTP_MAX_CONNS_PER_IP (512) must be below ABX_HTTP_MAX_CONNS (100)");
     refused(NULL, FLAGS("--isolation", "bad"), "--isolation must be ns, uid or none");
+    refused(NULL, FLAGS("--privsep", "yes"), "--privsep must be auto, 0 or 1, not 'yes'");
+    refused(ENV("ABX_PRIVSEP=2"), NULL, "ABX_PRIVSEP must be auto, 0 or 1, not '2'");
     refused(NULL, FLAGS("--reserve-mb", "x"), "--reserve-mb must be an integer from 0 to 1048576");
     refused(NULL, FLAGS("--disk-pool-mb", "1"),
             "--disk-pool-mb must be an integer from 256 to 1073741824, not '1'");
