@@ -34,7 +34,8 @@
  * but SPAWN with exactly one reply (proto.h); a SPAWN's answer, refusal
  * or not, is an EV_SPAWNED with seq 0, which every reader takes as an
  * event and none as a reply. A caller sends only while it holds the wire
- * and, unless it sent a SPAWN (which it releases the wire after), holds
+ * and, unless it sent a SPAWN or SET_RECORD (which it releases the wire
+ * after), holds
  * it to its reply, so every request sent before it has either been
  * answered and read by its own caller or gets no reply, and the first
  * reply after its request is its own, however many EV_SPAWNED of earlier
@@ -149,7 +150,8 @@ int priv_jail_netns_socket(struct priv_jail *j, int family, int type, int *ret_f
 /* dirfd (borrowed): a directory of the caller's own storage. */
 int priv_jail_idmap(struct priv_jail *j, int dirfd, int *ret_fd, struct err *err);
 /* Stores record[0..len) (at most PRIV_RECORD_MAX bytes, 0 clears) with the
- * parent for whoever adopts the sandbox after this process. */
+ * parent for whoever adopts the sandbox after this process. Returns once
+ * sent: the parent does not answer (proto.h). */
 int priv_jail_set_record(struct priv_jail *j, const void *record, size_t len, struct err *err);
 
 /* --- re-adoption (the loop thread) --- */

@@ -6,8 +6,9 @@
  * call it makes returns at once, so a reply is always the next answer
  * with that seq, and "in flight" is one request per connection. What is
  * asynchronous (a create, a spawn, an exit, a kill) comes back as events;
- * a SPAWN gets no reply at all, only its EV_SPAWNED (do_spawn()), so the
- * peer sends it without waiting.
+ * a SPAWN gets no reply at all, only its EV_SPAWNED (do_spawn()), and a
+ * SET_RECORD none either (do_set_record()), so the peer sends them
+ * without waiting.
  * Answers go out at once unless the peer's socket is full; then they
  * queue, up to PRIV_SENDQ_MAX, and past that the connection ends rather
  * than grow. Received descriptors are closed on every path.
@@ -1174,23 +1175,24 @@ on_grace(struct loop_timer *t, void *ud)
     grace_arm(p);
 }
 
+/* One-way: no reply (the network process sends it on its loop for every
+ * change of a sandbox and must not wait a round trip each time). A record
+ * for a sandbox that is not, or no longer, the peer's (it died meanwhile)
+ * has nothing to describe and is dropped; one that cannot be kept leaves
+ * none, so that a sandbox is never taken over half-known. */
 static void
 do_set_record(struct conn *c, const struct priv_msg *m)
 {
-    struct sandbox *sb = sb_of(c, m, -1);
+    int r;
+    struct sandbox *sb = sb_get(c, m->id, -1, &r);
     void *rec = NULL;
     if (!sb)
         return;
-    if (m->record_len && !(rec = malloc(m->record_len))) {
-        reply_err(c, m->seq, -ENOMEM, NULL, "out of memory");
-        return;
-    }
-    if (rec)
+    if (m->record_len && (rec = malloc(m->record_len)))
         memcpy(rec, m->record, m->record_len);
     free(sb->record);
     sb->record = rec;
-    sb->record_len = m->record_len;
-    reply(c, m->seq, PRIV_R_OK);
+    sb->record_len = rec ? m->record_len : 0;
 }
 
 static void

@@ -245,6 +245,8 @@ priv_reply_type(enum priv_type t)
     case PRIV_SPAWN:
     case PRIV_SPAWN_LARGE:
         return 0; /* EV_SPAWNED answers */
+    case PRIV_SET_RECORD:
+        return 0; /* one-way */
     default:
         return priv_is_request(t) ? PRIV_R_OK : 0;
     }

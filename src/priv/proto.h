@@ -17,9 +17,12 @@
  *           then id "ab12" (04 00 00 00 'a' 'b' '1' '2' 00), pid, sig, group
  *
  * Requests go from the unprivileged side to the parent, each with a seq of
- * its choosing (not 0). Every request but SPAWN and SPAWN_LARGE gets
- * exactly one reply with that seq, in order: R_ERR, or the reply type
- * priv_reply_type() names. A SPAWN (or SPAWN_LARGE) gets no reply
+ * its choosing (not 0). Every request but SPAWN, SPAWN_LARGE and
+ * SET_RECORD gets exactly one reply with that seq, in order: R_ERR, or
+ * the reply type priv_reply_type() names. A SET_RECORD gets none at all:
+ * the parent keeps the record of a sandbox of the sender's, and drops
+ * one for any other id (it may have died meanwhile). A SPAWN (or
+ * SPAWN_LARGE) gets no reply
  * (priv_reply_type() is 0): its outcome is one EV_SPAWNED with its token,
  * refusals included (no such sandbox, not ready, dying, bad stdio, a bad
  * memfd, init not keeping up), so the sender need not wait for the
@@ -54,9 +57,9 @@
 #include "jail/jail.h"
 
 /* PRIV_VERSION 2: SPAWN answered by EV_SPAWNED alone; 3: TREE_EMPTY; 4:
- * LAYER_INSTALL and EV_LAYER. */
+ * LAYER_INSTALL and EV_LAYER; 5: SET_RECORD one-way. */
 #define PRIV_MAGIC     0x70786261u /* "abxp" in memory */
-#define PRIV_VERSION   4
+#define PRIV_VERSION   5
 #define PRIV_BODY_MAX  (16 * 1024)
 #define PRIV_HDR_SIZE  16
 #define PRIV_MSG_MAX   (PRIV_HDR_SIZE + PRIV_BODY_MAX)
@@ -105,7 +108,7 @@ enum priv_type {
     PRIV_AREA_CREATE = 13,   /* name, u64 limit_bytes             -> R_OK */
     PRIV_AREA_USAGE = 14,    /* name                              -> R_USAGE */
     PRIV_AREA_DESTROY = 15,  /* name                             -> R_OK */
-    PRIV_SET_RECORD = 16,    /* id, bytes record (<= PRIV_RECORD_MAX) -> R_OK */
+    PRIV_SET_RECORD = 16,    /* id, bytes record (<= PRIV_RECORD_MAX) -> nothing */
     PRIV_LIST = 17,          /* u32 cursor (0 first)              -> R_LIST (the orphans) */
     PRIV_ADOPT = 18,         /* id                                -> R_LIST (its one entry) */
     PRIV_KILL_HELPER = 19,   /* id, u32 helper (R_HELPER's)       -> R_OK */

@@ -294,11 +294,14 @@ remote_home(const struct jailer_jail *pub, bool root)
     return priv_jail_home(CRJ(pub)->j, root);
 }
 
+/* Only ever read outside the ns mode (sandbox-local.c's cwd). The network
+ * side never names a host path: it keeps the name the sandbox's processes
+ * use, and the parent maps that to the host's itself (do_spawn()). */
 static const char *
 remote_workspace_path(const struct jailer_jail *pub)
 {
     (void)pub;
-    return "/home/user"; /* ns mode: the sandbox's own path */
+    return "/home/user";
 }
 
 static int

@@ -1058,6 +1058,17 @@ test_adopt(void **state)
     m = (struct priv_msg){.type = PRIV_KILL_HELPER, .seq = 3, .id = "ad1", .a = 1};
     raw_send(h, &m, NULL, 0);
     expect_err(h, ENOENT); /* not its sandbox */
+    /* SET_RECORD is one-way: on another's sandbox or a made-up id it is
+     * dropped without a word, and the next reply is the next request's */
+    m = (struct priv_msg){
+            .type = PRIV_SET_RECORD, .seq = 4, .id = "ad1", .record = "x", .record_len = 1};
+    raw_send(h, &m, NULL, 0);
+    m.id = "never";
+    raw_send(h, &m, NULL, 0);
+    m = (struct priv_msg){.type = PRIV_KILL_HELPER, .seq = 5, .id = "ad1", .a = 1};
+    raw_send(h, &m, NULL, 0);
+    expect_err(h, ENOENT);
+    assert_int_equal(rm.seq, 5);
     check_alive_j(b, bj);
     /* a record one byte past the bound: the connection ends */
     {
