@@ -386,6 +386,33 @@ sync_restore(struct store *s, const char *ws, const struct sync_sandbox *sb,
     return 0;
 }
 
+struct seed_ctx {
+    struct sync_state *st;
+    const struct sync_ignore *ig;
+};
+
+static int
+seed_one(const struct store_entry *e, void *ud)
+{
+    struct seed_ctx *c = ud;
+    bool dir = e->type == STORE_DIR;
+    if (sync_ignored(c->ig, e->path, dir, e->size))
+        return 0;
+    return state_set(c->st, e->path, dir, ""); /* no live version is "" */
+}
+
+int
+sync_state_seed(struct store *s, const char *ws, const struct sync_ignore *ig,
+                struct sync_state *st, struct err *err)
+{
+    struct seed_ctx c = {st, ig};
+    state_clear(st);
+    int r = store_walk(s, ws, ".", seed_one, &c, err);
+    if (r == -ENOMEM)
+        (void)err_set(err, ENOMEM, "out of memory");
+    return r;
+}
+
 /* --- mirror --- */
 
 const char *

@@ -64,6 +64,12 @@ bool sync_ignored(const struct sync_ignore *ig, const char *path, bool is_dir, u
 /* What the last restore or mirror saw in the sandbox: path -> version. */
 struct sync_state;
 int sync_state_new(struct sync_state **ret);
+/* For a sandbox whose versions nobody knows (one taken over from another
+ * process): every path the store has for ws, at no version, so that the
+ * next mirror copies each file the sandbox still has and deletes from the
+ * store what it no longer has. */
+int sync_state_seed(struct store *s, const char *ws, const struct sync_ignore *ig,
+                    struct sync_state *st, struct err *err);
 void sync_state_free(struct sync_state *st);
 size_t sync_state_size(const struct sync_state *st);
 

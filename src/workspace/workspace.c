@@ -30,6 +30,9 @@
 
 enum wait_kind { WAIT_READY, WAIT_SETTLE, WAIT_FLUSH, WAIT_CLOSE };
 
+/* A workspace sandbox's record with the host: this, then the id. */
+#define WS_RECORD_PREFIX "abx-workspace:"
+
 struct waiter {
     struct list link;
     enum wait_kind kind;
@@ -534,6 +537,21 @@ sleep_now(struct wsx *x)
         sandbox_kill(x->sb); /* on_gone finishes the transition */
 }
 
+/* Tells the host whose the sandbox is, for a network process after this
+ * one (workspaces_adopt()). Only once it is whole: one that dies with us
+ * mid-restore is killed, not taken over half-restored. */
+static void
+keep_record(struct wsx *x)
+{
+    char rec[sizeof(WS_RECORD_PREFIX) + sizeof(x->id)];
+    int n = snprintf(rec, sizeof(rec), "%s%s", WS_RECORD_PREFIX, x->id);
+    struct err err = {0};
+    int r = sandbox_set_record(x->sb, rec, (size_t)n, &err);
+    if (r < 0 && r != -EOPNOTSUPP)
+        log_warn("workspace=%s: cannot keep its record for a restart: %s", x->id,
+                 err.msg[0] ? err.msg : strerror(-r));
+}
+
 static void
 restore_done(void *ud)
 {
@@ -563,6 +581,7 @@ restore_done(void *ud)
     x->w->warm++;
     x->last_mirror_ms = now_msec();
     x->last_active_ms = now_msec();
+    keep_record(x);
     notify(x, WAIT_READY, 0, NULL, NULL);
     notify(x, WAIT_SETTLE, 0, NULL, NULL);
     if (has_waiters(x, WAIT_FLUSH))
@@ -625,6 +644,24 @@ struct meta_job {
     int r;
 };
 
+/* The sandbox limits of a workspace's record. */
+static struct sandbox_limits
+ws_limits(const struct workspaces *w, const struct store_ws *meta)
+{
+    struct sandbox_limits lim = w->cfg.default_limits;
+    if (meta->memory_bytes)
+        lim.memory_bytes = meta->memory_bytes;
+    if (meta->cpu_millis)
+        lim.cpu_millis = meta->cpu_millis;
+    if (meta->pids)
+        lim.pids = meta->pids;
+    /* Only where the host bounds disks at all (a record may come from a
+     * host that does, through a shared store). */
+    if (meta->disk_bytes && lim.disk_bytes)
+        lim.disk_bytes = meta->disk_bytes;
+    return lim;
+}
+
 static void
 meta_run(struct store *s, void *ud)
 {
@@ -649,18 +686,7 @@ meta_done(void *ud)
     }
     x->meta = j->meta;
     free(j);
-    struct sandbox_limits lim = w->cfg.default_limits;
-    if (x->meta.memory_bytes)
-        lim.memory_bytes = x->meta.memory_bytes;
-    if (x->meta.cpu_millis)
-        lim.cpu_millis = x->meta.cpu_millis;
-    if (x->meta.pids)
-        lim.pids = x->meta.pids;
-    /* Only where the host bounds disks at all (a record may come from a
-     * host that does, through a shared store). */
-    if (x->meta.disk_bytes && lim.disk_bytes)
-        lim.disk_bytes = x->meta.disk_bytes;
-    struct sandbox_spec spec = {.limits = lim};
+    struct sandbox_spec spec = {.limits = ws_limits(w, &x->meta)};
     char sid[21];
     struct err err = {0};
     int r = rand_id(sid, 20); /* the jail's own name; not shown anywhere */
@@ -670,6 +696,91 @@ meta_done(void *ud)
         x->sb = NULL;
         wake_failed(x, r, &err);
     }
+}
+
+/* --- taking over a sandbox another process left --- */
+
+static void
+on_adopted(struct sandbox *sb, int r, const struct err *err, void *ud)
+{
+    struct wsx *x = ud;
+    if (r < 0) {
+        sandbox_free(sb);
+        x->sb = NULL;
+        wake_failed(x, r, err);
+        return;
+    }
+    sandbox_set_gone_handler(sb, on_gone, x);
+    x->state = WS_WARM;
+    x->w->warm++;
+    x->last_active_ms = now_msec();
+    x->last_mirror_ms = now_msec();
+    notify(x, WAIT_READY, 0, NULL, NULL);
+    notify(x, WAIT_SETTLE, 0, NULL, NULL);
+    /* What it wrote since its last mirror, the one that process ran or
+     * never got to: saved now, not a window later. */
+    x->dirty = true;
+    mirror_start(x);
+    if (x->close_after) { /* abxd began draining meanwhile */
+        x->close_after = false;
+        workspaces_close(x->w, x->id, NULL, NULL);
+    }
+}
+
+bool
+workspaces_is_record(const void *record, size_t len)
+{
+    size_t n = sizeof(WS_RECORD_PREFIX) - 1;
+    return record && len > n && !memcmp(record, WS_RECORD_PREFIX, n);
+}
+
+int
+workspaces_adopt(struct workspaces *w, const char *orphan, const void *record, size_t len,
+                 struct err *err)
+{
+    size_t n = sizeof(WS_RECORD_PREFIX) - 1;
+    char id[65];
+    if (!workspaces_is_record(record, len) || len - n >= sizeof(id) ||
+        memchr((const char *)record + n, '\0', len - n))
+        return err_set(err, EINVAL, "not a workspace's record");
+    memcpy(id, (const char *)record + n, len - n);
+    id[len - n] = '\0';
+
+    struct store_ws meta;
+    int r = store_ws_get(w->loop_store, id, &meta, err);
+    if (r < 0)
+        return r; /* deleted meanwhile, or the store is down: not ours to keep */
+    struct wsx *x = get(w, id);
+    if (!x)
+        return -ENOMEM;
+    if (x->state != WS_COLD) {
+        maybe_free(x);
+        return err_set(err, EEXIST, "workspace '%s' has a sandbox already", id);
+    }
+    struct sync_state *st = NULL;
+    if ((r = sync_state_new(&st)) < 0 ||
+        (r = sync_state_seed(w->loop_store, id, w->cfg.ignore, st, err)) < 0) {
+        sync_state_free(st);
+        maybe_free(x);
+        return r;
+    }
+    struct sandbox_spec spec = {.limits = ws_limits(w, &meta)};
+    r = sandbox_adopt(w->sh, orphan, orphan, &spec, on_adopted, x, &x->sb, err);
+    if (r < 0) {
+        x->sb = NULL;
+        sync_state_free(st);
+        maybe_free(x);
+        return r;
+    }
+    sync_state_free(x->sync);
+    x->sync = st;
+    x->meta = meta;
+    x->state = WS_WAKING;
+    x->lost = false;
+    x->wake_r = 0;
+    err_clear(&x->wake_err);
+    log_info("workspace=%s: its sandbox taken over from the previous network process", id);
+    return 0;
 }
 
 /* --- public operations --- */

@@ -94,6 +94,17 @@ void workspaces_close(struct workspaces *w, const char *id, ws_result_fn cb, voi
 /* Kills the sandbox without mirroring (the workspace is being deleted). */
 void workspaces_discard(struct workspaces *w, const char *id, ws_result_fn cb, void *ud);
 
+/* A sandbox a network process before this one left (sandbox_host_orphans()):
+ * workspaces_is_record() tells whether its record is a workspace's, which
+ * workspaces_adopt() takes it over for. The workspace is warm with it once
+ * ready, and its first mirror (at once) copies every file, since nobody
+ * knows which changed: what the sandbox wrote before the restart is saved
+ * and what it deleted goes. Only a sandbox whose restore had finished has
+ * such a record. -EEXIST if the workspace has a sandbox already. */
+bool workspaces_is_record(const void *record, size_t len);
+int workspaces_adopt(struct workspaces *w, const char *orphan, const void *record, size_t len,
+                     struct err *err);
+
 /* Mirrors warm workspaces whose window passed; closes idle ones. */
 void workspaces_sweep(struct workspaces *w);
 /* Closes every warm workspace (mirror, then kill); done when all are cold. */

@@ -12,7 +12,7 @@ import {
 import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startAbxd, createSandbox, killSandbox, exec, sh, api, until, isRoot } from './lib.mjs';
+import { startAbxd, createSandbox, killSandbox, exec, sh, api, until, isRoot, parseNdjson } from './lib.mjs';
 
 const skip = !isRoot && 'needs root (namespaces, cgroups)';
 
@@ -164,6 +164,51 @@ test('a killed network process comes back on the same port; sandboxes live, stor
     const sb2 = await createSandbox(d);
     assert.equal((await exec(d, sb2.id, ['true'])).code, 0);
     assert.equal((await api(d, 'DELETE', `/v1/sandboxes/${sb.id}`)).status, 204);
+  } finally {
+    await d.stop();
+  }
+});
+
+test('a warm workspace is taken over by the next network process: what it wrote unflushed is saved', { skip }, async () => {
+  const d = await split();
+  try {
+    const id = (await api(d, 'POST', '/v1/workspaces', {})).json.id;
+    const wx = async (script) => {
+      const r = await api(d, 'POST', `/v1/workspaces/${id}/exec`, { argv: ['/bin/sh', '-c', script] });
+      assert.equal(r.status, 200, r.text);
+      return r.text;
+    };
+    await wx('echo a > a.txt; echo gone > gone.txt; mkdir -p d && echo in > d/in.txt');
+    assert.equal((await api(d, 'POST', `/v1/workspaces/${id}/flush`, '')).status, 200);
+    // changed, made and deleted after the last mirror, then the crash
+    await wx('echo a2 > a.txt; echo new > new.txt; rm gone.txt; sleep 300 >/dev/null 2>&1 &');
+    const net = netPid(d.proc.pid);
+    process.kill(net, 'SIGKILL');
+    const ok = await until(async () => {
+      const p = netPid(d.proc.pid);
+      if (!p || p === net) return false;
+      try {
+        return (await api(d, 'GET', '/readyz')).status === 200;
+      } catch {
+        return false;
+      }
+    });
+    assert.ok(ok, 'ready again');
+    assert.match(d.log, new RegExp(`workspace=${id}: its sandbox taken over`));
+    const f = await api(d, 'POST', `/v1/workspaces/${id}/flush`, '');
+    assert.equal(f.status, 200, f.text);
+    const m = await api(d, 'GET', `/v1/workspaces/${id}/manifest`);
+    const files = new Set(m.json.entries.filter((e) => e.type === 'file').map((e) => e.path));
+    assert.ok(files.has('/a.txt') && files.has('/new.txt') && files.has('/d/in.txt'), [...files].join());
+    assert.ok(!files.has('/gone.txt'), 'what it deleted is gone from the store too');
+    // warm with the same sandbox: its process still runs
+    const info = await api(d, 'GET', `/v1/workspaces/${id}`);
+    assert.equal(info.json.state, 'warm');
+    const out = parseNdjson(await wx('cat a.txt new.txt; pgrep -x sleep >/dev/null && echo sleeping'));
+    assert.equal(out.stdout.toString(), 'a2\nnew\nsleeping\n');
+    assert.equal((await api(d, 'POST', `/v1/workspaces/${id}/close`, '')).status, 200);
+    const cold = await api(d, 'GET', `/v1/workspaces/${id}/files/a.txt`);
+    assert.equal(cold.text, 'a2\n');
   } finally {
     await d.stop();
   }

@@ -1,7 +1,8 @@
 /*
  * adopt.c - the sandboxes a network process before this one left
  * (sandbox_host_orphans()): each comes back into the table as its
- * record describes it (table_adopt()), or is killed.
+ * record describes it (table_adopt()), or to its workspace
+ * (workspaces_adopt()), or is killed.
  */
 #include <errno.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "api/core/table.h"
 #include "template/set.h"
 #include "util/log.h"
+#include "workspace/workspace.h"
 
 static const struct template *
 find_template(void *ud, const char *name)
@@ -56,8 +58,16 @@ on_orphan(const char *orphan, const void *record, size_t len, void *ud)
     const struct table_resolve res = {.tmpl = find_template, .scope = find_scope, .ud = run->a};
 
     if (!record || !len) {
-        kill_orphan(run, orphan,
-                    "it has no record (a warm one, a workspace's, or one not ready yet)");
+        kill_orphan(run, orphan, "it has no record (a warm one, or one not ready or restored yet)");
+        return 0;
+    }
+    if (workspaces_is_record(record, len)) {
+        int r = run->a->ws ? workspaces_adopt(run->a->ws, orphan, record, len, &err) : -ENOENT;
+        if (r < 0) {
+            kill_orphan(run, orphan, err.msg[0] ? err.msg : strerror(-r));
+            return 0;
+        }
+        run->adopted++; /* workspaces_adopt() names it */
         return 0;
     }
     int r = table_adopt(run->a->table, orphan, record, len, &res, &e, &err);

@@ -189,6 +189,59 @@ test_mirror_pulls_changes(void **state)
     free(got);
 }
 
+/* A sandbox taken over from another process: its versions unknown, the
+ * state seeded from the store. The first mirror copies what the sandbox
+ * has, deletes what it no longer has, and leaves ignored paths alone. */
+static void
+test_seeded_state(void **state)
+{
+    struct fx *f = *state;
+    struct sync_report rep;
+    struct err err = {0};
+    char p[600];
+
+    wfile(f->ws_dir, "keep.txt", "old");
+    wfile(f->ws_dir, "gone.txt", "g");
+    wfile(f->ws_dir, "d/gone2.txt", "g2");
+    wfile(f->ws_dir, "same.txt", "same");
+    mirror(f, &rep);
+    assert_int_equal(rep.files, 4);
+    /* what the store holds of an ignored path stays (a rule added later) */
+    f->ig.max_file_bytes = 0;
+    wfile(f->ws_dir, "node_modules/x.js", "x");
+    (void)snprintf(p, sizeof(p), "%s/node_modules/x.js", f->ws_dir);
+    _cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(store_write(f->s, "ws1", "node_modules/x.js", fd, 0644, 0, NULL, NULL, &err),
+                     0);
+
+    /* the crash: changes nobody mirrored, then another process */
+    wfile(f->ws_dir, "keep.txt", "new");
+    wfile(f->ws_dir, "made.txt", "m");
+    (void)snprintf(p, sizeof(p), "%s/gone.txt", f->ws_dir);
+    assert_int_equal(unlink(p), 0);
+    (void)snprintf(p, sizeof(p), "%s/d", f->ws_dir);
+    assert_int_equal(rm_rf_at(AT_FDCWD, p), 0);
+    (void)snprintf(p, sizeof(p), "%s/node_modules", f->ws_dir);
+    assert_int_equal(rm_rf_at(AT_FDCWD, p), 0);
+    sync_state_free(f->st);
+    assert_int_equal(sync_state_new(&f->st), 0);
+    assert_int_equal(sync_state_seed(f->s, "ws1", &f->ig, f->st, &err), 0);
+
+    mirror(f, &rep);
+    assert_int_equal(rep.files, 3);   /* keep, same (unknown: read again), made */
+    assert_int_equal(rep.deleted, 3); /* gone.txt, d/gone2.txt, d */
+    char *got = store_get(f, "keep.txt");
+    assert_string_equal(got, "new");
+    free(got);
+    assert_true(store_has(f, "made.txt") && store_has(f, "same.txt"));
+    assert_false(store_has(f, "gone.txt") || store_has(f, "d/gone2.txt") || store_has(f, "d"));
+    assert_true(store_has(f, "node_modules/x.js"));
+    mirror(f, &rep); /* and from now on it knows */
+    assert_int_equal(rep.files, 0);
+    assert_int_equal(rep.deleted, 0);
+}
+
 static void
 test_ignore_rules(void **state)
 {
@@ -539,6 +592,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
             cmocka_unit_test_setup_teardown(test_mirror_pulls_changes, setup, teardown),
+            cmocka_unit_test_setup_teardown(test_seeded_state, setup, teardown),
             cmocka_unit_test_setup_teardown(test_ignore_rules, setup, teardown),
             cmocka_unit_test_setup_teardown(test_restore_roundtrip, setup, teardown),
             cmocka_unit_test_setup_teardown(test_restore_fails_loudly, setup, teardown),
