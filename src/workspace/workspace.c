@@ -250,16 +250,17 @@ add_waiter(struct wsx *x, const struct waiter *proto)
 #define WAIT_FOR_RESULT(x, k, cb, ud) \
     add_waiter(x, &(struct waiter){.kind = (k), .result = (cb), .ud = (ud)})
 
-/* Answers and removes the waiters of one kind. */
+/* Answers and removes the waiters of one kind; of flushes, with covered
+ * >= 0, only those a finished mirror covered (1) or none began for (0). */
 static void
-notify(struct wsx *x, enum wait_kind kind, int r, const struct err *err,
-       const struct sync_report *rep)
+notify_where(struct wsx *x, enum wait_kind kind, int covered, int r, const struct err *err,
+             const struct sync_report *rep)
 {
     struct list batch;
     list_init(&batch);
     list_foreach_safe (l, tmp, &x->waiters) {
         struct waiter *wt = list_entry(l, struct waiter, link);
-        if (wt->kind != kind)
+        if (wt->kind != kind || (covered >= 0 && wt->covered != (covered > 0)))
             continue;
         list_remove(&wt->link);
         list_add_tail(&batch, &wt->link);
@@ -277,27 +278,18 @@ notify(struct wsx *x, enum wait_kind kind, int r, const struct err *err,
     }
 }
 
-/* Answers and removes the flush waiters a finished mirror covered
- * (covered), or those no mirror began for (!covered). */
+static void
+notify(struct wsx *x, enum wait_kind kind, int r, const struct err *err,
+       const struct sync_report *rep)
+{
+    notify_where(x, kind, -1, r, err, rep);
+}
+
 static void
 notify_flush(struct wsx *x, bool covered, int r, const struct err *err,
              const struct sync_report *rep)
 {
-    struct list batch;
-    list_init(&batch);
-    list_foreach_safe (l, tmp, &x->waiters) {
-        struct waiter *wt = list_entry(l, struct waiter, link);
-        if (wt->kind != WAIT_FLUSH || wt->covered != covered)
-            continue;
-        list_remove(&wt->link);
-        list_add_tail(&batch, &wt->link);
-    }
-    while (!list_empty(&batch)) {
-        struct waiter *wt = list_entry(batch.next, struct waiter, link);
-        list_remove(&wt->link);
-        wt->result(wt->ud, r, err, rep);
-        free(wt);
-    }
+    notify_where(x, WAIT_FLUSH, covered, r, err, rep);
 }
 
 static void
@@ -552,6 +544,29 @@ keep_record(struct wsx *x)
                  err.msg[0] ? err.msg : strerror(-r));
 }
 
+/* The end of a wake (a restore, or a sandbox taken over): warm, the
+ * waiters told. A mirror starts at once if mirror_now or a flush was asked
+ * for meanwhile. */
+static void
+become_warm(struct wsx *x, bool mirror_now)
+{
+    x->state = WS_WARM;
+    x->w->warm++;
+    x->last_mirror_ms = now_msec();
+    x->last_active_ms = now_msec();
+    keep_record(x);
+    notify(x, WAIT_READY, 0, NULL, NULL);
+    notify(x, WAIT_SETTLE, 0, NULL, NULL);
+    if (mirror_now || has_waiters(x, WAIT_FLUSH)) {
+        x->dirty = true;
+        mirror_start(x);
+    }
+    if (x->close_after) { /* a close, or a drain, came meanwhile */
+        x->close_after = false;
+        workspaces_close(x->w, x->id, NULL, NULL);
+    }
+}
+
 static void
 restore_done(void *ud)
 {
@@ -577,19 +592,7 @@ restore_done(void *ud)
               (unsigned long long)j->rep.files, (unsigned long long)j->rep.bytes,
               j->rep.duration_us / 1000.0);
     free(j);
-    x->state = WS_WARM;
-    x->w->warm++;
-    x->last_mirror_ms = now_msec();
-    x->last_active_ms = now_msec();
-    keep_record(x);
-    notify(x, WAIT_READY, 0, NULL, NULL);
-    notify(x, WAIT_SETTLE, 0, NULL, NULL);
-    if (has_waiters(x, WAIT_FLUSH))
-        mirror_start(x); /* a flush asked for while we woke */
-    if (x->close_after) {
-        x->close_after = false;
-        workspaces_close(x->w, x->id, NULL, NULL);
-    }
+    become_warm(x, false);
 }
 
 /* A wake that ends before the sandbox was handed over: cold again. */
@@ -607,18 +610,28 @@ wake_failed(struct wsx *x, int r, const struct err *err)
     check_drained(w);
 }
 
+/* A sandbox the host made or handed over: false, and cold again, if that
+ * failed. */
+static bool
+sandbox_came(struct wsx *x, struct sandbox *sb, int r, const struct err *err)
+{
+    if (r < 0) {
+        sandbox_free(sb);
+        x->sb = NULL;
+        wake_failed(x, r, err);
+        return false;
+    }
+    sandbox_set_gone_handler(sb, on_gone, x);
+    return true;
+}
+
 static void
 on_ready(struct sandbox *sb, int r, const struct err *err, void *ud)
 {
     struct wsx *x = ud;
 
-    if (r < 0) {
-        sandbox_free(sb);
-        x->sb = NULL;
-        wake_failed(x, r, err);
+    if (!sandbox_came(x, sb, r, err))
         return;
-    }
-    sandbox_set_gone_handler(sb, on_gone, x);
     if (!x->sync && sync_state_new(&x->sync) < 0) {
         x->wake_r = -ENOMEM;
         sandbox_kill(sb);
@@ -704,27 +717,10 @@ static void
 on_adopted(struct sandbox *sb, int r, const struct err *err, void *ud)
 {
     struct wsx *x = ud;
-    if (r < 0) {
-        sandbox_free(sb);
-        x->sb = NULL;
-        wake_failed(x, r, err);
-        return;
-    }
-    sandbox_set_gone_handler(sb, on_gone, x);
-    x->state = WS_WARM;
-    x->w->warm++;
-    x->last_active_ms = now_msec();
-    x->last_mirror_ms = now_msec();
-    notify(x, WAIT_READY, 0, NULL, NULL);
-    notify(x, WAIT_SETTLE, 0, NULL, NULL);
-    /* What it wrote since its last mirror, the one that process ran or
-     * never got to: saved now, not a window later. */
-    x->dirty = true;
-    mirror_start(x);
-    if (x->close_after) { /* abxd began draining meanwhile */
-        x->close_after = false;
-        workspaces_close(x->w, x->id, NULL, NULL);
-    }
+    /* What it wrote since its last mirror (the one that process ran, or
+     * never got to): saved now, not a window later. */
+    if (sandbox_came(x, sb, r, err))
+        become_warm(x, true);
 }
 
 bool
