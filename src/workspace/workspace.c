@@ -57,9 +57,8 @@ struct wsx {
     bool mirroring, mirror_again, close_after, discard;
     bool dirty; /* touched since the last mirror began */
     /* The sandbox died while warm: what it wrote since its last mirror is
-     * gone. Flush and close say so until the next wake. */
+     * gone. Flush and close say so (lost_error()) until the next wake. */
     bool lost;
-    struct err lost_err;
     uint64_t last_mirror_ms, last_active_ms; /* monotonic */
     int wake_r;
     struct err wake_err;
@@ -232,6 +231,16 @@ maybe_free(struct wsx *x)
     free(x);
 }
 
+/* What flush and close answer while x->lost: -ENOTRECOVERABLE and why. */
+static int
+lost_error(const struct wsx *x, struct err *err)
+{
+    return err_set(err, ENOTRECOVERABLE,
+                   "workspace '%s' lost its sandbox before its changes were saved; it holds what "
+                   "its last mirror saw",
+                   x->id);
+}
+
 static int
 add_waiter(struct wsx *x, const struct waiter *proto)
 {
@@ -396,9 +405,9 @@ mirror_done(void *ud)
                   (unsigned long long)j->rep.deleted, j->rep.duration_us / 1000.0);
     free(j);
 
-    /* This mirror answers the flushes asked for before it began; a flush
-     * asked for since needs the next one, which a lost sandbox never
-     * runs: what that flush was to save is gone. */
+    /* This mirror answers the flushes asked for before it began; those
+     * asked for since wait for the next one (on_gone answers them if the
+     * sandbox dies first). */
     notify_flush(x, true, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
     if (x->mirror_again && x->state != WS_COLD) {
         x->mirror_again = false;
@@ -406,14 +415,8 @@ mirror_done(void *ud)
         return;
     }
     x->mirror_again = false;
-    if (x->state == WS_COLD) {
-        if (x->lost)
-            notify_flush(x, false, -ENOTRECOVERABLE, &x->lost_err, NULL);
-        else
-            notify_flush(x, false, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
-        /* on_gone left a close to the mirror it was waiting for */
+    if (x->state == WS_COLD) /* on_gone left a close to the mirror it was waiting for */
         notify(x, WAIT_CLOSE, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
-    }
     if (x->state == WS_SLEEPING) {
         if (x->last_mirror_r < 0 && !x->w->draining) {
             /* Killing now would lose what the mirror could not save. */
@@ -466,13 +469,9 @@ on_gone(struct sandbox *sb, void *ud)
 
     if (was == WS_WARM || was == WS_SLEEPING)
         w->warm--;
-    if (was == WS_WARM && !x->discard) {
+    if (was == WS_WARM) {
         log_warn("workspace=%s lost its sandbox; it is cold until the next exec", x->id);
         x->lost = true;
-        (void)err_set(&x->lost_err, ENOTRECOVERABLE,
-                      "workspace '%s' lost its sandbox before its changes were saved; it "
-                      "holds what its last mirror saw",
-                      x->id);
     }
     x->state = WS_COLD;
     x->sb = NULL;
@@ -491,18 +490,22 @@ on_gone(struct sandbox *sb, void *ud)
         }
         notify(x, WAIT_READY, x->wake_r, &x->wake_err, NULL);
         notify(x, WAIT_FLUSH, x->wake_r, &x->wake_err, NULL);
-    } else if (x->lost) {
+    } else {
         /* A flush is answered by a mirror that began after it was asked:
-         * one running now answers its own (mirror_done); no other will. */
-        notify_flush(x, false, -ENOTRECOVERABLE, &x->lost_err, NULL);
+         * one running now answers those it covers (mirror_done), and no
+         * other will run. Lost: what the rest were to save is gone; put
+         * to sleep: its last mirror saved what there was. */
+        struct err why = {0};
+        int r = x->lost ? lost_error(x, &why) : x->last_mirror_r;
+        const struct err *e = x->lost ? &why : &x->last_mirror_err;
+        const struct sync_report *rep = x->lost ? NULL : &x->last_report;
+        notify_flush(x, false, r, e, rep);
         if (!x->mirroring)
-            notify_flush(x, true, -ENOTRECOVERABLE, &x->lost_err, NULL);
-    } else if (!x->mirroring) {
-        /* Put to sleep (or discarded) after its last mirror. */
-        notify(x, WAIT_FLUSH, x->last_mirror_r, &x->last_mirror_err, &x->last_report);
+            notify_flush(x, true, r, e, rep);
     }
+    struct err lost = {0};
     if (x->lost)
-        notify(x, WAIT_CLOSE, -ENOTRECOVERABLE, &x->lost_err, NULL);
+        notify(x, WAIT_CLOSE, lost_error(x, &lost), &lost, NULL);
     else if (was == WS_WAKING)
         notify(x, WAIT_CLOSE, -ESRCH, &x->wake_err, NULL);
     else if (!x->mirroring) /* else mirror_done answers */
@@ -711,6 +714,15 @@ meta_done(void *ud)
     }
 }
 
+static void
+begin_wake(struct wsx *x)
+{
+    x->state = WS_WAKING;
+    x->lost = false; /* what it reports from now on is this sandbox's */
+    x->wake_r = 0;
+    err_clear(&x->wake_err);
+}
+
 /* --- taking over a sandbox another process left --- */
 
 static void
@@ -771,10 +783,7 @@ workspaces_adopt(struct workspaces *w, const char *orphan, const void *record, s
     sync_state_free(x->sync);
     x->sync = st;
     x->meta = meta;
-    x->state = WS_WAKING;
-    x->lost = false;
-    x->wake_r = 0;
-    err_clear(&x->wake_err);
+    begin_wake(x);
     log_info("workspace=%s: its sandbox taken over from the previous network process", id);
     return 0;
 }
@@ -785,10 +794,7 @@ static int
 start_wake(struct wsx *x)
 {
     struct err err = {0};
-    x->state = WS_WAKING;
-    x->lost = false; /* what it reports from now on is this sandbox's */
-    x->wake_r = 0;
-    err_clear(&x->wake_err);
+    begin_wake(x);
     struct meta_job *j = calloc(1, sizeof(*j));
     if (j)
         j->x = x;
@@ -894,9 +900,7 @@ workspaces_lost(struct workspaces *w, const char *id, struct err *err)
     struct wsx *x = find(w, id);
     if (!x || x->state != WS_COLD || !x->lost)
         return 0;
-    if (err)
-        *err = x->lost_err;
-    return -ENOTRECOVERABLE;
+    return lost_error(x, err);
 }
 
 /* A cold workspace: nothing live to mirror, unless it got cold by losing
@@ -907,8 +911,9 @@ answer_cold(struct wsx *x, ws_result_fn cb, void *ud)
     struct sync_report none = {0};
     if (x && x->state != WS_COLD)
         return false;
+    struct err lost = {0};
     if (x && x->lost)
-        cb(ud, -ENOTRECOVERABLE, &x->lost_err, NULL);
+        cb(ud, lost_error(x, &lost), &lost, NULL);
     else
         cb(ud, 0, NULL, &none);
     return true;

@@ -62,7 +62,8 @@ on_orphan(const char *orphan, const void *record, size_t len, void *ud)
         return 0;
     }
     if (workspaces_is_record(record, len)) {
-        int r = run->a->ws ? workspaces_adopt(run->a->ws, orphan, record, len, &err) : -ENOENT;
+        int r = run->a->ws ? workspaces_adopt(run->a->ws, orphan, record, len, &err)
+                           : err_set(&err, ENOENT, "a workspace's, and workspaces are off");
         if (r < 0) {
             kill_orphan(run, orphan, err.msg[0] ? err.msg : strerror(-r));
             return 0;
